@@ -1,0 +1,413 @@
+"""Declared schemas of Fleetplan's file formats, and their validating loaders.
+
+Every CSV the project reads or writes (profiles, routes, prices, engine
+operations costs, plans) is described once here as a tuple of `Column`s.
+`load_table` checks a file against its schema and raises `InputError` with a
+one-line message naming the file, the line and the column, so a user mistake
+never surfaces as a traceback.  `measure/` imports this module (and only this
+one) to write profiles the planner can read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+# Characters that make a spreadsheet treat a cell as a formula (OWASP CSV injection).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+class InputError(ValueError):
+    """A user-supplied file or value is invalid; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a file format.
+
+    kind: "str" (free text), "slug" (lowercase identifier; input is lower-cased),
+    "int", "float", or "enum" (one of `choices`, lower-cased).
+    minimum: inclusive lower bound for numbers; `positive` makes it exclusive.
+    """
+
+    name: str
+    kind: str
+    required: bool = False
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    positive: bool = False
+    default: object = None
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+def _latency_columns() -> tuple[Column, ...]:
+    cols = []
+    for metric, what in (
+        ("ttft", "time to first token"),
+        ("tpot", "time per output token after the first (vLLM's definition)"),
+        ("itl", "inter-token latency"),
+        ("e2e", "end-to-end request latency"),
+    ):
+        for stat in ("mean", "p50", "p95", "p99"):
+            cols.append(Column(f"{metric}_{stat}_ms", "float", doc=f"{what}, {stat}, ms", minimum=0))
+    return tuple(cols)
+
+
+PROFILE = Schema(
+    "profile",
+    (
+        Column("gpu", "slug", True, "GPU type, e.g. h100, h200, a100, l40s, b200"),
+        Column("engine", "slug", True, "serving engine: vllm, trtllm, sglang, ..."),
+        Column("engine_version", "str", True, "engine version as reported, e.g. 0.26.0"),
+        Column("model", "slug", True, "model slug, e.g. llama-3.1-8b"),
+        Column("precision", "slug", True, "weight precision: bf16, fp16, fp8, fp4, ..."),
+        Column("tp", "int", True, "tensor-parallel GPUs per replica", minimum=1),
+        Column("pp", "int", False, "pipeline-parallel stages per replica", minimum=1, default=1),
+        Column("mode", "enum", True, "offline = N requests submitted at once; concurrency = N in flight; "
+               "rate = arrivals per second", choices=("offline", "concurrency", "rate")),
+        Column("input_len", "int", True, "prompt tokens per request", minimum=1),
+        Column("output_len", "int", True, "output tokens per request", minimum=1),
+        Column("batch_size", "int", False, "offline mode: requests submitted at once", minimum=1),
+        Column("concurrency", "int", False, "concurrency mode: requests kept in flight", minimum=1),
+        Column("request_rate", "float", False, "rate mode: mean arrivals per second", positive=True),
+        Column("arrival", "str", False, "rate mode: arrival process, e.g. poisson, gamma:cv=2"),
+        Column("num_requests", "int", False, "requests completed in the point", minimum=1),
+        Column("duration_s", "float", False, "wall time of the timed region, s", positive=True),
+        Column("output_tok_per_s", "float", False, "output tokens/s of the whole replica (all its GPUs)",
+               positive=True),
+        Column("total_tok_per_s", "float", False, "input + output tokens/s of the whole replica", positive=True),
+        Column("req_per_s", "float", False, "completed requests/s", positive=True),
+        *_latency_columns(),
+        Column("kv_cache_tokens", "int", False, "KV-cache capacity the engine reported, tokens", minimum=1),
+        Column("max_num_seqs", "int", False, "engine's cap on sequences in a batch", minimum=1),
+        Column("max_num_batched_tokens", "int", False, "engine's token budget per step", minimum=1),
+        Column("roofline_frac", "float", False, "measured decode speed over the memory-bandwidth bound",
+               minimum=0),
+        Column("status", "enum", False, "ok, or failed with the reason in `error`", choices=("ok", "failed"),
+               default="ok"),
+        Column("error", "str", False, "why a failed point failed"),
+        Column("provenance", "enum", True, "measured (by this project) or published",
+               choices=("measured", "published")),
+        Column("source", "str", True, "the command that measured it, or the URL and document version"),
+        Column("date", "str", True, "date measured or published (YYYY-MM-DD)"),
+        Column("notes", "str", False, "anything a reader needs to interpret the row"),
+    ),
+)
+
+PROFILE_GROUP = ("engine", "engine_version", "gpu", "model", "precision", "tp")
+
+ROUTES = Schema(
+    "routes",
+    (
+        Column("name", "str", True, "route name"),
+        Column("model", "slug", True, "model slug the route serves"),
+        Column("traffic", "enum", True, "online (requests arrive, SLOs apply) or batch (a job with a deadline)",
+               choices=("online", "batch")),
+        Column("rate_rps", "float", False, "online: mean request rate, requests/s", positive=True),
+        Column("peak_to_mean", "float", False, "online: peak rate over mean rate (diurnal)", minimum=1, default=1.0),
+        Column("arrival_cv", "float", False, "online: coefficient of variation of inter-arrival times "
+               "(1 = Poisson, >1 = bursty)", minimum=0, default=1.0),
+        Column("num_requests", "int", False, "batch: requests in one job", minimum=1),
+        Column("jobs_per_month", "float", False, "batch: how often the job runs", minimum=0, default=30.0),
+        Column("deadline_hours", "float", False, "batch: the job must finish within this many hours",
+               positive=True),
+        Column("input_len_mean", "float", True, "mean prompt tokens", positive=True),
+        Column("input_len_p50", "float", False, "median prompt tokens", positive=True),
+        Column("input_len_p95", "float", False, "p95 prompt tokens", positive=True),
+        Column("input_len_p99", "float", False, "p99 prompt tokens", positive=True),
+        Column("output_len_mean", "float", True, "mean output tokens", positive=True),
+        Column("output_len_p50", "float", False, "median output tokens", positive=True),
+        Column("output_len_p95", "float", False, "p95 output tokens", positive=True),
+        Column("output_len_p99", "float", False, "p99 output tokens", positive=True),
+        Column("slo_percentile", "float", False, "percentile the latency SLOs apply to (95 or 99)",
+               choices=(), minimum=50, default=95.0),
+        Column("ttft_slo_ms", "float", False, "online: time-to-first-token target, ms", positive=True),
+        Column("tpot_slo_ms", "float", False, "online: time-per-output-token target, ms", positive=True),
+        Column("e2e_slo_ms", "float", False, "online: end-to-end latency target, ms", positive=True),
+        Column("model_updates_per_month", "float", False, "new checkpoints deployed per month", minimum=0,
+               default=0.0),
+        Column("engines", "str", False, "allowed engines, ';'-separated (empty = all)"),
+        Column("gpus", "str", False, "allowed GPUs, ';'-separated (empty = all)"),
+        Column("precisions", "str", False, "allowed precisions, ';'-separated (empty = all)"),
+        Column("tps", "str", False, "allowed tensor-parallel sizes, ';'-separated (empty = all)"),
+        Column("notes", "str", False, "where the route's numbers come from"),
+    ),
+)
+
+PRICES = Schema(
+    "prices",
+    (
+        Column("gpu", "slug", True, "GPU type slug"),
+        Column("provider", "slug", True, "cloud or vendor, e.g. lambda, aws, runpod"),
+        Column("pricing_type", "enum", True, "on-demand, reserved or spot",
+               choices=("on-demand", "reserved", "spot")),
+        Column("usd_per_gpu_hour", "float", True, "price of one GPU for one hour, USD", positive=True),
+        Column("source", "str", True, "URL of the price page or its transcription"),
+        Column("date", "str", True, "date the price was read"),
+        Column("notes", "str", False, "instance type, region, how derived"),
+    ),
+)
+
+ENGINE_OPS = Schema(
+    "engine_ops",
+    (
+        Column("engine", "slug", True, "engine slug"),
+        Column("versions", "str", False, "PEP 440 version specifier the row applies to, e.g. '<1.0' "
+               "(empty = every version)"),
+        Column("flow", "str", True, "what a model update involves on this engine"),
+        Column("engineer_hours_per_update", "float", True, "engineer hours per model update", minimum=0),
+        Column("build_gpu_hours_per_update", "float", True, "GPU-hours spent building/compiling per update",
+               minimum=0),
+        Column("cold_start_min", "float", False, "minutes from start to serving", minimum=0),
+        Column("adoption_hours", "float", False, "one-time engineer hours to adopt the engine", minimum=0,
+               default=0.0),
+        Column("source", "str", True, "where the figures come from, or 'assumption: ...'"),
+        Column("notes", "str", False, ""),
+    ),
+)
+
+PLAN = Schema(
+    "plan",
+    (
+        Column("route", "str", True, "route name"),
+        Column("status", "enum", True, "ok, or infeasible with the reason in `notes`",
+               choices=("ok", "infeasible")),
+        Column("traffic", "enum", False, "online or batch", choices=("online", "batch")),
+        Column("engine", "slug", False, "recommended engine"),
+        Column("engine_version", "str", False, ""),
+        Column("gpu", "slug", False, ""),
+        Column("precision", "slug", False, ""),
+        Column("tp", "int", False, "GPUs per replica", minimum=1),
+        Column("replicas", "int", False, "replicas (analytical sizing, or simulated where checked)", minimum=0),
+        Column("gpus", "int", False, "replicas x tp", minimum=0),
+        Column("operating_concurrency", "float", False, "sequences in flight per replica at the operating point",
+               minimum=0),
+        Column("replica_output_tok_per_s", "float", False, "predicted output tokens/s per replica", minimum=0),
+        Column("replica_output_tok_per_s_low", "float", False, "lower end of its interval", minimum=0),
+        Column("replica_output_tok_per_s_high", "float", False, "upper end of its interval", minimum=0),
+        Column("ttft_pred_ms", "float", False, "predicted TTFT at the SLO percentile, ms", minimum=0),
+        Column("tpot_pred_ms", "float", False, "predicted TPOT at the operating point, ms", minimum=0),
+        Column("e2e_pred_ms", "float", False, "predicted end-to-end latency, ms", minimum=0),
+        Column("utilisation", "float", False, "offered load over fleet capacity", minimum=0),
+        Column("gpu_usd_per_month", "float", False, "", minimum=0),
+        Column("eng_usd_per_month", "float", False, "engineering cost of model updates (+ amortised adoption)",
+               minimum=0),
+        Column("total_usd_per_month", "float", False, "", minimum=0),
+        Column("usd_per_1m_output_tok", "float", False, "", minimum=0),
+        Column("runner_up", "str", False, "engine/version/gpu/precision/tp of the second-cheapest option"),
+        Column("runner_up_total_usd_per_month", "float", False, "", minimum=0),
+        Column("savings_usd_per_month", "float", False, "runner-up total minus this total"),
+        Column("breakeven_updates_per_month", "float", False, "model updates/month at which the runner-up "
+               "would cost the same (empty: never)"),
+        Column("sim_attainment", "float", False, "share of simulated requests meeting every SLO", minimum=0),
+        Column("sim_replicas", "int", False, "replicas the simulation check settled on", minimum=0),
+        Column("provenance", "str", False, "measured / published / predicted / extrapolated"),
+        Column("price_source", "str", False, "provider, pricing type and source of the GPU price"),
+        Column("notes", "str", False, ""),
+    ),
+)
+
+SCHEMAS = {s.name: s for s in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN)}
+
+
+def slug(value: str) -> str:
+    """Normalise an identifier the way the CLIs accept it: case-insensitively."""
+    return str(value).strip().lower()
+
+
+def _is_blank(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == ""
+
+
+def _convert(value: object, col: Column) -> object:
+    """Convert one raw cell; raise ValueError with what was expected."""
+    if col.kind == "str":
+        return str(value)
+    if col.kind in ("slug", "enum"):
+        text = slug(value)
+        if col.kind == "slug" and not SLUG_RE.match(text):
+            raise ValueError(f"expected a lowercase identifier (letters, digits, '.', '_', '-'), got {value!r}")
+        if col.kind == "enum" and text not in col.choices:
+            raise ValueError(f"expected one of {', '.join(col.choices)}, got {value!r}")
+        return text
+    number = _to_number(value, col)
+    if col.minimum is not None and number < col.minimum:
+        raise ValueError(f"expected a value >= {col.minimum:g}, got {value!r}")
+    if col.positive and number <= 0:
+        raise ValueError(f"expected a value > 0, got {value!r}")
+    return number
+
+
+def _to_number(value: object, col: Column) -> float | int:
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    if col.kind == "int":
+        if number != int(number):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        return int(number)
+    return number
+
+
+def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") -> pd.DataFrame:
+    """Check and convert a raw (all-string) frame against `schema`.
+
+    Returns a frame with exactly the schema's columns, in order, typed; optional
+    columns that are absent are filled with their default (or NaN / "").
+    Raises InputError naming `where`, the CSV line and the column.
+    """
+    frame = frame.rename(columns=lambda c: str(c).strip())
+    unknown = [c for c in frame.columns if c not in schema.names]
+    if unknown:
+        raise InputError(f"{where}: unknown column(s) {', '.join(map(repr, unknown))} for a {schema.name} file; "
+                         f"expected columns: {', '.join(schema.names)}")
+    missing = [c.name for c in schema.columns if c.required and c.name not in frame.columns]
+    if missing:
+        raise InputError(f"{where}: missing required column(s) {', '.join(missing)} for a {schema.name} file")
+    out = {}
+    for col in schema.columns:
+        raw = frame[col.name].tolist() if col.name in frame.columns else [None] * len(frame)
+        out[col.name] = [_cell(v, col, where, i) for i, v in enumerate(raw)]
+    result = pd.DataFrame(out, columns=schema.names, index=range(len(frame)))
+    for col in schema.columns:
+        if col.kind in ("int", "float"):
+            result[col.name] = pd.to_numeric(result[col.name], errors="coerce").astype(
+                "Int64" if col.kind == "int" else "float64")
+    return result
+
+
+def _cell(value: object, col: Column, where: str, index: int) -> object:
+    line = index + 2  # line 1 is the header
+    if _is_blank(value):
+        if col.required:
+            raise InputError(f"{where}, line {line}, column {col.name!r}: a value is required ({col.doc})")
+        if col.default is not None:
+            return col.default
+        return "" if col.kind in ("str", "slug", "enum") else math.nan
+    try:
+        return _convert(value, col)
+    except ValueError as err:
+        raise InputError(f"{where}, line {line}, column {col.name!r}: {err}") from None
+
+
+def read_csv_text(path: Path) -> pd.DataFrame:
+    """Read a CSV as strings, skipping leading '#' comment lines (plan assumptions)."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=True,
+                           skiprows=_leading_comment_lines(path))
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty (expected a CSV with a header row)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"{path}: not a readable CSV file ({first})") from None
+
+
+def _leading_comment_lines(path: Path) -> int:
+    count = 0
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.startswith("#"):
+                    break
+                count += 1
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a CSV file") from None
+    return count
+
+
+def load_table(path: str | Path, schema: Schema) -> pd.DataFrame:
+    """Load and validate one CSV file; raises InputError on any problem."""
+    path = Path(path)
+    return validate_frame(read_csv_text(path), schema, str(path))
+
+
+def load_tables(paths: Iterable[str | Path], schema: Schema) -> pd.DataFrame:
+    """Load several files of one schema and concatenate them (with a `file` column)."""
+    frames = []
+    for p in paths:
+        frame = load_table(p, schema)
+        frame["file"] = str(p)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=[*schema.names, "file"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def split_list(cell: object) -> list[str]:
+    """Split a ';'-separated allow-list cell into lowercase items ([] = no restriction)."""
+    if _is_blank(cell):
+        return []
+    return [slug(item) for item in str(cell).split(";") if item.strip()]
+
+
+def escape_formula(value: object) -> object:
+    """Make a text cell safe to open in a spreadsheet (OWASP CSV injection).
+
+    Text starting with a formula character gets a leading apostrophe; numbers are
+    left alone so they read back unchanged.  `unescape_formula` reverses it.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES) and not _looks_numeric(value):
+        return "'" + value
+    return value
+
+
+def unescape_formula(value: object) -> object:
+    if isinstance(value, str) and value.startswith("'") and value[1:2] in FORMULA_PREFIXES:
+        return value[1:]
+    return value
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def write_table(frame: pd.DataFrame, path: str | Path, schema: Schema, comments: Sequence[str] = ()) -> None:
+    """Write `frame` in `schema`'s column order, formula-safe, with optional '#' header lines."""
+    path = Path(path)
+    ordered = frame.reindex(columns=schema.names)
+    safe = ordered.map(escape_formula)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        for line in comments:
+            handle.write(f"# {line}\n")
+        safe.to_csv(handle, index=False)
+
+
+def schema_markdown(schema: Schema) -> str:
+    """The schema as a Markdown table (for the README's format reference)."""
+    rows = ["| column | type | required | meaning |", "|---|---|---|---|"]
+    for c in schema.columns:
+        kind = f"one of {'/'.join(c.choices)}" if c.kind == "enum" else c.kind
+        rows.append(f"| `{c.name}` | {kind} | {'yes' if c.required else ''} | {c.doc} |")
+    return "\n".join(rows)
