@@ -1,22 +1,74 @@
 """Fitted performance curves: one iteration-time model per profile group.
 
-INTERFACE FILE (being implemented): the names and signatures below are the
-contract other modules code against.
+A group is (engine, engine_version, gpu, model, precision, tp).  A
+continuous-batching engine (vLLM, TensorRT-LLM in-flight batching) spends its
+time in iterations; one iteration that decodes `b` sequences of mean context
+`c` tokens and prefills `p` prompt tokens of prompts `I` tokens long takes
 
-A group is (engine, engine_version, gpu, model, precision, tp).  Each fitted
-`Curve` knows the time of one engine iteration
+    t(b, c, p) = t0 + a*b + k*b*c + q*p + r*p*I            [seconds]
 
-    t(b, c, p) = t0 + a*b + k*b*c + q*p + r*p*c_p          [seconds]
+t0: fixed cost per step (weights read once: the memory-bandwidth floor, plus
+launch overhead); a: per-sequence cost; k: KV-cache read per token of context;
+q: per prefill token; r: prefill attention, growing with prompt length.  A
+sixth parameter h is the engine's per-request overhead (scheduling, input and
+output processing), paid once per request.
 
-(b decoding sequences with mean context c tokens, p prefill tokens whose
-prompts average c_p tokens) and derives from it offline-batch throughput and
-online latency (TTFT, TPOT, e2e) at any shape, with an interval and a flag
-saying whether the shape lies outside what was measured.
+Every quantity a profile measures -- the duration of an offline batch, the
+mean end-to-end time of a request at fixed concurrency, the mean TPOT and
+TTFT -- is then a *linear* function of theta = (t0, a, k, q, r, h) with
+features that depend only on the shape (input_len, output_len, batch or
+concurrency) and on the engine's caps (max_num_seqs, KV-cache tokens, token
+budget per step).  So a group is fitted by bounded linear least squares on
+relative errors (`scipy.optimize.lsq_linear`): unique, fast, and with a
+parameter covariance that gives each prediction an interval.  t0 is bounded
+below by the roofline (weight bytes over the GPU's memory bandwidth).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import lsq_linear
+
+from planner.schema import PROFILE, PROFILE_GROUP, InputError, load_tables
+
+log = logging.getLogger(__name__)
+
+BUNDLED_PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+PARAM_NAMES = ("t0", "a", "k", "q", "r", "h")
+
+# Run-to-run noise of vLLM throughput on an H200 is about +-2%: no fit is trusted to be tighter.
+NOISE_FLOOR = 0.02
+# Two-sided ~90% interval.
+Z_90 = 1.645
+# Outside the measured range the interval widens by this factor per e-fold (log unit) of distance.
+EXTRAPOLATION_WIDENING = 1.0
+# Latency observations count less than throughput ones: they carry scheduler jitter.
+LATENCY_WEIGHT = 0.5
+TTFT_WEIGHT = 0.3
+# Offline batches "large enough to saturate" when asking for saturated throughput: this many caps.
+SATURATION_WAVES = 20
+# Defaults when a profile does not record the engine's caps (vLLM's V1 defaults on large GPUs).
+DEFAULT_MAX_NUM_SEQS = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}
+DEFAULT_MAX_BATCHED_TOKENS = {"vllm": 16384, "trtllm": 8192, "sglang": 16384}
+# KV-cache estimate for groups that do not report it: share of memory left after weights
+# (TensorRT-LLM's perf-overview runs used kv_cache_free_gpu_mem_fraction 0.95 "in many cases").
+KV_FREE_MEMORY_FRACTION = 0.90
+# Sustained memory bandwidth is below the datasheet figure; used only to place t0 for groups
+# whose data cannot identify it (published saturated tables), never as a measurement.
+ACHIEVABLE_BANDWIDTH_FRACTION = 0.8
+# A full fit needs the data to separate the fixed step cost from the per-sequence cost.
+MIN_POINTS_FULL_FIT = 8
+
+
+class NoCurveError(LookupError):
+    """No fitted curve exists for the requested group, or it cannot predict this shape."""
 
 
 @dataclass(frozen=True)
@@ -37,10 +89,10 @@ class Prediction:
     """Predicted performance of one replica at one shape.
 
     output_tok_per_s is for the whole replica (all tp GPUs); low/high bound it
-    (about a 90% interval).  Latencies are means in ms (NaN where the group
-    has no basis for them).  provenance: "measured" (a measured point at this
-    exact shape), "published", "predicted" (inside the measured range) or
-    "extrapolated" (outside it: interval widened).
+    (about a 90% interval).  Latencies are means in ms.  provenance is
+    "measured" or "published" (a point at exactly this shape), "predicted"
+    (inside the range the group covers) or "extrapolated" (outside it, with
+    a widened interval).
     """
 
     output_tok_per_s: float
@@ -53,3 +105,486 @@ class Prediction:
     extrapolated: bool
     provenance: str
     note: str = ""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What bounds one replica's batch: sequences, KV-cache tokens, tokens per step."""
+
+    max_num_seqs: int
+    kv_cache_tokens: int
+    max_batched_tokens: int
+
+    def max_batch(self, input_len: float, output_len: float) -> int:
+        by_kv = int(self.kv_cache_tokens // max(input_len + output_len, 1.0))
+        return max(1, min(self.max_num_seqs, by_kv))
+
+
+# ---------------------------------------------------------------- features
+# Each function returns the feature vector phi such that time = phi @ theta.
+
+def _step_features(batch: float, context: float, prefill_tokens: float, prefill_context: float) -> np.ndarray:
+    return np.array([1.0, batch, batch * context, prefill_tokens, prefill_tokens * prefill_context, 0.0])
+
+
+def offline_features(caps: Caps, n: int, input_len: float, output_len: float) -> np.ndarray:
+    """Duration of `n` identical requests submitted at once: waves of up to the cap.
+
+    Each wave prefills its prompts in chunks of the token budget, then decodes
+    output_len - 1 further steps (the prefill step emits the first token).
+    """
+    cap = caps.max_batch(input_len, output_len)
+    full, rest = divmod(int(n), cap)
+    phi = full * _wave_features(caps, cap, input_len, output_len)
+    if rest:
+        phi = phi + _wave_features(caps, rest, input_len, output_len)
+    phi[5] += n
+    return phi
+
+
+def _wave_features(caps: Caps, w: int, input_len: float, output_len: float) -> np.ndarray:
+    prefill_steps = math.ceil(w * input_len / caps.max_batched_tokens)
+    prefill = np.array([prefill_steps, 0.0, 0.0, w * input_len, w * input_len * input_len, 0.0])
+    decode = (output_len - 1) * _step_features(w, input_len + output_len / 2, 0.0, 0.0)
+    return prefill + decode
+
+
+def _steady_step_features(c_eff: float, input_len: float, output_len: float) -> np.ndarray:
+    """Mean iteration at steady concurrency: c_eff decoding, new prompts spread over the steps."""
+    phi = _step_features(c_eff, input_len + output_len / 2, c_eff * input_len / output_len, input_len)
+    phi[5] = c_eff / output_len  # per-request overhead, serialised with the steps
+    return phi
+
+
+def concurrency_features(caps: Caps, concurrency: float, input_len: float, output_len: float
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ttft, tpot, e2e) features of a closed loop keeping `concurrency` requests in flight."""
+    c_eff = min(float(concurrency), caps.max_batch(input_len, output_len))
+    tau = _steady_step_features(c_eff, input_len, output_len)
+    own_prefill = _step_features(c_eff, input_len + output_len / 2, input_len, input_len)
+    service_ttft = 0.5 * tau + own_prefill
+    service_e2e = service_ttft + (output_len - 1) * tau
+    queue = (concurrency / c_eff - 1.0) * service_e2e  # requests beyond the cap wait their turn
+    return service_ttft + queue, tau, service_e2e + queue
+
+
+# ---------------------------------------------------------------- observations
+
+@dataclass(frozen=True)
+class Observation:
+    phi: np.ndarray
+    seconds: float
+    weight: float
+    kind: str  # "throughput" | "tpot" | "ttft"
+    row: int
+
+
+def _caps_for(group: pd.DataFrame, key: GroupKey) -> Caps:
+    seqs = _first_number(group, "max_num_seqs") or DEFAULT_MAX_NUM_SEQS.get(key.engine, 1024)
+    budget = _first_number(group, "max_num_batched_tokens") or DEFAULT_MAX_BATCHED_TOKENS.get(key.engine, 8192)
+    kv = _first_number(group, "kv_cache_tokens") or _estimate_kv_tokens(key)
+    return Caps(int(seqs), int(kv), int(budget))
+
+
+def _first_number(group: pd.DataFrame, column: str) -> float | None:
+    values = pd.to_numeric(group[column], errors="coerce").dropna()
+    return float(values.iloc[0]) if len(values) else None
+
+
+def _estimate_kv_tokens(key: GroupKey) -> int:
+    """KV-cache tokens of one replica from GPU memory and model size (an estimate, used when unreported)."""
+    specs = _specs()
+    if specs is None:
+        return 10**9  # unknown: the batch is then capped by max_num_seqs alone
+    gpus, models, weight_bytes, kv_bytes = specs
+    gpu, model = gpus.get(key.gpu), models.get(key.model)
+    if gpu is None or model is None:
+        return 10**9
+    free = key.tp * gpu.memory_gib * 2**30 - weight_bytes(model, key.precision)
+    per_token = kv_bytes(model, key.precision)
+    return max(1, int(KV_FREE_MEMORY_FRACTION * free / per_token)) if free > 0 else 1
+
+
+def _t0_floor(key: GroupKey) -> float:
+    """Roofline floor of the fixed step cost: weights read once per step over the memory bandwidth."""
+    specs = _specs()
+    if specs is None:
+        return 0.0
+    gpus, models, weight_bytes, _ = specs
+    gpu, model = gpus.get(key.gpu), models.get(key.model)
+    if gpu is None or model is None:
+        return 0.0
+    return weight_bytes(model, key.precision) / (key.tp * gpu.mem_bandwidth_tb_s * 1e12)
+
+
+@lru_cache(maxsize=1)
+def _specs():
+    """GPU and model spec tables (planner/specs.py); None when unavailable."""
+    try:
+        from planner import specs
+        return specs.load_gpu_specs(), specs.load_model_specs(), specs.weight_bytes, specs.kv_bytes_per_token
+    except (ImportError, InputError, OSError, AttributeError) as err:
+        log.warning("GPU/model spec tables unavailable (%s): no roofline bound on t0", err)
+        return None
+
+
+def observations(group: pd.DataFrame, caps: Caps) -> list[Observation]:
+    """Turn a group's profile rows into linear observations of step-time parameters."""
+    obs: list[Observation] = []
+    for row, point in group.iterrows():
+        obs.extend(_point_observations(point, caps, int(row)))
+    return obs
+
+
+def _point_observations(p: pd.Series, caps: Caps, row: int) -> list[Observation]:
+    i, o, tok_s = float(p.input_len), float(p.output_len), p.output_tok_per_s
+    if p["mode"] == "offline":
+        n = _offline_n(p)
+        if n is None or not _ok(tok_s):
+            return []
+        return [Observation(offline_features(caps, n, i, o), n * o / tok_s, 1.0, "throughput", row)]
+    if p["mode"] == "concurrency":
+        if not _ok(p.concurrency):
+            return []
+        ttft, tpot, e2e = concurrency_features(caps, float(p.concurrency), i, o)
+        out = []
+        if _ok(tok_s):
+            out.append(Observation(e2e, p.concurrency * o / tok_s, 1.0, "throughput", row))
+        return out + _latency_observations(p, ttft, tpot, row)
+    return _rate_observations(p, caps, row)
+
+
+def _offline_n(p: pd.Series) -> int | None:
+    for column in ("batch_size", "num_requests"):
+        if _ok(p[column]):
+            return int(p[column])
+    return None
+
+
+def _rate_observations(p: pd.Series, caps: Caps, row: int) -> list[Observation]:
+    """Rate-mode points inform latency; mean concurrency from Little's law on the measured e2e."""
+    i, o = float(p.input_len), float(p.output_len)
+    tpot_ms = _first_ok(p, "tpot_mean_ms", "itl_mean_ms", "tpot_p50_ms", "itl_p50_ms")
+    e2e_ms = _first_ok(p, "e2e_mean_ms")
+    ttft_ms = _first_ok(p, "ttft_mean_ms", "ttft_p50_ms")
+    if e2e_ms is None and tpot_ms is not None and ttft_ms is not None:
+        e2e_ms = ttft_ms + (o - 1) * tpot_ms
+    if e2e_ms is None or not _ok(p.request_rate):
+        return []
+    concurrency = max(1.0, float(p.request_rate) * e2e_ms / 1000)
+    ttft, tpot, _ = concurrency_features(caps, concurrency, i, o)
+    return _latency_observations(p, ttft, tpot, row)
+
+
+def _latency_observations(p: pd.Series, ttft: np.ndarray, tpot: np.ndarray, row: int) -> list[Observation]:
+    out = []
+    tpot_ms = _first_ok(p, "tpot_mean_ms", "itl_mean_ms", "tpot_p50_ms", "itl_p50_ms")
+    if tpot_ms is not None:
+        out.append(Observation(tpot, tpot_ms / 1000, LATENCY_WEIGHT, "tpot", row))
+    ttft_ms = _first_ok(p, "ttft_mean_ms", "ttft_p50_ms")
+    if ttft_ms is not None:
+        out.append(Observation(ttft, ttft_ms / 1000, TTFT_WEIGHT, "ttft", row))
+    return out
+
+
+def _first_ok(p: pd.Series, *columns: str) -> float | None:
+    for column in columns:
+        if _ok(p[column]):
+            return float(p[column])
+    return None
+
+
+def _ok(value: object) -> bool:
+    try:
+        return value is not None and not pd.isna(value) and float(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------- fitting
+
+@dataclass(frozen=True)
+class Fit:
+    theta: np.ndarray
+    cov: np.ndarray           # covariance of theta (zero for fixed parameters)
+    sigma: float              # relative residual scale (floored at NOISE_FLOOR)
+    free: tuple[bool, ...]
+    n_obs: int
+
+
+def fit_observations(obs: list[Observation], t0_floor: float, full: bool) -> Fit:
+    """Bounded linear least squares on relative errors; `full=False` fits (a, k, q) only.
+
+    In the reduced fit t0 is placed at the roofline over an assumed achievable
+    bandwidth and r = h = 0: a table of saturated throughputs cannot separate them.
+    """
+    phi = np.array([o.phi for o in obs])
+    target = np.array([o.seconds for o in obs])
+    weight = np.array([o.weight for o in obs])
+    free = (True,) * 6 if full else (False, True, True, True, False, False)
+    fixed = np.zeros(6)
+    if not full:
+        fixed[0] = t0_floor / ACHIEVABLE_BANDWIDTH_FRACTION
+    mask = np.array(free)
+    design = phi[:, mask] * (weight / target)[:, None]
+    rhs = weight * (1.0 - (phi[:, ~mask] @ fixed[~mask]) / target)
+    scale = np.linalg.norm(design, axis=0)
+    scale[scale == 0] = 1.0
+    lower = np.where(np.array(PARAM_NAMES)[mask] == "t0", t0_floor, 0.0) * scale
+    result = lsq_linear(design / scale, rhs, bounds=(lower, np.inf), method="bvls")
+    theta = fixed.copy()
+    theta[mask] = result.x / scale
+    resid = design @ (result.x / scale) - rhs
+    dof = max(len(obs) - int(mask.sum()), 1)
+    sigma = max(NOISE_FLOOR, math.sqrt(float(resid @ resid) / dof))
+    cov = np.zeros((6, 6))
+    cov[np.ix_(mask, mask)] = sigma**2 * np.linalg.pinv(design.T @ design)
+    return Fit(theta, cov, sigma, free, len(obs))
+
+
+def _is_rich(group: pd.DataFrame, obs: list[Observation]) -> bool:
+    """Enough variety to identify all six parameters: latency data, or batch sweeps."""
+    if len(obs) < MIN_POINTS_FULL_FIT:
+        return False
+    has_latency = any(o.kind != "throughput" for o in obs)
+    loads = pd.concat([group["batch_size"], group["concurrency"]]).dropna().nunique()
+    return has_latency or loads >= 3
+
+
+# ---------------------------------------------------------------- curve
+
+@dataclass(frozen=True)
+class Range:
+    input_len: tuple[float, float]
+    output_len: tuple[float, float]
+    load: tuple[float, float]
+
+
+@dataclass(frozen=True, eq=False)
+class Curve:
+    """A fitted group: predicts one replica's throughput and latency at any shape."""
+
+    key: GroupKey
+    caps: Caps
+    fit: Fit
+    source_provenance: str          # "measured" | "published"
+    has_latency: bool
+    covered: Range
+    points: pd.DataFrame = field(repr=False)  # the group's rows, for exact-shape lookups
+    note: str = ""
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return self.caps.kv_cache_tokens
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.caps.max_num_seqs
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.caps.max_batched_tokens
+
+    @property
+    def theta(self) -> dict[str, float]:
+        return dict(zip(PARAM_NAMES, map(float, self.fit.theta)))
+
+    def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
+                    prefill_context: float = 0.0) -> float:
+        """Seconds of one engine iteration (the simulator's clock)."""
+        t0, a, k, q, r, _ = self.fit.theta
+        return t0 + a * batch + k * batch * context + q * prefill_tokens + r * prefill_tokens * prefill_context
+
+    @property
+    def request_overhead_s(self) -> float:
+        return float(self.fit.theta[5])
+
+    def max_batch(self, input_len: float, output_len: float) -> int:
+        return self.caps.max_batch(input_len, output_len)
+
+    def predict_offline(self, input_len: float, output_len: float, batch_size: int) -> Prediction:
+        """N = batch_size identical requests submitted at once."""
+        phi = offline_features(self.caps, int(batch_size), input_len, output_len)
+        seconds = float(phi @ self.fit.theta)
+        tok_s = batch_size * output_len / seconds
+        exact = self._exact("offline", input_len, output_len, batch_size)
+        c = min(batch_size, self.max_batch(input_len, output_len))
+        ttft, tpot, e2e = (float(f @ self.fit.theta) * 1000 for f in
+                           concurrency_features(self.caps, c, input_len, output_len))
+        return self._prediction(tok_s, phi, seconds, (input_len, output_len, batch_size), exact,
+                                ttft, tpot, seconds * 1000, c)
+
+    def predict_concurrency(self, input_len: float, output_len: float, concurrency: float) -> Prediction:
+        """A closed loop keeping `concurrency` requests in flight (latencies are means)."""
+        ttft_phi, tpot_phi, e2e_phi = concurrency_features(self.caps, concurrency, input_len, output_len)
+        e2e = float(e2e_phi @ self.fit.theta)
+        tok_s = concurrency * output_len / e2e
+        exact = self._exact("concurrency", input_len, output_len, concurrency)
+        return self._prediction(tok_s, e2e_phi, e2e, (input_len, output_len, concurrency), exact,
+                                float(ttft_phi @ self.fit.theta) * 1000, float(tpot_phi @ self.fit.theta) * 1000,
+                                e2e * 1000, concurrency)
+
+    def saturated(self, input_len: float, output_len: float) -> Prediction:
+        """Maximum offline throughput: a batch many times larger than the engine's cap."""
+        cap = self.max_batch(input_len, output_len)
+        published = self._exact("offline", input_len, output_len, None)
+        pred = self.predict_offline(input_len, output_len, SATURATION_WAVES * cap)
+        if published is None:
+            return pred
+        return _replace_with_point(pred, published, self.fit.sigma)
+
+    def latency_interval(self, phi_time_s: np.ndarray) -> tuple[float, float]:
+        """(low, high) seconds for a latency with features phi."""
+        seconds = float(phi_time_s @ self.fit.theta)
+        sd = self._relative_sd(phi_time_s, seconds)
+        return seconds * math.exp(-Z_90 * sd), seconds * math.exp(Z_90 * sd)
+
+    # -- internals
+    def _relative_sd(self, phi: np.ndarray, seconds: float) -> float:
+        var = float(phi @ self.fit.cov @ phi) / seconds**2
+        return math.sqrt(max(var, 0.0) + self.fit.sigma**2)
+
+    def _distance_outside(self, shape: tuple[float, float, float]) -> float:
+        """Largest log-distance of the shape outside the covered range (0 inside)."""
+        worst = 0.0
+        for value, (lo, hi) in zip(shape, (self.covered.input_len, self.covered.output_len, self.covered.load)):
+            if value < lo:
+                worst = max(worst, math.log(lo / value))
+            elif value > hi:
+                worst = max(worst, math.log(value / hi))
+        return worst
+
+    def _prediction(self, tok_s, phi, seconds, shape, exact, ttft, tpot, e2e, concurrency) -> Prediction:
+        distance = self._distance_outside(shape)
+        sd = self._relative_sd(phi, seconds) * (1.0 + EXTRAPOLATION_WIDENING * distance)
+        extrapolated = distance > 1e-9
+        note = self.note
+        if not self.has_latency:
+            note = (note + "; " if note else "") + "latency predicted without latency measurements"
+        pred = Prediction(tok_s, tok_s * math.exp(-Z_90 * sd), tok_s * math.exp(Z_90 * sd), ttft, tpot, e2e,
+                          float(concurrency), extrapolated, "extrapolated" if extrapolated else "predicted", note)
+        return _replace_with_point(pred, exact, self.fit.sigma) if exact is not None else pred
+
+    def _exact(self, mode: str, input_len: float, output_len: float, load: float | None) -> pd.Series | None:
+        pts = self.points
+        match = (pts["mode"] == mode) & (pts["input_len"] == input_len) & (pts["output_len"] == output_len)
+        if load is not None:
+            column = "batch_size" if mode == "offline" else "concurrency"
+            match &= pts[column] == load
+        match &= pts["output_tok_per_s"].notna()
+        if not match.any():
+            return None
+        return pts[match].sort_values("output_tok_per_s").iloc[-1]
+
+
+def _replace_with_point(pred: Prediction, point: pd.Series, sigma: float) -> Prediction:
+    """Use the measured or published throughput at an exactly matching shape."""
+    value = float(point.output_tok_per_s)
+    spread = math.exp(Z_90 * max(NOISE_FLOOR, min(sigma, 0.1)))
+    return Prediction(value, value / spread, value * spread, pred.ttft_ms, pred.tpot_ms, pred.e2e_ms,
+                      pred.concurrency, False, str(point.provenance), pred.note)
+
+
+# ---------------------------------------------------------------- public API
+
+def load_profiles(directory: str | Path | None = None) -> pd.DataFrame:
+    """Every profile CSV under `directory` (default: the bundled profiles/), validated; ok rows only."""
+    root = Path(directory) if directory is not None else BUNDLED_PROFILES_DIR
+    if not root.exists():
+        raise InputError(f"{root}: profiles directory not found")
+    paths = sorted(p for p in root.rglob("*.csv") if not p.name.startswith("_"))
+    frame = load_tables(paths, PROFILE)
+    return frame[frame["status"] == "ok"].reset_index(drop=True)
+
+
+def group_key(row: pd.Series) -> GroupKey:
+    return GroupKey(*(row[c] for c in PROFILE_GROUP[:-1]), int(row["tp"]))
+
+
+def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
+    """Fit one group; None when it has too few usable points (logged)."""
+    group = group.reset_index(drop=True)
+    caps = _caps_for(group, key)
+    obs = observations(group, caps)
+    rich = _is_rich(group, obs)
+    if len(obs) < (7 if rich else 4):
+        log.info("%s: %d usable observations, too few to fit; exact shapes only", key.label(), len(obs))
+        return None
+    fit = fit_observations(obs, _t0_floor(key), full=rich)
+    provenance = "measured" if (group["provenance"] == "measured").all() else "published"
+    has_latency = any(o.kind != "throughput" for o in obs)
+    note = "" if rich else "fitted to saturated throughputs only (t0 from the roofline, assumed 80% of datasheet bandwidth)"
+    return Curve(key, caps, fit, provenance, has_latency, _covered(group), group, note)
+
+
+def _covered(group: pd.DataFrame) -> Range:
+    load = pd.concat([group["batch_size"], group["concurrency"]]).dropna().astype(float)
+    if group["mode"].eq("rate").any() or load.empty:
+        load = pd.concat([load, pd.Series([1.0])])
+    return Range((float(group.input_len.min()), float(group.input_len.max())),
+                 (float(group.output_len.min()), float(group.output_len.max())),
+                 (float(load.min()), float(load.max())))
+
+
+def fit_curves(profiles: pd.DataFrame) -> dict[GroupKey, Curve]:
+    """Fit every group in `profiles` (rows as returned by load_profiles)."""
+    curves = {}
+    for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
+        key = GroupKey(*values[:-1], int(values[-1]))
+        curve = fit_group(key, group)
+        if curve is not None:
+            curves[key] = curve
+    return curves
+
+
+def find_curve(curves: dict[GroupKey, Curve], engine: str, gpu: str, model: str, precision: str | None = None,
+               tp: int | None = None, engine_version: str | None = None) -> Curve:
+    """The curve matching the given identifiers (newest version when unspecified)."""
+    from packaging.version import InvalidVersion, Version
+
+    def version_order(key: GroupKey):
+        try:
+            return (1, Version(key.engine_version))
+        except InvalidVersion:
+            return (0, Version("0"))
+
+    wanted = [k for k in curves if k.engine == engine and k.gpu == gpu and k.model == model
+              and (precision is None or k.precision == precision) and (tp is None or k.tp == tp)
+              and (engine_version is None or k.engine_version == engine_version)]
+    if not wanted:
+        available = sorted(k.label() for k in curves if k.model == model)
+        hint = "; available for this model: " + ", ".join(available) if available else \
+            f"; no curve for model {model!r} at all"
+        raise NoCurveError(f"no fitted curve for {engine} on {gpu} / {model} "
+                           f"{precision or ''} tp={tp or 'any'}{hint}")
+    return curves[max(wanted, key=lambda k: (version_order(k), -k.tp))]
+
+
+def leave_one_out(profiles: pd.DataFrame) -> pd.DataFrame:
+    """Per group: leave each throughput point out, refit, predict it; median and max % error."""
+    rows = []
+    for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
+        key = GroupKey(*values[:-1], int(values[-1]))
+        errors = _loo_errors(key, group.reset_index(drop=True))
+        if errors is None:
+            continue
+        rows.append({"group": key.label(), "provenance": group["provenance"].iloc[0], "n_points": len(errors),
+                     "median_err_pct": float(np.median(errors)), "max_err_pct": float(np.max(errors))})
+    return pd.DataFrame(rows, columns=["group", "provenance", "n_points", "median_err_pct", "max_err_pct"])
+
+
+def _loo_errors(key: GroupKey, group: pd.DataFrame) -> list[float] | None:
+    caps = _caps_for(group, key)
+    obs = observations(group, caps)
+    rich = _is_rich(group, obs)
+    floor = _t0_floor(key)
+    errors = []
+    for held in {o.row for o in obs if o.kind == "throughput"}:
+        train = [o for o in obs if o.row != held]
+        test = [o for o in obs if o.row == held and o.kind == "throughput"]
+        if len(train) < (7 if rich else 4):
+            return None
+        fit = fit_observations(train, floor, full=rich)
+        predicted = float(test[0].phi @ fit.theta)
+        errors.append(abs(test[0].seconds / predicted - 1.0) * 100)  # throughput error, %
+    return errors or None
