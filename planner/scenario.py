@@ -1,0 +1,347 @@
+"""What-if scenarios: the app's knobs, scenario files, URL query strings, table checks.
+
+A `Scenario` is everything the app needs to re-plan: the routes table, the
+price and engine-operations tables (None = the bundled ones) and the
+`Settings` outside the tables (provider, pricing type, engineer rate,
+allow-lists, traffic growth, GPU price factor).  It round-trips through a
+JSON scenario file (`scenario_to_json` / `scenario_from_json`), and the key
+settings round-trip through a URL query string (`settings_to_query` /
+`settings_from_query`).  Everything here is pure: bytes and strings in,
+frames and dataclasses out; mistakes raise `InputError` naming the row.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+
+import numpy as np
+import pandas as pd
+
+from planner.schema import ENGINE_OPS, PRICES, ROUTES, InputError, Schema, slug, split_list, validate_frame
+
+SCENARIO_FORMAT = "fleetplan-scenario"
+SCENARIO_VERSION = 1
+# Query-string keys of the key settings (short, so a shared link stays readable).
+QUERY_KEYS = {
+    "provider": "provider",
+    "pricing_type": "pricing",
+    "engineer_usd_per_hour": "eng_rate",
+    "engines": "engines",
+    "gpus": "gpus",
+    "precisions": "precisions",
+    "traffic_growth": "growth",
+    "gpu_price_factor": "gpu_price_x",
+}
+PRICING_TYPES = PRICES.column("pricing_type").choices
+# Growth and price factors outside this range are typos, not what-ifs.
+FACTOR_RANGE = (0.01, 100.0)
+# An uploaded file larger than this is not a routes/prices table (protects the app's memory).
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The what-if knobs that are not tables.
+
+    provider: "" = the cheapest provider per GPU; pricing_type: on-demand /
+    reserved / spot; engineer_usd_per_hour: None = the planner's labelled
+    default; engines/gpus/precisions: allow-lists applied to every route
+    (() = no restriction); traffic_growth multiplies every route's load;
+    gpu_price_factor multiplies every GPU price.
+    """
+
+    provider: str = ""
+    pricing_type: str = "on-demand"
+    engineer_usd_per_hour: float | None = None
+    engines: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+    traffic_growth: float = 1.0
+    gpu_price_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.pricing_type not in PRICING_TYPES:
+            raise InputError(f"pricing type: expected one of {', '.join(PRICING_TYPES)}, got {self.pricing_type!r}")
+        for name in ("traffic_growth", "gpu_price_factor"):
+            value = getattr(self, name)
+            if not (FACTOR_RANGE[0] <= value <= FACTOR_RANGE[1]):
+                raise InputError(f"{name}: expected a factor between {FACTOR_RANGE[0]:g} and "
+                                 f"{FACTOR_RANGE[1]:g}, got {value!r}")
+        if self.engineer_usd_per_hour is not None and not self.engineer_usd_per_hour >= 0:
+            raise InputError(f"engineer_usd_per_hour: expected a rate >= 0, got {self.engineer_usd_per_hour!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Scenario:
+    """A named what-if: routes, optional price/ops overrides (None = bundled), settings."""
+
+    name: str
+    routes: pd.DataFrame
+    settings: Settings = field(default_factory=Settings)
+    prices: pd.DataFrame | None = None
+    ops: pd.DataFrame | None = None
+
+
+# ---------------------------------------------------------------- tables
+
+_LINE_RE = re.compile(r", line (\d+), ")
+
+
+def validate_table(frame: pd.DataFrame, schema: Schema, where: str) -> pd.DataFrame:
+    """Validate an in-app (edited) table; errors name the 1-based row and, for routes, its name.
+
+    Rows that are entirely empty (a new row the user has not filled) are dropped.
+    Raises InputError.
+    """
+    raw = _as_cells(frame)
+    filled = [not all(_blank(v) for v in row) for row in raw.itertuples(index=False)]
+    raw = raw.loc[filled].reset_index(drop=True) if len(raw) else raw
+    try:
+        return validate_frame(raw, schema, where)
+    except InputError as err:
+        raise InputError(_line_to_row(str(err), raw)) from None
+
+
+def _as_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """Object cells with None for every kind of missing value (NaN, pd.NA, NaT)."""
+    cells = frame.astype(object)
+    return cells.where(frame.notna(), None)
+
+
+def _blank(value: object) -> bool:
+    return value is None or str(value).strip() == ""
+
+
+def _line_to_row(message: str, raw: pd.DataFrame) -> str:
+    match = _LINE_RE.search(message)
+    if not match:
+        return message
+    row = int(match.group(1)) - 1  # the file line counts the header
+    label = f", row {row}"
+    if "name" in raw.columns and 0 < row <= len(raw) and not _blank(raw["name"].iloc[row - 1]):
+        label += f" (route {raw['name'].iloc[row - 1]!r})"
+    return message[: match.start()] + label + ", " + message[match.end():]
+
+
+def read_csv_upload(data: bytes, schema: Schema, where: str) -> pd.DataFrame:
+    """Parse and validate an uploaded CSV (bytes); leading '#' lines are skipped.
+
+    Raises InputError naming `where` (the file name), the line and the column.
+    """
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise InputError(f"{where}: file is {len(data) / 1e6:.1f} MB; a {schema.name} table is expected "
+                         f"to be under {MAX_UPLOAD_BYTES / 1e6:.0f} MB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: not a UTF-8 text file (expected a {schema.name} CSV)") from None
+    lines = text.splitlines()
+    comments = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    if not "".join(lines[comments:]).strip():
+        raise InputError(f"{where}: the file is empty (expected a {schema.name} CSV with a header row: "
+                         f"{', '.join(c.name for c in schema.columns if c.required)}, ...)")
+    try:
+        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skiprows=comments)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"{where}: not a readable CSV file ({first})") from None
+    return validate_frame(raw, schema, where)
+
+
+# ---------------------------------------------------------------- settings applied to tables
+
+def apply_settings(routes: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """Routes as the planner should see them: load scaled by growth, allow-lists narrowed.
+
+    A route whose own allow-list and the global one have nothing in common
+    raises InputError (an empty list would otherwise mean "everything").
+    """
+    out = routes.copy()
+    growth = settings.traffic_growth
+    out["rate_rps"] = out["rate_rps"] * growth
+    batch = out["num_requests"].notna()
+    out.loc[batch, "num_requests"] = [max(1, math.ceil(n * growth)) for n in out.loc[batch, "num_requests"]]
+    for column in ("engines", "gpus", "precisions"):
+        allowed = getattr(settings, column)
+        if allowed:
+            out[column] = [_narrow(cell, allowed, column, name) for cell, name in zip(out[column], out["name"], strict=True)]
+    return out
+
+
+def _narrow(cell: object, allowed: tuple[str, ...], column: str, route: str) -> str:
+    own = split_list(cell)
+    kept = [a for a in allowed if not own or a in own]
+    if not kept:
+        raise InputError(f"route {route!r}: its {column} ({'; '.join(own)}) and the {column} allowed in the "
+                         f"sidebar ({', '.join(allowed)}) have nothing in common; widen one of them")
+    return ";".join(kept)
+
+
+def scale_prices(prices: pd.DataFrame, factor: float) -> pd.DataFrame:
+    """Every GPU price multiplied by `factor` (a what-if; the notes say so)."""
+    if factor == 1.0:
+        return prices
+    out = prices.copy()
+    out["usd_per_gpu_hour"] = out["usd_per_gpu_hour"] * factor
+    out["notes"] = [f"{n}; what-if: x{factor:g}".lstrip("; ") for n in out["notes"].fillna("")]
+    return out
+
+
+# ---------------------------------------------------------------- query string
+
+def settings_to_query(settings: Settings) -> dict[str, str]:
+    """The settings that differ from the defaults, as query-string parameters."""
+    default = Settings()
+    query = {}
+    for name, key in QUERY_KEYS.items():
+        value = getattr(settings, name)
+        if value == getattr(default, name):
+            continue
+        query[key] = ",".join(value) if isinstance(value, tuple) else f"{value:g}" if isinstance(value, float) \
+            else str(value)
+    return query
+
+
+def settings_from_query(params: Mapping[str, object], base: Settings | None = None) -> tuple[Settings, list[str]]:
+    """Settings from query-string parameters; bad values are skipped with a warning each."""
+    settings = base or Settings()
+    warnings = []
+    for name, key in QUERY_KEYS.items():
+        if key not in params:
+            continue
+        raw = params[key]
+        raw = raw[-1] if isinstance(raw, (list, tuple)) else raw
+        try:
+            settings = replace(settings, **{name: _parse_setting(name, str(raw))})
+        except (InputError, ValueError) as err:
+            warnings.append(f"link parameter {key}={raw!r} ignored: {err}")
+    return settings, warnings
+
+
+def _parse_setting(name: str, raw: str) -> object:
+    if name in ("engines", "gpus", "precisions"):
+        return tuple(dict.fromkeys(slug(v) for v in raw.split(",") if v.strip()))
+    if name in ("traffic_growth", "gpu_price_factor", "engineer_usd_per_hour"):
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError("expected a number") from None
+        if not math.isfinite(value):
+            raise ValueError("expected a finite number")
+        return value
+    return slug(raw)
+
+
+# ---------------------------------------------------------------- scenario files
+
+def scenario_to_json(scenario: Scenario) -> str:
+    """The scenario as a JSON document (routes and overridden tables as records)."""
+    doc = {
+        "format": SCENARIO_FORMAT,
+        "version": SCENARIO_VERSION,
+        "name": scenario.name,
+        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(scenario.settings).items()},
+        "routes": _records(scenario.routes, ROUTES),
+        "prices": None if scenario.prices is None else _records(scenario.prices, PRICES),
+        "engine_ops": None if scenario.ops is None else _records(scenario.ops, ENGINE_OPS),
+    }
+    return json.dumps(doc, indent=1, default=_json_scalar)
+
+
+def _records(frame: pd.DataFrame, schema: Schema) -> list[dict]:
+    cells = _as_cells(frame.reindex(columns=schema.names))
+    return [{k: v for k, v in row.items() if not _blank(v)} for row in cells.to_dict("records")]
+
+
+def _json_scalar(value: object) -> object:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def scenario_from_json(text: str | bytes, where: str = "scenario file") -> Scenario:
+    """Load a scenario file; raises InputError saying what is wrong with it."""
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{where}: not a scenario file (invalid JSON: {err})") from None
+    if not isinstance(doc, dict) or doc.get("format") != SCENARIO_FORMAT:
+        raise InputError(f"{where}: not a Fleetplan scenario file (expected \"format\": \"{SCENARIO_FORMAT}\")")
+    if doc.get("version") != SCENARIO_VERSION:
+        raise InputError(f"{where}: scenario version {doc.get('version')!r} is not supported "
+                         f"(this Fleetplan reads version {SCENARIO_VERSION})")
+    return Scenario(
+        name=str(doc.get("name") or "scenario"),
+        routes=_table(doc.get("routes"), ROUTES, f"{where}, routes"),
+        settings=_settings(doc.get("settings") or {}, where),
+        prices=None if doc.get("prices") is None else _table(doc["prices"], PRICES, f"{where}, prices"),
+        ops=None if doc.get("engine_ops") is None else _table(doc["engine_ops"], ENGINE_OPS, f"{where}, engine_ops"),
+    )
+
+
+def _table(records: object, schema: Schema, where: str) -> pd.DataFrame:
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise InputError(f"{where}: expected a list of rows (objects)")
+    frame = pd.DataFrame(records) if records else pd.DataFrame(columns=schema.names)
+    return validate_table(frame, schema, where)
+
+
+def _settings(raw: object, where: str) -> Settings:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: \"settings\" must be an object")
+    known = {f.name for f in fields(Settings)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise InputError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    try:
+        return Settings(**values)
+    except TypeError as err:
+        raise InputError(f"{where}: bad settings ({err})") from None
+
+
+# ---------------------------------------------------------------- comparing plans
+
+def plan_totals(plan: pd.DataFrame) -> dict[str, float]:
+    """Fleet totals of a plan (ok routes only): GPUs, $/month, and how many routes are infeasible."""
+    ok = plan[plan["status"] == "ok"]
+    return {
+        "routes": float(len(plan)),
+        "infeasible": float((plan["status"] != "ok").sum()),
+        "gpus": float(pd.to_numeric(ok["gpus"], errors="coerce").sum()),
+        "gpu_usd_per_month": float(pd.to_numeric(ok["gpu_usd_per_month"], errors="coerce").sum()),
+        "eng_usd_per_month": float(pd.to_numeric(ok["eng_usd_per_month"], errors="coerce").sum()),
+        "total_usd_per_month": float(pd.to_numeric(ok["total_usd_per_month"], errors="coerce").sum()),
+    }
+
+
+def compare_plans(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Side-by-side table: one row per route (plus a fleet total), per scenario its choice and $/month."""
+    columns = {}
+    for name, plan in plans.items():
+        indexed = plan.set_index("route")
+        columns[(name, "choice")] = [_choice(r) for _, r in indexed.iterrows()] + [""]
+        columns[(name, "gpus")] = [*pd.to_numeric(indexed["gpus"], errors="coerce"), plan_totals(plan)["gpus"]]
+        columns[(name, "usd_per_month")] = [*pd.to_numeric(indexed["total_usd_per_month"], errors="coerce"),
+                                            plan_totals(plan)["total_usd_per_month"]]
+        columns[(name, "index")] = [*indexed.index, "fleet total"]
+    routes = list(dict.fromkeys(r for (_, kind), v in columns.items() if kind == "index" for r in v))
+    out = pd.DataFrame(index=routes)
+    for (name, kind), values in columns.items():
+        if kind != "index":
+            out[f"{name}: {kind}"] = pd.Series(values, index=columns[(name, "index")])
+    out.index.name = "route"
+    return out.reset_index()
+
+
+def _choice(row: pd.Series) -> str:
+    if row.get("status") != "ok":
+        return "infeasible"
+    return f"{row['engine']} {row['engine_version']} / {row['gpu']} {row['precision']} tp{row['tp']}"
