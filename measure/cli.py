@@ -1,0 +1,315 @@
+"""Command line: `python -m measure profile|tokenizer|shapes ...`. Parses arguments and calls public functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, parse_engine_args
+from measure.envinfo import command_line, environment_record
+from measure.estimate import ENGINE_START_S, Estimator, make_estimator
+from measure.points import Point, list_presets, load_shapes
+from measure.profile_dir import ProfileDir, default_out_dir, pending_points
+from measure.specs import MODELS_DIR, gpu_spec, model_facts
+from measure.sweep import Budget, Identity, Outcome, Sweep, resume_command, stderr
+from planner.schema import InputError, slug
+
+log = logging.getLogger("measure")
+
+ENGINES = ("vllm", "trtllm", "openai")
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# max_model_len given to in-process engines: the sweep's longest request, rounded up to this.
+MAX_MODEL_LEN_ROUND = 1024
+# Identity fields that must match when --resume appends to an existing profile folder.
+# Tables are wide; keep them readable in logs that are not a terminal.
+CONSOLE_WIDTH = 160
+IDENTITY_FIELDS = ("gpu", "engine", "model", "precision", "tp", "engine_args", "model_path", "server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m measure", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_profile_args(sub.add_parser("profile", help="measure a sweep of shapes and write a profile folder"))
+    tok = sub.add_parser("tokenizer", help="write an offline WordLevel tokenizer for a config-only model dir")
+    tok.add_argument("--model-dir", required=True, help="dir with config.json (vocab_size is read from it)")
+    tok.add_argument("--out", required=True, help="output dir: config.json copy + tokenizer.json")
+    shapes = sub.add_parser("shapes", help="list presets, or print the points of one")
+    shapes.add_argument("preset", nargs="?", help="preset name or shapes CSV")
+    return parser
+
+
+def _add_profile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", required=True, type=slug, help="GPU slug, e.g. h100, h200")
+    p.add_argument("--engine", required=True, type=slug, choices=ENGINES)
+    p.add_argument("--model", required=True, type=slug, help="model slug, e.g. llama-3.1-8b")
+    p.add_argument("--model-path", help="what the engine loads (dir or hub id); default profiles/models/<model>, "
+                   "config-only => dummy weights")
+    p.add_argument("--precision", default="bf16", type=slug, help="bf16 (default), fp16, fp8 (online FP8)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
+    p.add_argument("--shapes", default="default", help=f"preset ({', '.join(list_presets())}) or a shapes CSV")
+    p.add_argument("--out", help="profile folder (default profiles/measured/<gpu>/<engine>-<model>-<precision>-tp<N>)")
+    p.add_argument("--tag", default="", type=slug, help="suffix for the default folder name, e.g. tuned")
+    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="engine argument passed through (JSON value), repeatable: kv_cache_dtype=fp8")
+    p.add_argument("--resume", action="store_true", help="continue an existing profile folder")
+    p.add_argument("--retry-failed", action="store_true", help="with --resume: run failed points again")
+    p.add_argument("--max-time", type=float, help="seconds this invocation may use; stops before a point "
+                   "that would not fit (resume later)")
+    p.add_argument("--dry-run", action="store_true", help="print the points and an estimate of GPU-minutes")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--record-hostname", action="store_true", help="write the host name into env.json")
+    http = p.add_argument_group("OpenAI-compatible server (engine openai, or --server)")
+    http.add_argument("--server", action="store_true", help="vllm/trtllm: launch the engine's OpenAI server "
+                      "and drive it with the load generator (concurrency and rate points)")
+    http.add_argument("--base-url", default="", help="e.g. http://127.0.0.1:8000 (engine openai)")
+    http.add_argument("--served-model", help="model name sent in requests (default: omitted)")
+    http.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    http.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
+    http.add_argument("--api-key", help="API key (prefer --api-key-env; never written anywhere)")
+    http.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (servers that reject "
+                      "unknown fields, e.g. transformers serve)")
+    http.add_argument("--prompt-format", choices=("words", "tokens"), default="words",
+                      help="prompts as random words, or as token-id lists (servers that accept them)")
+    http.add_argument("--request-timeout", type=float, default=600.0, help="per request, s")
+    http.add_argument("--point-timeout", type=float, help="per point, s (requests still running are cancelled)")
+    http.add_argument("--port", type=int, default=8000, help="--server: port for the launched server")
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """The resolved profile command."""
+
+    config: EngineConfig
+    points: tuple[Point, ...]
+    out: Path
+    identity: dict
+
+
+def resolve(args: argparse.Namespace) -> ProfileRequest:
+    """Validate arguments into an engine config, points and the output folder; raises InputError."""
+    if args.tp < 1:
+        raise InputError(f"--tp must be >= 1, got {args.tp}")
+    points = load_shapes(args.shapes)
+    engine_args = parse_engine_args(args.engine_arg)
+    model_path = args.model_path or _default_model_path(args)
+    max_len = max(p.input_len + p.output_len for p in points)
+    config = EngineConfig(
+        engine=args.engine, model=args.model, model_path=model_path, precision=args.precision, tp=args.tp,
+        engine_args=engine_args, server=args.server or args.engine == "openai", seed=args.seed,
+        max_model_len=None if "max_model_len" in engine_args else
+        int(math.ceil(max_len / MAX_MODEL_LEN_ROUND) * MAX_MODEL_LEN_ROUND),
+        base_url=args.base_url.rstrip("/"), served_model=args.served_model, endpoint=args.endpoint,
+        api_key=args.api_key or os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
+        prompt_format=args.prompt_format, request_timeout_s=args.request_timeout,
+        point_timeout_s=args.point_timeout, server_port=args.port)
+    if args.engine == "openai" and not config.base_url:
+        raise InputError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000)")
+    out = Path(args.out) if args.out else default_out_dir(args.gpu, args.engine, args.model, args.precision,
+                                                          args.tp, args.tag)
+    identity = {"gpu": args.gpu, "engine": args.engine, "model": args.model, "precision": args.precision,
+                "tp": args.tp, "engine_args": engine_args, "model_path": model_path, "server": config.server,
+                "shapes": args.shapes}
+    return ProfileRequest(config=config, points=points, out=out, identity=identity)
+
+
+def _default_model_path(args: argparse.Namespace) -> str:
+    candidate = MODELS_DIR / args.model
+    if args.engine == "openai":
+        return str(candidate) if candidate.is_dir() else args.model
+    if not (candidate / "config.json").is_file():
+        raise InputError(f"no config-only dir {candidate} for model {args.model!r}: pass --model-path "
+                         "(a checkpoint dir or hub id, or a dir with config.json for dummy weights)")
+    return str(candidate)
+
+
+def check_folder(profile: ProfileDir, req: ProfileRequest, args: argparse.Namespace) -> None:
+    """Refuse to mix runs: an existing folder needs --resume and the same identity."""
+    if profile.exists() and profile.rows() and not args.resume and not args.dry_run:
+        raise InputError(f"{profile.path} already holds a profile: pass --resume to continue it, "
+                         "or --out/--tag for a new one")
+    old = profile.identity()
+    if old and args.resume:
+        diff = [f for f in IDENTITY_FIELDS if old.get(f) != req.identity.get(f)]
+        if diff:
+            raise InputError(f"{profile.env_path}: --resume with different {', '.join(diff)} "
+                             f"(was {', '.join(f'{f}={old.get(f)!r}' for f in diff)}); use another --out")
+
+
+def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
+    cfg = req.config
+    kv_bytes = 1.0 if str(cfg.engine_args.get("kv_cache_dtype", "")).startswith("fp8") else 2.0
+    model_dir = cfg.model_path if Path(cfg.model_path).is_dir() else None
+    return make_estimator(gpu_spec(req.identity["gpu"]), model_facts(cfg.model, model_dir), cfg.precision,
+                          cfg.tp, kv_dtype_bytes=kv_bytes, max_num_seqs=cfg.engine_args.get("max_num_seqs"))
+
+
+def print_plan(points: list[Point], all_points: tuple[Point, ...], est: Estimator, notes: list[str],
+               engine_modes: tuple[str, ...]) -> None:
+    """The dry-run table: each point, its state and estimated GPU seconds (an assumption)."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    pending = {p.key() for p in points}
+    table = Table(title="sweep plan (GPU time is an ESTIMATE from labelled assumptions, see measure/estimate.py)")
+    for col in ("#", "point", "purpose", "state", "est. s"):
+        table.add_column(col)
+    total = 0.0
+    for i, p in enumerate(all_points, 1):
+        runnable = p.mode in engine_modes
+        state = "skip (mode not run by this engine)" if not runnable else (
+            "pending" if p.key() in pending else "done")
+        secs = est.point_s(p) if runnable and p.key() in pending else 0.0
+        total += secs
+        table.add_row(str(i), p.label(), p.purpose, state, f"{secs:.0f}" if secs else "")
+    console = Console(stderr=False, width=CONSOLE_WIDTH)
+    console.print(table)
+    start = ENGINE_START_S if total else 0.0
+    console.print(f"estimate: {total:.0f} s of points + {start:.0f} s engine start = "
+                  f"{(total + start) / 60:.1f} GPU-minutes (assumption-based)")
+    for note in notes:
+        console.print(f"note: {note}")
+
+
+def print_summary(outcome: Outcome) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    table = Table(title="measured points")
+    for col in ("mode", "I", "O", "load", "N", "status", "s", "out tok/s", "TTFT p50 ms", "TPOT p50 ms", "roofline"):
+        table.add_column(col)
+    for r in outcome.rows:
+        load = r.get("batch_size") or r.get("concurrency") or r.get("request_rate")
+        table.add_row(r["mode"], str(r["input_len"]), str(r["output_len"]), str(load), str(r["num_requests"]),
+                      r["status"] if r["status"] == "ok" else f"failed: {r['error'][:60]}",
+                      _fmt(r.get("duration_s"), ".1f"), _fmt(r.get("output_tok_per_s"), ",.0f"),
+                      _fmt(r.get("ttft_p50_ms"), ".1f"), _fmt(r.get("tpot_p50_ms"), ".2f"),
+                      _fmt(r.get("roofline_frac"), ".2f"))
+    Console(stderr=True, width=CONSOLE_WIDTH).print(table)
+
+
+def _fmt(value: object, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
+    """The profile command: resolve, dry-run or sweep, summary; returns the exit code."""
+    from measure.engines import make_engine  # noqa: PLC0415
+
+    req = resolve(args)
+    profile = ProfileDir(req.out)
+    check_folder(profile, req, args)
+    pending = pending_points(req.points, profile.point_status(), args.retry_failed)
+    est, notes = make_point_estimator(req)
+    engine = make_engine(req.config)
+    if args.dry_run:
+        print_plan(pending, req.points, est, notes, engine.modes)
+        return EXIT_OK
+    engine.version()  # fails fast (exit 2, install hint) when the engine package is missing
+    if not [p for p in pending if p.mode in engine.modes]:
+        stderr(f"nothing to do: every point of {args.shapes} this engine runs is in {profile.csv_path}")
+        return EXIT_OK
+    return _sweep(args, argv, req, profile, pending, est, engine)
+
+
+def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[Point], est: Estimator,
+           engine) -> int:
+    from tqdm import tqdm  # noqa: PLC0415
+
+    from measure.roofline import roofline_for  # noqa: PLC0415
+
+    resume = resume_command(argv, str(req.out))
+    runs = profile.env_runs()
+    cfg = req.config
+    notes = "dummy weights (load_format=dummy, config-only model dir)" if cfg.is_dummy() and \
+        cfg.engine != "openai" else ""
+    if cfg.engine_args:
+        notes += ("; " if notes else "") + "engine args " + json.dumps(cfg.engine_args, sort_keys=True)
+    identity = Identity(gpu=args.gpu, engine=args.engine, model=args.model, precision=args.precision, tp=args.tp,
+                        source=command_line(argv), notes=notes)
+
+    def on_start(info) -> None:
+        record = environment_record(args.engine, info.version, cfg.engine_args, argv, args.record_hostname, {
+            "effective_engine_args": info.effective_args, "kv_cache_tokens": info.kv_cache_tokens,
+            "max_num_seqs": info.max_num_seqs, "max_num_batched_tokens": info.max_num_batched_tokens,
+            "engine_start_s": info.start_s, "engine_notes": info.notes,
+            "model_path": cfg.model_path, "shapes": args.shapes})
+        runs.append(record)
+        profile.write_env(req.identity, runs)
+
+    profile.write_env(req.identity, runs)
+    with tqdm(total=len([p for p in pending if p.mode in engine.modes]), desc="points", unit="pt",
+              file=sys.stderr, dynamic_ncols=True) as bar:
+        sweep = Sweep(engine=engine, identity=identity, points=pending, write_row=profile.append,
+                      estimate_s=est.point_s, engine_start_estimate_s=ENGINE_START_S,
+                      budget=Budget(args.max_time), seed=args.seed,
+                      roofline=roofline_for(req.identity["gpu"], cfg, est), on_engine_start=on_start, progress=bar)
+        try:
+            outcome = sweep.run()
+        except KeyboardInterrupt:
+            stderr(f"\ninterrupted; completed points are saved in {profile.csv_path}\nresume with:\n  {resume}")
+            return EXIT_INTERRUPTED
+        except (InputError, EngineNotInstalled):
+            raise
+        except EngineError as err:
+            stderr(f"error: {err}\ncompleted points are saved in {profile.csv_path}\nresume with:\n  {resume}")
+            return EXIT_USAGE
+        except Exception as err:  # noqa: BLE001 - the user gets the resume command, not only a traceback
+            log.debug("sweep failed", exc_info=True)
+            stderr(f"error: {type(err).__name__}: {err}\ncompleted points are saved in {profile.csv_path}\n"
+                   f"resume with:\n  {resume}")
+            return EXIT_ERROR
+    return _finish(outcome, profile, resume)
+
+
+def _finish(outcome: Outcome, profile: ProfileDir, resume: str) -> int:
+    if outcome.rows:
+        print_summary(outcome)
+    if outcome.skipped:
+        stderr(f"skipped {len(outcome.skipped)} point(s) whose mode this engine does not run "
+               f"({', '.join(sorted({p.mode for p in outcome.skipped}))}); use --server or --engine openai")
+    stderr(f"profile: {profile.csv_path}")
+    if outcome.stopped_for_time:
+        stderr(f"stopped before the time limit with {outcome.remaining_points} point(s) left; resume with:\n"
+               f"  {resume}")
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def run_shapes(args: argparse.Namespace) -> int:
+    if not args.preset:
+        print("\n".join(list_presets()))
+        return EXIT_OK
+    for p in load_shapes(args.preset):
+        print(p.label() + (f"  # {p.purpose}" if p.purpose else ""))
+    return EXIT_OK
+
+
+def run_tokenizer(args: argparse.Namespace) -> int:
+    from measure.tokenizer import write_wordlevel_tokenizer  # noqa: PLC0415
+
+    path = write_wordlevel_tokenizer(Path(args.model_dir), Path(args.out))
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        if args.command == "profile":
+            return run_profile(args, argv)
+        if args.command == "tokenizer":
+            return run_tokenizer(args)
+        return run_shapes(args)
+    except (InputError, EngineError) as err:
+        stderr(f"error: {err}")
+        return EXIT_USAGE

@@ -1,0 +1,123 @@
+"""One profile folder: profile.csv (PROFILE rows, appended one at a time) and env.json.
+
+Each row is validated against planner.schema.PROFILE before it is written,
+then flushed and fsync'ed, so a killed run loses no completed point and never
+leaves a row the planner cannot read.  env.json keeps one record per run
+(invocation) of the sweep into this folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from measure.points import Point, point_from_mapping
+from planner.schema import PROFILE, InputError, escape_formula, validate_frame
+
+log = logging.getLogger(__name__)
+
+PROFILE_FILE = "profile.csv"
+ENV_FILE = "env.json"
+# Significant digits kept for floats in profile.csv: far finer than run-to-run noise.
+FLOAT_DIGITS = 7
+
+
+def default_out_dir(gpu: str, engine: str, model: str, precision: str, tp: int, tag: str = "") -> Path:
+    """profiles/measured/<gpu>/<engine>-<model>-<precision>-tp<N>[-<tag>]/"""
+    name = f"{engine}-{model}-{precision}-tp{tp}" + (f"-{tag}" if tag else "")
+    return Path("profiles") / "measured" / gpu / name
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if not math.isfinite(value) else format(value, f".{FLOAT_DIGITS}g")
+    return str(escape_formula(value) if isinstance(value, str) else value)
+
+
+class ProfileDir:
+    """Reads and appends one profile folder."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.csv_path = self.path / PROFILE_FILE
+        self.env_path = self.path / ENV_FILE
+
+    def exists(self) -> bool:
+        return self.csv_path.is_file()
+
+    def rows(self) -> list[dict]:
+        """Rows already written (raw strings); a truncated last line from a kill is ignored."""
+        if not self.csv_path.is_file():
+            return []
+        with open(self.csv_path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        return [r for r in rows if None not in r and r.get("date")]
+
+    def point_status(self) -> dict[tuple, str]:
+        """Point key -> 'ok' if any ok row exists for it, else 'failed'."""
+        status: dict[tuple, str] = {}
+        for i, row in enumerate(self.rows()):
+            try:
+                key = point_from_mapping(row, f"{self.csv_path}, line {i + 2}").key()
+            except InputError as err:
+                log.warning("ignoring unreadable row: %s", err)
+                continue
+            if row.get("status", "") in ("ok", ""):
+                status[key] = "ok"
+            else:
+                status.setdefault(key, "failed")
+        return status
+
+    def append(self, row: dict) -> None:
+        """Validate one PROFILE row and append it durably (header written on first use)."""
+        text = {name: _cell(row.get(name)) for name in PROFILE.names}
+        validate_frame(pd.DataFrame([text]), PROFILE, f"{self.csv_path} (row being written)")
+        self.path.mkdir(parents=True, exist_ok=True)
+        new = not self.csv_path.is_file() or self.csv_path.stat().st_size == 0
+        with open(self.csv_path, "a", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=PROFILE.names)
+            if new:
+                writer.writeheader()
+            writer.writerow(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def env_runs(self) -> list[dict]:
+        if not self.env_path.is_file():
+            return []
+        try:
+            data = json.loads(self.env_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise InputError(f"{self.env_path}: not valid JSON ({err})") from None
+        return list(data.get("runs", []))
+
+    def write_env(self, identity: dict, runs: list[dict]) -> None:
+        """Rewrite env.json atomically: the profile identity plus every run's environment record."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.env_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"profile": identity, "runs": runs}, indent=2, default=str) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, self.env_path)
+
+    def identity(self) -> dict | None:
+        if not self.env_path.is_file():
+            return None
+        return json.loads(self.env_path.read_text(encoding="utf-8")).get("profile")
+
+
+def pending_points(points: tuple[Point, ...], status: dict[tuple, str], retry_failed: bool) -> list[Point]:
+    """Points still to run: never measured, or failed when `retry_failed`."""
+    out = []
+    for p in points:
+        state = status.get(p.key())
+        if state is None or (state == "failed" and retry_failed):
+            out.append(p)
+    return out
