@@ -199,13 +199,12 @@ def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame
     cells = routes[present].astype(object)
     typed = validate_frame(cells.where(routes[present].notna(), None), ROUTES, where)
     seen: set[str] = set()
-    for index, row in typed.iterrows():
-        line = int(index) + 2  # type: ignore[call-overload]
-        _check_route_row(row, f"{where}, line {line}", seen)
+    for index, row in enumerate(typed.to_dict("records")):
+        _check_route_row(row, f"{where}, line {index + 2}", seen)
     return typed
 
 
-def _check_route_row(row: pd.Series, at: str, seen: set[str]) -> None:
+def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
     if row["name"] in seen:
         raise InputError(f"{at}, column 'name': duplicate route name {row['name']!r}")
     seen.add(row["name"])
@@ -255,7 +254,7 @@ def make_plan(routes_df: pd.DataFrame, inputs: Inputs, assumptions: Assumptions 
     assumptions = assumptions or Assumptions()
     routes = validate_routes(routes_df)
     plan_rows, option_rows = [], []
-    for _, row in routes.iterrows():
+    for row in routes.to_dict("records"):
         route = sizing.route_from_row(row)
         options = [_evaluate(route, row, curve, inputs, assumptions) for curve in _candidates(row, inputs)]
         option_rows.extend(options)
@@ -265,7 +264,7 @@ def make_plan(routes_df: pd.DataFrame, inputs: Inputs, assumptions: Assumptions 
     return PlanResult(plan_df, options_df, assumptions)
 
 
-def _candidates(row: pd.Series, inputs: Inputs) -> list:
+def _candidates(row: dict, inputs: Inputs) -> list:
     allowed = {name: split_list(row[name]) for name in ("engines", "gpus", "precisions", "tps")}
     out = []
     for key, curve in inputs.curves.items():
@@ -285,7 +284,7 @@ def option_label(key) -> str:
     return f"{key.engine}/{key.engine_version}/{key.gpu}/{key.precision}/tp{key.tp}"
 
 
-def _evaluate(route: sizing.Route, row: pd.Series, curve, inputs: Inputs, a: Assumptions) -> dict[str, Any]:
+def _evaluate(route: sizing.Route, row: dict, curve, inputs: Inputs, a: Assumptions) -> dict[str, Any]:
     key = curve.key
     sized = sizing.size_route(curve, route, key.tp, a.policy)
     price = inputs.price_book.find(key.gpu, a.provider, a.pricing_type)
@@ -354,7 +353,7 @@ def _output_tokens_per_month(route: sizing.Route, a: Assumptions) -> float:
 
 # ---------------------------------------------------------------- choosing
 
-def _plan_row(route: sizing.Route, row: pd.Series, options: list[dict[str, Any]], inputs: Inputs) -> dict:
+def _plan_row(route: sizing.Route, row: dict, options: list[dict[str, Any]], inputs: Inputs) -> dict:
     base = {"route": route.name, "traffic": route.traffic}
     feasible = sorted((o for o in options if o["feasible"]),
                       key=lambda o: (o["total_usd_per_month"], o["gpus"], o["option"]))
@@ -383,7 +382,7 @@ def _runner_up_columns(best: dict[str, Any], runner: dict[str, Any] | None) -> d
             "breakeven_updates_per_month": math.nan if u is None else u}
 
 
-def _infeasible_reason(route: sizing.Route, row: pd.Series, options: list[dict[str, Any]], inputs: Inputs) -> str:
+def _infeasible_reason(route: sizing.Route, row: dict, options: list[dict[str, Any]], inputs: Inputs) -> str:
     if not options:
         return _no_profile_reason(route, row, inputs)
     misses = [o for o in options if o["miss_ratio"] > 0]
@@ -394,7 +393,7 @@ def _infeasible_reason(route: sizing.Route, row: pd.Series, options: list[dict[s
     return "no feasible option: " + "; ".join(reasons)
 
 
-def _no_profile_reason(route: sizing.Route, row: pd.Series, inputs: Inputs) -> str:
+def _no_profile_reason(route: sizing.Route, row: dict, inputs: Inputs) -> str:
     profiled = sorted({f"{k.engine}/{k.gpu}/{k.precision}/tp{k.tp}" for k in inputs.curves if k.model == route.model})
     if not profiled:
         return f"no profile for model {route.model} on any GPU"

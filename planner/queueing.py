@@ -25,58 +25,53 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-from scipy.special import gammaincc, gammaln
+from scipy.special import gammaincc
 
 # Searching for replicas stops here: a route needing more is a data error, not a plan.
 MAX_REPLICAS = 1_000_000
-# How many replica counts above the load bound are evaluated in one vectorised pass.
-SEARCH_WINDOW = 16
+# Replica counts above the load bound tried one by one before doubling (the answer is usually within).
+LINEAR_STEPS = 4
 
 
 class QueueingError(ValueError):
     """Queueing inputs are outside the model's domain (non-positive rates, percentile outside (0, 1))."""
 
 
-def erlang_b(servers: np.ndarray | int, offered: float) -> np.ndarray:
+def erlang_b(servers: int, offered: float) -> float:
     """Erlang B blocking probability B(c, a), computed in log space.
 
     B(c, a) = P(N = c) / P(N <= c) for N ~ Poisson(a), so
     log B = c*log(a) - a - lgamma(c + 1) - log(Q(c + 1, a)), with Q the
     regularised upper incomplete gamma function.  Stable for thousands of servers.
     """
-    c = np.asarray(servers, dtype=float)
     if offered <= 0:
-        return np.zeros_like(c)
-    log_pmf = c * math.log(offered) - offered - gammaln(c + 1.0)
-    cdf = gammaincc(c + 1.0, offered)
-    with np.errstate(divide="ignore"):
-        return np.exp(np.clip(log_pmf - np.log(cdf), -np.inf, 0.0))
+        return 0.0
+    log_pmf = servers * math.log(offered) - offered - math.lgamma(servers + 1.0)
+    cdf = float(gammaincc(servers + 1.0, offered))
+    if cdf <= 0.0:
+        return 1.0
+    return math.exp(min(log_pmf - math.log(cdf), 0.0))
 
 
-def erlang_c(servers: np.ndarray | int, offered: float) -> np.ndarray:
+def erlang_c(servers: int, offered: float) -> float:
     """Erlang C probability that an arrival waits, C(c, a); 1 where c <= a (unstable)."""
-    c = np.asarray(servers, dtype=float)
-    b = erlang_b(c, offered)
-    rho = offered / np.maximum(c, 1e-300)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        prob = b / (1.0 - rho * (1.0 - b))
-    return np.where(rho < 1.0, np.clip(prob, 0.0, 1.0), 1.0)
+    rho = offered / servers
+    if rho >= 1.0:
+        return 1.0
+    b = erlang_b(servers, offered)
+    return min(max(b / (1.0 - rho * (1.0 - b)), 0.0), 1.0)
 
 
-def mean_wait_s(servers: np.ndarray | int, arrival_rate: float, service_rate: float, ca2: float,
-                cs2: float) -> np.ndarray:
+def mean_wait_s(servers: int, arrival_rate: float, service_rate: float, ca2: float, cs2: float) -> float:
     """Allen-Cunneen mean wait in queue, seconds (inf where unstable)."""
-    c = np.asarray(servers, dtype=float)
-    headroom = c * service_rate - arrival_rate
-    prob = erlang_c(c, arrival_rate / service_rate)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wait = prob / headroom * (ca2 + cs2) / 2.0
-    return np.where(headroom > 0, wait, np.inf)
+    headroom = servers * service_rate - arrival_rate
+    if headroom <= 0:
+        return math.inf
+    return erlang_c(servers, arrival_rate / service_rate) / headroom * (ca2 + cs2) / 2.0
 
 
-def wait_percentile_s(servers: np.ndarray | int, arrival_rate: float, service_rate: float, ca2: float,
-                      cs2: float, percentile: float) -> np.ndarray:
+def wait_percentile_s(servers: int, arrival_rate: float, service_rate: float, ca2: float, cs2: float,
+                      percentile: float) -> float:
     """Wait (s) exceeded by a share 1 - percentile of arrivals, from the exponential tail.
 
     t_p = max(0, ln(C / (1 - p)) * (ca^2 + cs^2) / (2 * (c*mu - lambda))); inf where unstable.
@@ -84,14 +79,13 @@ def wait_percentile_s(servers: np.ndarray | int, arrival_rate: float, service_ra
     """
     if not 0.0 < percentile < 1.0:
         raise QueueingError(f"percentile must be a fraction in (0, 1), got {percentile!r}")
-    c = np.asarray(servers, dtype=float)
-    headroom = c * service_rate - arrival_rate
-    prob = erlang_c(c, arrival_rate / service_rate)
-    spread = max(ca2 + cs2, 1e-12) / 2.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.log(np.maximum(prob, 1e-300) / (1.0 - percentile))
-        wait = np.maximum(ratio, 0.0) * spread / headroom
-    return np.where(headroom > 0, wait, np.inf)
+    headroom = servers * service_rate - arrival_rate
+    if headroom <= 0:
+        return math.inf
+    prob = erlang_c(servers, arrival_rate / service_rate)
+    if prob <= 1.0 - percentile:
+        return 0.0
+    return math.log(prob / (1.0 - percentile)) * max(ca2 + cs2, 1e-12) / 2.0 / headroom
 
 
 @dataclass(frozen=True)
@@ -124,9 +118,9 @@ def replicas_for(rate: float, service_rate_per_replica: float, ca2: float, cs2: 
     _check_inputs(rate, service_rate_per_replica, slots_per_replica, utilisation_cap)
     mu = service_rate_per_replica / slots_per_replica
     budget = max(wait_budget_s, 0.0)
-    lower = _load_bound(rate, service_rate_per_replica, utilisation_cap)
+    lower = load_bound(rate, service_rate_per_replica, utilisation_cap)
 
-    def meets(replicas: np.ndarray) -> np.ndarray:
+    def meets(replicas: int) -> bool:
         return wait_percentile_s(replicas * slots_per_replica, rate, mu, ca2, cs2, percentile) <= budget
 
     replicas = _smallest_meeting(meets, lower)
@@ -144,7 +138,7 @@ def _check_inputs(rate: float, service_rate: float, slots: int, cap: float) -> N
         raise QueueingError(f"utilisation cap must be in (0, 1], got {cap!r}")
 
 
-def _load_bound(rate: float, service_rate_per_replica: float, cap: float) -> int:
+def load_bound(rate: float, service_rate_per_replica: float, cap: float) -> int:
     """Fewest replicas keeping utilisation strictly below 1 and at most `cap`."""
     exact = rate / service_rate_per_replica
     by_cap = math.ceil(exact / cap - 1e-12)
@@ -153,19 +147,18 @@ def _load_bound(rate: float, service_rate_per_replica: float, cap: float) -> int
 
 
 def _smallest_meeting(meets, lower: int) -> int:
-    """Smallest n >= lower with meets(n) (monotone): a vectorised window, then doubling and bisection."""
-    window = np.arange(lower, lower + SEARCH_WINDOW)
-    ok = meets(window)
-    if ok.any():
-        return int(window[np.argmax(ok)])
-    low, high = int(window[-1]), int(window[-1]) * 2
-    while not meets(np.array([high]))[0]:
+    """Smallest n >= lower with meets(n) (monotone): a short linear scan, then doubling and bisection."""
+    for n in range(lower, lower + LINEAR_STEPS):
+        if meets(n):
+            return n
+    low, high = lower + LINEAR_STEPS - 1, 2 * (lower + LINEAR_STEPS)
+    while not meets(high):
         if high >= MAX_REPLICAS:
             raise QueueingError(f"more than {MAX_REPLICAS} replicas needed: check the route's rate and SLOs")
         low, high = high, min(high * 2, MAX_REPLICAS)
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (low, mid) if meets(np.array([mid]))[0] else (mid, high)
+        low, high = (low, mid) if meets(mid) else (mid, high)
     return high
 
 
@@ -176,7 +169,7 @@ def _describe(replicas: int, slots: int, rate: float, mu: float, ca2: float, cs2
         replicas=replicas,
         servers=servers,
         utilisation=rate / (servers * mu),
-        wait_probability=float(erlang_c(servers, rate / mu)),
-        wait_mean_s=float(mean_wait_s(servers, rate, mu, ca2, cs2)),
-        wait_pct_s=float(wait_percentile_s(servers, rate, mu, ca2, cs2, percentile)),
+        wait_probability=erlang_c(servers, rate / mu),
+        wait_mean_s=mean_wait_s(servers, rate, mu, ca2, cs2),
+        wait_pct_s=wait_percentile_s(servers, rate, mu, ca2, cs2, percentile),
     )

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
-
-import pandas as pd
 
 from planner import queueing
 from planner.schema import InputError
@@ -129,7 +128,7 @@ class Sizing:
 
 # ---------------------------------------------------------------- routes
 
-def route_from_row(row: pd.Series) -> Route:
+def route_from_row(row: Mapping[str, Any]) -> Route:
     """Build a Route from a validated ROUTES row (planner.plan.validate_routes checks the columns)."""
     pct = float(row["slo_percentile"])
     return Route(
@@ -154,7 +153,7 @@ def _num(value: object, default: float = math.nan) -> float:
     return default if math.isnan(number) else number
 
 
-def length_at_percentile(row: pd.Series, prefix: str, percentile: float) -> float:
+def length_at_percentile(row: Mapping[str, Any], prefix: str, percentile: float) -> float:
     """The route's length at the SLO percentile: the first given column at or above it, else the mean.
 
     Never below the mean (a conservative choice for skewed length distributions).
@@ -166,7 +165,7 @@ def length_at_percentile(row: pd.Series, prefix: str, percentile: float) -> floa
     return mean
 
 
-def length_cv2(row: pd.Series, prefix: str) -> float | None:
+def length_cv2(row: Mapping[str, Any], prefix: str) -> float | None:
     """Squared CV of a length distribution assumed lognormal, from its median and tail or mean.
 
     sigma = ln(p95/p50)/1.645, ln(p99/p50)/2.326 or sqrt(2 ln(mean/p50)); the
@@ -281,10 +280,16 @@ def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy
     best = _largest_meeting(curve, route, cap)
     if best == 0:
         return _infeasible_online(_point(curve, route, 1), route, tp)
-    candidates = sorted({max(1, round(best * f)) for f in CONCURRENCY_FRACTIONS}, reverse=True)
     cs2 = route.output_cv2 if route.output_cv2 is not None else policy.default_service_cv2
-    sized = [(_queue(_point(curve, route, c), route, cs2, policy), _point(curve, route, c)) for c in candidates]
-    queue, point = min(sized, key=lambda pair: (pair[0].replicas, -pair[1].concurrency))
+    point = _point(curve, route, best)
+    queue = _queue(point, route, cs2, policy)
+    if queue.replicas > queueing.load_bound(route.peak_rps, best / point.slot_service_s, policy.utilisation_cap):
+        # The TTFT budget, not capacity, set the replicas: a lower concurrency may leave more of it.
+        for c in sorted({max(1, round(best * f)) for f in CONCURRENCY_FRACTIONS[1:]} - {best}, reverse=True):
+            other = _point(curve, route, c)
+            other_queue = _queue(other, route, cs2, policy)
+            if other_queue.replicas < queue.replicas:
+                point, queue = other, other_queue
     return _online_sizing(curve, route, tp, point, queue)
 
 

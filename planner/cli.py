@@ -1,0 +1,278 @@
+"""`python -m planner`: plan fleets, predict one shape, validate the fitted curves.
+
+Each subcommand is a small `Command` (its arguments and its run function)
+registered in COMMANDS; adding one is a function pair and one `register(...)`
+line.  Run functions only arrange inputs, call planner functions and print.
+Expected errors (InputError, NoCurveError, ...) become `error: ...` and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from planner.schema import InputError, slug
+
+log = logging.getLogger(__name__)
+
+EXIT_USER_ERROR = 2
+# Width of tables when stdout is not a terminal (so piped tables do not wrap).
+PIPED_WIDTH = 200
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: `add_arguments(parser)` declares its flags, `run(args)` returns the exit code."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register(command: Command) -> Command:
+    """Add a subcommand to `python -m planner`."""
+    COMMANDS[command.name] = command
+    return command
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's to fix: reported in one line, no traceback."""
+    from planner.costs import CostLookupError
+    from planner.curves import NoCurveError
+    from planner.queueing import QueueingError
+
+    return (InputError, NoCurveError, CostLookupError, QueueingError, FileNotFoundError, IsADirectoryError)
+
+
+# ---------------------------------------------------------------- plan
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--routes", required=True, help="routes CSV (schema ROUTES)")
+    p.add_argument("--out", required=True, help="where to write the plan CSV")
+    _input_arguments(p)
+    p.add_argument("--provider", type=slug, help="price GPUs from this provider only (default: cheapest)")
+    p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"),
+                   help="which price rows to use (default on-demand)")
+    p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
+    p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
+    p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
+
+
+def _input_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
+    p.add_argument("--prices", metavar="F", help="prices CSV (default: planner/data/prices.csv)")
+    p.add_argument("--ops", metavar="F", help="engine-ops CSV (default: planner/data/engine_ops.csv)")
+
+
+def _assumptions_from_args(args: argparse.Namespace):
+    from planner.plan import Assumptions, read_assumptions
+
+    base = read_assumptions(args.assumptions_from) if args.assumptions_from else Assumptions()
+    changes: dict[str, object] = {}
+    if args.provider:
+        changes["provider"] = args.provider
+    if args.pricing_type:
+        changes["pricing_type"] = args.pricing_type
+    if args.engineer_rate is not None:
+        changes["engineer_usd_per_hour"] = args.engineer_rate
+    return replace(base, **changes)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from planner.plan import load_inputs, load_routes, make_plan, write_plan
+
+    assumptions = _assumptions_from_args(args)
+    routes = load_routes(args.routes)
+    inputs = load_inputs(args.profiles, args.prices, args.ops)
+    result = make_plan(routes, inputs, assumptions)
+    write_plan(result, args.out)
+    if args.options_out:
+        result.options.to_csv(args.options_out, index=False)
+    print_plan(result)
+    print(f"plan written to {args.out}")
+    return 0
+
+
+def _console():
+    from rich.console import Console
+
+    # Piped output (tests, logs) gets a wide fixed width instead of wrapping at 80 columns.
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH, no_color=True)
+
+
+def _money(value: float) -> str:
+    return "" if value is None or not math.isfinite(value) else f"${value:,.0f}"
+
+
+def _num(value: object, fmt: str = "{:g}") -> str:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return "" if not math.isfinite(number) else fmt.format(number)
+
+
+def print_plan(result) -> None:
+    """The plan as a readable table, infeasible routes' reasons and the assumptions below it."""
+    from rich.table import Table
+
+    table = Table(title="Fleetplan", show_lines=False)
+    for name in ("route", "engine", "gpu", "precision", "tp", "replicas", "gpus", "$/month", "runner-up",
+                 "savings/month", "break-even updates/mo", "provenance"):
+        table.add_column(name, justify="right" if name in ("tp", "replicas", "gpus", "$/month") else "left")
+    for _, r in result.plan.iterrows():
+        if r["status"] != "ok":
+            table.add_row(str(r["route"]), "[infeasible]", *[""] * 10)
+            continue
+        engine = f"{r['engine']} {r['engine_version']}"
+        table.add_row(str(r["route"]), engine, r["gpu"], r["precision"], _num(r["tp"]), _num(r["replicas"]),
+                      _num(r["gpus"]), _money(r["total_usd_per_month"]), str(r["runner_up"]),
+                      _money(r["savings_usd_per_month"]), _num(r["breakeven_updates_per_month"], "{:.2f}") or "never",
+                      str(r["provenance"]))
+    console = _console()
+    console.print(table)
+    ok = result.plan[result.plan["status"] == "ok"]
+    console.print(f"total: {_num(ok['gpus'].sum())} GPUs, {_money(ok['total_usd_per_month'].sum())}/month "
+                  f"({len(ok)} of {len(result.plan)} routes planned)", markup=False)
+    for _, r in result.plan[result.plan["status"] != "ok"].iterrows():
+        console.print(f"infeasible: {r['route']}: {r['notes']}", markup=False)
+    for name, value, what in result.assumptions.describe():
+        console.print(f"  {name} = {value}  ({what})", markup=False, style="dim")
+
+
+# ---------------------------------------------------------------- predict
+
+def _predict_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", required=True, type=slug)
+    p.add_argument("--engine", required=True, type=slug)
+    p.add_argument("--model", required=True, type=slug)
+    p.add_argument("--engine-version", help="default: the newest profiled version")
+    p.add_argument("--precision", type=slug, help="default: any profiled precision")
+    p.add_argument("--tp", type=int, help="tensor-parallel GPUs per replica (default: the smallest profiled)")
+    p.add_argument("--input-len", type=int, required=True, help="prompt tokens per request")
+    p.add_argument("--output-len", type=int, required=True, help="output tokens per request")
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--batch-size", type=int, help="offline: requests submitted at once")
+    load.add_argument("--concurrency", type=int, help="online: requests kept in flight")
+    p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise InputError(f"--{name.replace('_', '-')}: expected a whole number >= 1, got {value}")
+
+
+def _run_predict(args: argparse.Namespace) -> int:
+    from planner.curves import find_curve, fit_curves, load_profiles
+
+    for name in ("input_len", "output_len", "batch_size", "concurrency", "tp"):
+        _positive(name, getattr(args, name))
+    curves = fit_curves(load_profiles(args.profiles))
+    curve = find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp, args.engine_version)
+    if args.batch_size is not None:
+        pred = curve.predict_offline(args.input_len, args.output_len, args.batch_size)
+    else:
+        pred = curve.predict_concurrency(args.input_len, args.output_len, args.concurrency)
+    record = _prediction_record(curve, pred)
+    if args.json:
+        print(json.dumps(record, allow_nan=False, default=str))
+    else:
+        _print_prediction(record)
+    return 0
+
+
+def _prediction_record(curve, pred) -> dict[str, object]:
+    def clean(value: float) -> float | None:
+        return None if value is None or not math.isfinite(value) else float(value)
+
+    return {
+        "group": curve.key.label(), "output_tok_per_s": clean(pred.output_tok_per_s), "low": clean(pred.low),
+        "high": clean(pred.high), "extrapolated": bool(pred.extrapolated), "provenance": pred.provenance,
+        "ttft_ms": clean(pred.ttft_ms), "tpot_ms": clean(pred.tpot_ms), "e2e_ms": clean(pred.e2e_ms),
+        "concurrency": clean(pred.concurrency), "per_gpu_output_tok_per_s": clean(pred.output_tok_per_s / curve.key.tp),
+        "source_provenance": curve.source_provenance, "has_latency": bool(curve.has_latency), "note": pred.note,
+    }
+
+
+def _print_prediction(r: dict) -> None:
+    label = "EXTRAPOLATED (outside the measured range)" if r["extrapolated"] else r["provenance"]
+    print(f"{r['group']}")
+    print(f"  output tok/s (replica): {r['output_tok_per_s']:.0f}  [{r['low']:.0f} .. {r['high']:.0f}]  {label}")
+    print(f"  per GPU: {r['per_gpu_output_tok_per_s']:.0f} tok/s   concurrency: {r['concurrency']:g}")
+    print(f"  TTFT {r['ttft_ms']:.1f} ms   TPOT {r['tpot_ms']:.2f} ms   e2e {r['e2e_ms']:.0f} ms (means)")
+    if r["note"]:
+        print(f"  note: {r['note']}")
+
+
+# ---------------------------------------------------------------- validate
+
+def _validate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
+    p.add_argument("--json", action="store_true", help="print the table as JSON records")
+
+
+def _run_validate(args: argparse.Namespace) -> int:
+    from planner.curves import leave_one_out, load_profiles
+
+    table = leave_one_out(load_profiles(args.profiles))
+    if args.json:
+        print(table.to_json(orient="records"))
+        return 0
+    print_validation(table)
+    return 0
+
+
+def print_validation(table) -> None:
+    """Leave-one-out errors per group as a table."""
+    from rich.table import Table
+
+    out = Table(title="leave-one-out throughput error")
+    for name in ("group", "provenance", "points", "median %", "max %"):
+        out.add_column(name, justify="left" if name in ("group", "provenance") else "right")
+    for _, r in table.iterrows():
+        out.add_row(str(r["group"]), str(r["provenance"]), _num(r["n_points"]), _num(r["median_err_pct"], "{:.1f}"),
+                    _num(r["max_err_pct"], "{:.1f}"))
+    console = _console()
+    console.print(out)
+    if table.empty:
+        console.print("no group has enough points for leave-one-out", markup=False)
+
+
+register(Command("plan", "size and price a fleet for every route; writes a plan CSV", _plan_arguments, _run_plan))
+register(Command("predict", "predict one replica's throughput and latency at one shape", _predict_arguments,
+                 _run_predict))
+register(Command("validate", "leave-one-out prediction error per profile group", _validate_arguments,
+                 _run_validate))
+
+
+# ---------------------------------------------------------------- entry point
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m planner", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS.values():
+        command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.help))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, run the subcommand; expected errors print `error: ...` and return 2."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command].run(args)
+    except _expected_errors() as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
