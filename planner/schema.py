@@ -374,13 +374,22 @@ def escape_formula(value: object) -> object:
     Text starting with a formula character gets a leading apostrophe; numbers are
     left alone so they read back unchanged.  `unescape_formula` reverses it.
     """
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES) and not _looks_numeric(value):
+    if isinstance(value, str) and _needs_escape(value):
         return "'" + value
     return value
 
 
+def _needs_escape(text: str) -> bool:
+    # Text that already starts with the escape apostrophe is escaped too, so unescaping is exact.
+    return (text.startswith(FORMULA_PREFIXES) and not _looks_numeric(text)) or _escaped(text)
+
+
+def _escaped(text: str) -> bool:
+    return text.startswith("'") and (text[1:2] == "'" or _needs_escape(text[1:]) if len(text) > 1 else False)
+
+
 def unescape_formula(value: object) -> object:
-    if isinstance(value, str) and value.startswith("'") and value[1:2] in FORMULA_PREFIXES:
+    if isinstance(value, str) and _escaped(value):
         return value[1:]
     return value
 
