@@ -1,0 +1,139 @@
+"""`python -m planner` as a user runs it: subprocesses on real files in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from planner.plan import read_plan
+from tests.conftest import REPO
+from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
+
+
+def run(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "planner", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    paths = write_synthetic_inputs(root)
+    routes = root / "routes.csv"
+    pd.DataFrame([online_route("chat"), batch_route("nightly"), online_route("=cmd()", model="qwen2.5-7b")]
+                 ).to_csv(routes, index=False)
+    return {**paths, "routes": routes, "root": root}
+
+
+def data_flags(files) -> list[str]:
+    return ["--profiles", files["profiles"], "--prices", files["prices"], "--ops", files["ops"]]
+
+
+def test_plan_writes_a_plan_and_prints_a_table(files, tmp_path):
+    out = tmp_path / "plan.csv"
+    proc = run("plan", "--routes", files["routes"], "--out", out, *data_flags(files), "--engineer-rate", "120",
+               "--provider", "CLOUD-A")
+    assert proc.returncode == 0, proc.stderr
+    assert "chat" in proc.stdout and "nightly" in proc.stdout and "runner-up" in proc.stdout
+    assert "infeasible: =cmd(): no profile for model qwen2.5-7b on any GPU" in proc.stdout
+    plan, assumptions = read_plan(out)
+    assert list(plan["route"]) == ["chat", "nightly", "=cmd()"]
+    assert assumptions.engineer_usd_per_hour == 120 and assumptions.provider == "cloud-a"
+
+
+def test_plan_can_rerun_a_saved_plans_assumptions(files, tmp_path):
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    assert run("plan", "--routes", files["routes"], "--out", first, *data_flags(files), "--pricing-type",
+               "on-demand", "--engineer-rate", "77").returncode == 0
+    proc = run("plan", "--routes", files["routes"], "--out", second, *data_flags(files), "--assumptions-from", first)
+    assert proc.returncode == 0, proc.stderr
+    assert read_plan(second)[1] == read_plan(first)[1]
+    pd.testing.assert_frame_equal(read_plan(second)[0], read_plan(first)[0])
+
+
+def test_bad_routes_file_is_one_line_error_exit_2(files, tmp_path):
+    bad = tmp_path / "routes.csv"
+    pd.DataFrame([online_route(rate_rps=-1)]).to_csv(bad, index=False)
+    proc = run("plan", "--routes", bad, "--out", tmp_path / "p.csv", *data_flags(files))
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "line 2, column 'rate_rps'" in errors[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_file_is_an_error_not_a_traceback(files, tmp_path):
+    proc = run("plan", "--routes", tmp_path / "nope.csv", "--out", tmp_path / "p.csv", *data_flags(files))
+    assert proc.returncode == 2 and "file not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_predict_json_is_one_object(files):
+    proc = run("predict", "--gpu", "H100", "--engine", "vLLM", "--model", "Llama-3.1-8B", "--input-len", 1024,
+               "--output-len", 256, "--concurrency", 16, "--profiles", files["profiles"], "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["low"] <= record["output_tok_per_s"] <= record["high"]
+    assert record["extrapolated"] is False and record["group"].startswith("vllm 0.26.0 / h100")
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms", "provenance"):
+        assert key in record
+
+
+def test_predict_outside_the_measured_range_says_so(files):
+    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 60000,
+               "--output-len", 256, "--batch-size", 64, "--profiles", files["profiles"])
+    assert proc.returncode == 0, proc.stderr
+    assert "EXTRAPOLATED" in proc.stdout
+
+
+def test_predict_unknown_group_lists_what_is_available(files):
+    proc = run("predict", "--gpu", "b200", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 128,
+               "--output-len", 128, "--batch-size", 8, "--profiles", files["profiles"])
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: no fitted curve") and "h100" in last and "Traceback" not in proc.stderr
+
+
+def test_predict_rejects_a_zero_length(files):
+    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 0,
+               "--output-len", 128, "--batch-size", 8, "--profiles", files["profiles"])
+    assert proc.returncode == 2 and "--input-len" in proc.stderr
+
+
+def test_validate_prints_leave_one_out_errors(files):
+    proc = run("validate", "--profiles", files["profiles"])
+    assert proc.returncode == 0, proc.stderr
+    assert "median %" in proc.stdout and "vllm 0.26.0 / h200" in proc.stdout
+    records = json.loads(run("validate", "--profiles", files["profiles"], "--json").stdout)
+    assert {"group", "median_err_pct", "max_err_pct"} <= set(records[0])
+
+
+def test_usage_errors_exit_2():
+    assert run("plan").returncode == 2
+    assert run("frobnicate").returncode == 2
+
+
+def test_commands_are_a_table_others_can_extend():
+    from planner import cli
+
+    assert {"plan", "predict", "validate"} <= set(cli.COMMANDS)
+    seen = []
+    cli.register(cli.Command("hello", "test only", lambda p: p.add_argument("--x"), lambda a: seen.append(a.x) or 0))
+    try:
+        assert cli.main(["hello", "--x", "1"]) == 0 and seen == ["1"]
+    finally:
+        cli.COMMANDS.pop("hello")
+
+
+BUNDLED = [REPO / "examples" / "routes.csv", REPO / "planner" / "data" / "prices.csv",
+           REPO / "planner" / "data" / "engine_ops.csv", REPO / "profiles" / "published"]
+
+
+@pytest.mark.skipif(not all(p.exists() for p in BUNDLED), reason="bundled data not in this checkout yet")
+def test_fresh_clone_command_works_with_bundled_data(tmp_path):
+    proc = run("plan", "--routes", REPO / "examples" / "routes.csv", "--out", tmp_path / "plan.csv")
+    assert proc.returncode == 0, proc.stderr
+    plan, _ = read_plan(tmp_path / "plan.csv")
+    assert len(plan) >= 1
