@@ -123,6 +123,7 @@ def _num(value: object, fmt: str = "{:g}") -> str:
 
 def print_plan(result) -> None:
     """The plan as a readable table, infeasible routes' reasons and the assumptions below it."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Fleetplan", show_lines=False)
@@ -131,13 +132,13 @@ def print_plan(result) -> None:
         table.add_column(name, justify="right" if name in ("tp", "replicas", "gpus", "$/month") else "left")
     for _, r in result.plan.iterrows():
         if r["status"] != "ok":
-            table.add_row(str(r["route"]), "[infeasible]", *[""] * 10)
+            table.add_row(escape(str(r["route"])), "(infeasible)", *[""] * 10)
             continue
         engine = f"{r['engine']} {r['engine_version']}"
-        table.add_row(str(r["route"]), engine, r["gpu"], r["precision"], _num(r["tp"]), _num(r["replicas"]),
-                      _num(r["gpus"]), _money(r["total_usd_per_month"]), str(r["runner_up"]),
-                      _money(r["savings_usd_per_month"]), _num(r["breakeven_updates_per_month"], "{:.2f}") or "never",
-                      str(r["provenance"]))
+        breakeven = _num(r["breakeven_updates_per_month"], "{:.2f}") or ("never" if r["runner_up"] else "")
+        table.add_row(escape(str(r["route"])), engine, r["gpu"], r["precision"], _num(r["tp"]), _num(r["replicas"]),
+                      _num(r["gpus"]), _money(r["total_usd_per_month"]), escape(str(r["runner_up"])),
+                      _money(r["savings_usd_per_month"]), breakeven, str(r["provenance"]))
     console = _console()
     console.print(table)
     ok = result.plan[result.plan["status"] == "ok"]
