@@ -27,7 +27,7 @@ MODEL_SPECS_CSV = DATA_DIR / "model_specs.csv"
 
 # Bytes per stored value for each precision slug (quantisation scales are a
 # fraction of a percent of the weights and are ignored).
-BYTES_PER_VALUE = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+BYTES_PER_VALUE = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 
 GPU_COLUMNS = {"gpu": "slug", "name": "str", "memory_gib": "pos", "mem_bandwidth_tb_s": "pos",
                "bf16_dense_tflops": "pos", "fp8_dense_tflops": "pos?", "source": "str", "date": "str"}
