@@ -25,6 +25,8 @@ from typing import Any
 import pandas as pd
 
 from planner import costs, sizing
+from planner.curves import NoCurveError
+from planner.queueing import QueueingError
 from planner.schema import (
     ENGINE_OPS,
     PLAN,
@@ -217,6 +219,9 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
     if row["traffic"] == "online" and all(pd.isna(row[c]) for c in slos):
         raise InputError(f"{at}, column 'ttft_slo_ms': an online route needs at least one latency SLO "
                          f"(ttft_slo_ms, tpot_slo_ms or e2e_slo_ms)")
+    if row["slo_percentile"] >= 100:
+        raise InputError(f"{at}, column 'slo_percentile': expected a percentile below 100, "
+                         f"got {row['slo_percentile']!r}")
     for column in ("tps",):
         for item in split_list(row[column]):
             if not item.isdigit() or int(item) < 1:
@@ -286,7 +291,10 @@ def option_label(key) -> str:
 
 def _evaluate(route: sizing.Route, row: dict, curve, inputs: Inputs, a: Assumptions) -> dict[str, Any]:
     key = curve.key
-    sized = sizing.size_route(curve, route, key.tp, a.policy)
+    try:
+        sized = sizing.size_route(curve, route, key.tp, a.policy)
+    except (NoCurveError, QueueingError) as err:
+        return {**_sizing_columns(route, key, sizing.unsized(str(err))), "feasible": False, "reason": str(err)}
     price = inputs.price_book.find(key.gpu, a.provider, a.pricing_type)
     option = _sizing_columns(route, key, sized)
     reason = sized.reason

@@ -381,10 +381,14 @@ def _batch_sizing(curve: CurveLike, route: Route, tp: int, replicas: int, policy
 
 
 def _infeasible_batch(route: Route, seconds: float) -> Sizing:
-    reason = (f"one request alone takes {seconds / 3600:.2f} h, longer than the {route.deadline_hours:g} h "
-              f"deadline (x batch efficiency)")
+    return unsized(f"one request alone takes {seconds / 3600:.2f} h, longer than the {route.deadline_hours:g} h "
+                   f"deadline (x batch efficiency)")
+
+
+def unsized(reason: str) -> Sizing:
+    """An infeasible sizing with no prediction behind it."""
     nan = math.nan
-    return Sizing(False, reason, 0, 0, 1.0, nan, nan, nan, nan, nan, nan, nan, nan, nan, "predicted")
+    return Sizing(False, reason, 0, 0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, "predicted")
 
 
 def size_route(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy()) -> Sizing:

@@ -236,6 +236,7 @@ def write_routes(tmp_path, *rows: dict, drop: tuple[str, ...] = ()) -> str:
     (batch_route(num_requests=None), (), "line 2, column 'num_requests'"),
     (online_route(tps="two"), (), "line 2, column 'tps'"),
     (online_route(traffic="sometimes"), (), "line 2, column 'traffic': expected one of online, batch"),
+    (online_route(slo_percentile=100), (), "line 2, column 'slo_percentile': expected a percentile below 100"),
 ])
 def test_bad_routes_name_the_line_and_column(tmp_path, row, drop, message):
     path = write_routes(tmp_path, row, drop=drop)
@@ -260,3 +261,17 @@ def test_make_plan_validates_frames_too(inputs):
 def test_make_plan_accepts_the_typed_frame_from_load_routes(tmp_path, inputs):
     typed = load_routes(write_routes(tmp_path, online_route(), batch_route()))
     assert (make_plan(typed, inputs).plan["status"] == "ok").all()
+
+
+def test_a_curve_that_cannot_predict_is_an_infeasible_option(inputs):
+    from planner.curves import NoCurveError
+    from tests.planner.fakes import FakeCurve, key
+
+    class Refusing(FakeCurve):
+        def predict_concurrency(self, input_len, output_len, concurrency):
+            raise NoCurveError("cannot predict this shape")
+
+    curves = {key(gpu="h100"): Refusing(key(gpu="h100"))}
+    result = make_plan(routes(online_route()), Inputs(curves, inputs.prices_df, inputs.ops_df, inputs.profiles_df))
+    assert result.plan.iloc[0]["status"] == "infeasible"
+    assert "cannot predict this shape" in result.plan.iloc[0]["notes"]
