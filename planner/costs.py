@@ -99,6 +99,10 @@ def find_engine_ops(ops: pd.DataFrame, engine: str, engine_version: str) -> Engi
     """
     rows = ops[ops["engine"] == engine]
     matching = [row for _, row in rows.iterrows() if _version_matches(str(row["versions"]), engine_version)]
+    release = _release(engine_version)
+    if not matching and release != engine_version:
+        # PEP 440 puts 1.2.0rc1 below '>=1.2' and outside '<1.2': a pre-release is costed as its release.
+        matching = [row for _, row in rows.iterrows() if _version_matches(str(row["versions"]), release)]
     if not matching:
         known = ", ".join(f"{r.engine} {r.versions or '(any)'}" for _, r in ops.iterrows()) or "none"
         raise CostLookupError(f"no engine-ops row for {engine} {engine_version} (rows: {known})")
@@ -118,6 +122,13 @@ def _version_matches(spec: str, version: str) -> bool:
         return False
     except InvalidVersion:
         return False
+
+
+def _release(version: str) -> str:
+    try:
+        return Version(version).base_version
+    except InvalidVersion:
+        return version
 
 
 def _zero_if_nan(value: object) -> float:

@@ -50,9 +50,21 @@ def test_price_book_agrees_with_find_price():
                 assert book.find(gpu, provider, kind) == costs.find_price(prices(), gpu, provider, kind)
 
 
-@pytest.mark.parametrize("version,hours", [("0.17.0", 8), ("0.19.0", 3), ("1.0.0", 3), ("1.1.0rc2", 3)])
+@pytest.mark.parametrize("version,hours", [("0.17.0", 8), ("0.19.0", 3), ("1.0.0", 3), ("1.1.0rc2", 3),
+                                           ("0.19.0rc1", 3)])
 def test_engine_ops_by_pep440_specifier(version, hours):
     assert costs.find_engine_ops(ops(), "trtllm", version).engineer_hours_per_update == hours
+
+
+def test_bundled_engine_ops_cover_released_and_prerelease_versions():
+    from planner.plan import BUNDLED_OPS
+    from planner.schema import load_table
+
+    if not BUNDLED_OPS.exists():
+        pytest.skip("bundled engine_ops.csv not in this checkout")
+    bundled = load_table(BUNDLED_OPS, ENGINE_OPS)
+    for engine, version in [("vllm", "0.26.0"), ("trtllm", "0.17.0"), ("trtllm", "1.0.0"), ("trtllm", "1.2.0rc1")]:
+        assert costs.find_engine_ops(bundled, engine, version).engine == engine
 
 
 def test_empty_specifier_matches_every_version():
