@@ -11,7 +11,10 @@ t0: fixed cost per step (weights read once: the memory-bandwidth floor, plus
 launch overhead); a: per-sequence cost; k: KV-cache read per token of context;
 q: per prefill token; r: prefill attention, growing with prompt length.  A
 sixth parameter h is the engine's per-request overhead (scheduling, input and
-output processing), paid once per request.
+output processing), paid once per request.  A seventh, g, is the extra cost
+per sequence beyond the engine's largest CUDA-graph batch (vLLM captures
+graphs up to 512 sequences by default; larger decode batches run piecewise,
+which measurably costs more per sequence on the H200).
 
 Every quantity a profile measures -- the duration of an offline batch, the
 mean end-to-end time of a request at fixed concurrency, the mean TPOT and
@@ -41,7 +44,8 @@ from planner.schema import PROFILE, PROFILE_GROUP, InputError, load_tables
 log = logging.getLogger(__name__)
 
 BUNDLED_PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
-PARAM_NAMES = ("t0", "a", "k", "q", "r", "h")
+PARAM_NAMES = ("t0", "a", "k", "q", "r", "h", "g")
+N_PARAMS = len(PARAM_NAMES)
 
 # Run-to-run noise of vLLM throughput on an H200 is about +-2%: no fit is trusted to be tighter.
 NOISE_FLOOR = 0.02
@@ -54,6 +58,9 @@ LATENCY_WEIGHT = 0.5
 TTFT_WEIGHT = 0.3
 # Offline batches "large enough to saturate" when asking for saturated throughput: this many caps.
 SATURATION_WAVES = 20
+# Largest decode batch the engine runs as one captured CUDA graph (vLLM: max_cudagraph_capture_size
+# default 512; TensorRT-LLM's perf-overview configs capture batch sizes up to 8192).
+DEFAULT_CUDA_GRAPH_MAX_BATCH = {"vllm": 512, "trtllm": 8192, "nim": 8192}
 # Defaults when a profile does not record the engine's caps (vLLM's V1 defaults on large GPUs).
 DEFAULT_MAX_NUM_SEQS = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}
 DEFAULT_MAX_BATCHED_TOKENS = {"vllm": 16384, "trtllm": 8192, "sglang": 16384}
@@ -63,6 +70,12 @@ KV_FREE_MEMORY_FRACTION = 0.90
 # Sustained memory bandwidth is below the datasheet figure; used only to place t0 for groups
 # whose data cannot identify it (published saturated tables), never as a measurement.
 ACHIEVABLE_BANDWIDTH_FRACTION = 0.8
+# Sequences that fit the KV cache at once: KV / (I + share*O).  vLLM allocates blocks as tokens are
+# generated and preempts (recomputes) when the cache fills; counting each sequence at its full length
+# (share 1) matched the H200 measurements better than the mean length (share 0.5, LOO max 18% vs 7%
+# for bf16), because preemption's recompute eats the extra concurrency.  The KV-bound regime is where
+# the model is least accurate (LOO up to 17% on fp8 128/2048 and 1000/1000 at batch > KV cap).
+KV_ADMISSION_OUTPUT_SHARE = 1.0
 # A full fit needs the data to separate the fixed step cost from the per-sequence cost.
 MIN_POINTS_FULL_FIT = 8
 
@@ -114,17 +127,20 @@ class Caps:
     max_num_seqs: int
     kv_cache_tokens: int
     max_batched_tokens: int
+    cuda_graph_max_batch: int = 10**9
 
     def max_batch(self, input_len: float, output_len: float) -> int:
-        by_kv = int(self.kv_cache_tokens // max(input_len + output_len, 1.0))
+        by_kv = int(self.kv_cache_tokens // max(input_len + KV_ADMISSION_OUTPUT_SHARE * output_len, 1.0))
         return max(1, min(self.max_num_seqs, by_kv))
 
 
 # ---------------------------------------------------------------- features
 # Each function returns the feature vector phi such that time = phi @ theta.
 
-def _step_features(batch: float, context: float, prefill_tokens: float, prefill_context: float) -> np.ndarray:
-    return np.array([1.0, batch, batch * context, prefill_tokens, prefill_tokens * prefill_context, 0.0])
+def _step_features(caps: Caps, batch: float, context: float, prefill_tokens: float,
+                   prefill_context: float) -> np.ndarray:
+    return np.array([1.0, batch, batch * context, prefill_tokens, prefill_tokens * prefill_context, 0.0,
+                     max(0.0, batch - caps.cuda_graph_max_batch)])
 
 
 def offline_features(caps: Caps, n: int, input_len: float, output_len: float) -> np.ndarray:
@@ -144,14 +160,14 @@ def offline_features(caps: Caps, n: int, input_len: float, output_len: float) ->
 
 def _wave_features(caps: Caps, w: int, input_len: float, output_len: float) -> np.ndarray:
     prefill_steps = math.ceil(w * input_len / caps.max_batched_tokens)
-    prefill = np.array([prefill_steps, 0.0, 0.0, w * input_len, w * input_len * input_len, 0.0])
-    decode = (output_len - 1) * _step_features(w, input_len + output_len / 2, 0.0, 0.0)
+    prefill = np.array([prefill_steps, 0.0, 0.0, w * input_len, w * input_len * input_len, 0.0, 0.0])
+    decode = (output_len - 1) * _step_features(caps, w, input_len + output_len / 2, 0.0, 0.0)
     return prefill + decode
 
 
-def _steady_step_features(c_eff: float, input_len: float, output_len: float) -> np.ndarray:
+def _steady_step_features(caps: Caps, c_eff: float, input_len: float, output_len: float) -> np.ndarray:
     """Mean iteration at steady concurrency: c_eff decoding, new prompts spread over the steps."""
-    phi = _step_features(c_eff, input_len + output_len / 2, c_eff * input_len / output_len, input_len)
+    phi = _step_features(caps, c_eff, input_len + output_len / 2, c_eff * input_len / output_len, input_len)
     phi[5] = c_eff / output_len  # per-request overhead, serialised with the steps
     return phi
 
@@ -160,8 +176,8 @@ def concurrency_features(caps: Caps, concurrency: float, input_len: float, outpu
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ttft, tpot, e2e) features of a closed loop keeping `concurrency` requests in flight."""
     c_eff = min(float(concurrency), caps.max_batch(input_len, output_len))
-    tau = _steady_step_features(c_eff, input_len, output_len)
-    own_prefill = _step_features(c_eff, input_len + output_len / 2, input_len, input_len)
+    tau = _steady_step_features(caps, c_eff, input_len, output_len)
+    own_prefill = _step_features(caps, c_eff, input_len + output_len / 2, input_len, input_len)
     service_ttft = 0.5 * tau + own_prefill
     service_e2e = service_ttft + (output_len - 1) * tau
     queue = (concurrency / c_eff - 1.0) * service_e2e  # requests beyond the cap wait their turn
@@ -183,7 +199,8 @@ def _caps_for(group: pd.DataFrame, key: GroupKey) -> Caps:
     seqs = _first_number(group, "max_num_seqs") or DEFAULT_MAX_NUM_SEQS.get(key.engine, 1024)
     budget = _first_number(group, "max_num_batched_tokens") or DEFAULT_MAX_BATCHED_TOKENS.get(key.engine, 8192)
     kv = _first_number(group, "kv_cache_tokens") or _estimate_kv_tokens(key)
-    return Caps(int(seqs), int(kv), int(budget))
+    graphs = DEFAULT_CUDA_GRAPH_MAX_BATCH.get(key.engine, 10**9)
+    return Caps(int(seqs), int(kv), int(budget), graphs)
 
 
 def _first_number(group: pd.DataFrame, column: str) -> float | None:
@@ -321,8 +338,8 @@ def fit_observations(obs: list[Observation], t0_floor: float, full: bool) -> Fit
     phi = np.array([o.phi for o in obs])
     target = np.array([o.seconds for o in obs])
     weight = np.array([o.weight for o in obs])
-    free = (True,) * 6 if full else (False, True, True, True, False, False)
-    fixed = np.zeros(6)
+    free = (True,) * N_PARAMS if full else (False, True, True, True, False, False, False)
+    fixed = np.zeros(N_PARAMS)
     if not full:
         fixed[0] = t0_floor / ACHIEVABLE_BANDWIDTH_FRACTION
     mask = np.array(free)
@@ -337,7 +354,7 @@ def fit_observations(obs: list[Observation], t0_floor: float, full: bool) -> Fit
     resid = design @ (result.x / scale) - rhs
     dof = max(len(obs) - int(mask.sum()), 1)
     sigma = max(NOISE_FLOOR, math.sqrt(float(resid @ resid) / dof))
-    cov = np.zeros((6, 6))
+    cov = np.zeros((N_PARAMS, N_PARAMS))
     cov[np.ix_(mask, mask)] = sigma**2 * np.linalg.pinv(design.T @ design)
     return Fit(theta, cov, sigma, free, len(obs))
 
@@ -392,8 +409,14 @@ class Curve:
     def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
                     prefill_context: float = 0.0) -> float:
         """Seconds of one engine iteration (the simulator's clock)."""
-        t0, a, k, q, r, _ = self.fit.theta
-        return t0 + a * batch + k * batch * context + q * prefill_tokens + r * prefill_tokens * prefill_context
+        t0, a, k, q, r, _, g = self._theta_tuple
+        over = batch - self.caps.cuda_graph_max_batch
+        return (t0 + a * batch + k * batch * context + q * prefill_tokens + r * prefill_tokens * prefill_context
+                + (g * over if over > 0 else 0.0))
+
+    @property
+    def _theta_tuple(self) -> tuple[float, ...]:
+        return tuple(float(x) for x in self.fit.theta)
 
     @property
     def request_overhead_s(self) -> float:

@@ -11,8 +11,8 @@ from planner import curves
 from planner.curves import Caps, GroupKey, NoCurveError, fit_curves, find_curve, leave_one_out
 from planner.schema import PROFILE, validate_frame
 
-TRUE_THETA = np.array([6.5e-3, 4.0e-5, 1.5e-8, 6.0e-6, 1.0e-10, 2.0e-4])  # t0, a, k, q, r, h
-CAPS = Caps(max_num_seqs=1024, kv_cache_tokens=900_000, max_batched_tokens=16384)
+TRUE_THETA = np.array([6.5e-3, 4.0e-5, 1.5e-8, 6.0e-6, 1.0e-10, 2.0e-4, 2.0e-5])  # t0, a, k, q, r, h, g
+CAPS = Caps(max_num_seqs=1024, kv_cache_tokens=900_000, max_batched_tokens=16384, cuda_graph_max_batch=512)
 KEY = dict(engine="vllm", engine_version="0.26.0", gpu="h200", model="llama-3.1-8b", precision="bf16", tp=1)
 
 
@@ -85,7 +85,7 @@ def test_throughput_rises_with_concurrency_and_tpot_too():
 
 
 def test_concurrency_beyond_kv_cap_only_adds_queueing():
-    small = Caps(max_num_seqs=1024, kv_cache_tokens=20_000, max_batched_tokens=8192)
+    small = Caps(max_num_seqs=1024, kv_cache_tokens=20_000, max_batched_tokens=8192, cuda_graph_max_batch=512)
     ttft_cap, tpot_cap, _ = curves.concurrency_features(small, 26, 512, 256)  # cap = 26
     ttft_over, tpot_over, _ = curves.concurrency_features(small, 52, 512, 256)
     assert_allclose(tpot_cap, tpot_over)
