@@ -517,7 +517,11 @@ def load_profiles(directory: str | Path | None = None) -> pd.DataFrame:
         raise InputError(f"{root}: profiles directory not found")
     paths = sorted(p for p in root.rglob("*.csv") if not p.name.startswith("_"))
     frame = load_tables(paths, PROFILE)
-    return frame[frame["status"] == "ok"].reset_index(drop=True)
+    # A replica is tp GPUs in this planner; pipeline-parallel groups (tp x pp GPUs) are not sized yet.
+    staged = frame["pp"].fillna(1) > 1
+    if staged.any():
+        log.info("skipping %d pipeline-parallel profile rows (pp > 1): not modelled yet", int(staged.sum()))
+    return frame[(frame["status"] == "ok") & ~staged].reset_index(drop=True)
 
 
 def group_key(row: pd.Series) -> GroupKey:
