@@ -1,0 +1,45 @@
+"""Write docs/formats.md from the declared schemas (planner/schema.py), so the docs match the code.
+
+    python tools/gen_formats.py          (tests/planner/test_formats_doc.py checks it is up to date)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from planner.schema import ENGINE_OPS, PLAN, PRICES, PROFILE, ROUTES, schema_markdown  # noqa: E402
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "formats.md"
+
+INTRO = {
+    "profile": "`profiles/**/*.csv`: one row per measured or published point (tidy). Each measured profile folder "
+               "also holds `env.json`, the environment record (engine and version, torch, CUDA, driver, GPU, engine "
+               "arguments, command line, date). `output_tok_per_s` is for the whole replica (all `tp` GPUs).",
+    "routes": "What you plan for (`examples/routes.csv`). Online routes need `rate_rps` and at least one SLO; batch "
+              "routes need `num_requests` and `deadline_hours`. Allow-lists are `;`-separated slugs, empty = all.",
+    "prices": "`planner/data/prices.csv`: one GPU-hour price per row, with its source and the date it was read.",
+    "engine_ops": "`planner/data/engine_ops.csv`: what a model update costs on each engine version (matched by the "
+                  "PEP 440 specifier in `versions`). The engineer hourly rate is a plan assumption.",
+    "plan": "The output of `python -m planner plan` and of the app's download: one row per route. Its first line is "
+            "`# fleetplan-assumptions: {json}` (hours per month, engineer rate, provider, pricing type, ...), so a "
+            "saved plan can be re-run (`plan --assumptions-from PLAN.csv`) and diffed. Text cells that would start "
+            "a spreadsheet formula (`= + - @`, tab, CR) are written with a leading `'` and read back exactly.",
+}
+
+
+def render() -> str:
+    parts = ["# File formats", "",
+             "Generated from `planner/schema.py` by `python tools/gen_formats.py`; do not edit by hand. Every file "
+             "is validated on load: a mistake gives a one-line error naming the file, the line and the column. "
+             "Identifiers (`slug`) are lowercase and accepted case-insensitively.", ""]
+    for schema in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN):
+        parts += [f"## {schema.name}", "", INTRO[schema.name], "", schema_markdown(schema), ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    DOC.write_text(render(), encoding="utf-8")
+    print(f"wrote {DOC}")
