@@ -28,8 +28,8 @@ profile() {  # NAME SHAPES PRECISION [engine args...]
 bench() {  # NAME INPUT OUTPUT N: vLLM's own `vllm bench throughput`, same engine settings as the bf16 profile
   local name=$1; [ -f "/tmp/bench/$name.txt" ] && return 0; [ "$(left)" -lt 150 ] && return 0
   timeout $(( $(left) - 20 )) python3 -m vllm.entrypoints.cli.main bench throughput --model .tok/llama-3.1-8b \
-    --load-format dummy --dtype bfloat16 --max-model-len 9216 --dataset-name random --input-len "$2" \
-    --output-len "$3" --num-prompts "$4" --seed 0 > "/tmp/bench/$name.log" 2>&1
+    --load-format dummy --dtype bfloat16 --max-model-len 9216 --dataset-name random --random-input-len "$2" --random-range-ratio 0 \
+    --random-output-len "$3" --num-prompts "$4" --seed 0 > "/tmp/bench/$name.log" 2>&1
   local rc=$?
   if grep -q "unrecognized arguments" "/tmp/bench/$name.log"; then  # older/newer flag names
     timeout $(( $(left) - 20 )) python3 -m vllm.entrypoints.cli.main bench throughput --model .tok/llama-3.1-8b \
@@ -41,6 +41,7 @@ bench() {  # NAME INPUT OUTPUT N: vLLM's own `vllm bench throughput`, same engin
 }
 
 profile llama-3.1-8b__bf16 scripts/gpu/shapes-default-plus-bench.csv bf16
+rm -f /tmp/bench/i128-o128-n2000.txt.first; [ -f /tmp/bench/v1 ] || { mv /tmp/bench/i128-o128-n2000.txt /tmp/bench/first-run-wrong-flags.txt 2>/dev/null; touch /tmp/bench/v1; }
 bench i128-o128-n2000 128 128 2000
 bench i1024-o1024-n512 1024 1024 512
 profile llama-3.1-8b__fp8 scripts/gpu/shapes-default-plus-published.csv fp8
