@@ -16,12 +16,16 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from planner.plan import Assumptions, Inputs, PlanResult, make_plan, validate_routes, write_plan
 from planner.schema import ENGINE_OPS, PRICES, ROUTES, InputError, Schema, slug, split_list, validate_frame
 
 SCENARIO_FORMAT = "fleetplan-scenario"
@@ -192,6 +196,74 @@ def scale_prices(prices: pd.DataFrame, factor: float) -> pd.DataFrame:
     return out
 
 
+# ---------------------------------------------------------------- planning a scenario
+
+SCENARIO_PREFIX = "fleetplan-scenario:"
+# Sensitivity grid: traffic multipliers and GPU-price multipliers around today's setting.
+SENSITIVITY_GROWTH = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+SENSITIVITY_PRICE = (0.75, 1.0, 1.25)
+
+
+def scenario_assumptions(settings: Settings, base: Assumptions | None = None) -> Assumptions:
+    """The planner's Assumptions with the scenario's provider, pricing type and engineer rate."""
+    base = base or Assumptions()
+    rate = base.engineer_usd_per_hour if settings.engineer_usd_per_hour is None else settings.engineer_usd_per_hour
+    return replace(base, provider=settings.provider or None, pricing_type=settings.pricing_type,
+                   engineer_usd_per_hour=rate)
+
+
+def plan_scenario(routes: pd.DataFrame, inputs: Inputs, settings: Settings, assumptions: Assumptions | None = None,
+                  prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None) -> PlanResult:
+    """Plan the routes under the scenario (growth, allow-lists, price factor, tables); raises InputError."""
+    tables = replace(inputs, prices_df=scale_prices(inputs.prices_df if prices is None else prices,
+                                                    settings.gpu_price_factor),
+                     ops_df=inputs.ops_df if ops is None else ops)
+    typed = validate_routes(routes, "routes table")
+    return make_plan(apply_settings(typed, settings), tables, scenario_assumptions(settings, assumptions))
+
+
+def sensitivity_table(routes: pd.DataFrame, inputs: Inputs, settings: Settings,
+                      assumptions: Assumptions | None = None, prices: pd.DataFrame | None = None,
+                      ops: pd.DataFrame | None = None, growths: Sequence[float] = SENSITIVITY_GROWTH,
+                      price_factors: Sequence[float] = SENSITIVITY_PRICE) -> pd.DataFrame:
+    """Fleet totals re-planned over a grid of traffic growth x GPU-price factor (relative to today's)."""
+    rows = []
+    for growth in growths:
+        for factor in price_factors:
+            what_if = replace(settings, traffic_growth=settings.traffic_growth * growth,
+                              gpu_price_factor=settings.gpu_price_factor * factor)
+            totals = plan_totals(plan_scenario(routes, inputs, what_if, assumptions, prices, ops).plan)
+            rows.append({"traffic_growth": growth, "gpu_price_factor": factor, **totals})
+    return pd.DataFrame(rows)
+
+
+def timed_plan(routes: pd.DataFrame, inputs: Inputs, settings: Settings, assumptions: Assumptions | None = None,
+               prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None) -> tuple[PlanResult, float]:
+    """plan_scenario and the seconds it took."""
+    start = time.perf_counter()
+    result = plan_scenario(routes, inputs, settings, assumptions, prices, ops)
+    return result, time.perf_counter() - start
+
+
+def plan_csv_bytes(result: PlanResult, settings: Settings | None = None) -> bytes:
+    """The plan file exactly as `planner.plan.write_plan` writes it (formula-safe, assumptions on
+    line 1), plus a second comment line with the scenario settings when they are not the defaults.
+    `planner.plan.read_plan` reads it back unchanged (it skips every leading '#' line)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "plan.csv"
+        write_plan(result, path)
+        text = path.read_text(encoding="utf-8")
+    if settings is not None and settings != Settings():
+        first, rest = text.split("\n", 1)
+        settings_json = json.dumps(_settings_dict(settings), sort_keys=True)
+        text = f"{first}\n# {SCENARIO_PREFIX} {settings_json}\n{rest}"
+    return text.encode("utf-8")
+
+
+def _settings_dict(settings: Settings) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items()}
+
+
 # ---------------------------------------------------------------- query string
 
 def settings_to_query(settings: Settings) -> dict[str, str]:
@@ -245,7 +317,7 @@ def scenario_to_json(scenario: Scenario) -> str:
         "format": SCENARIO_FORMAT,
         "version": SCENARIO_VERSION,
         "name": scenario.name,
-        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(scenario.settings).items()},
+        "settings": _settings_dict(scenario.settings),
         "routes": _records(scenario.routes, ROUTES),
         "prices": None if scenario.prices is None else _records(scenario.prices, PRICES),
         "engine_ops": None if scenario.ops is None else _records(scenario.ops, ENGINE_OPS),

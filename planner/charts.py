@@ -1,0 +1,415 @@
+"""Chart tables and Altair charts for the what-if app (pure: frames in, frames or charts out).
+
+Each `*_table` function turns curves, profiles or plan options into a tidy
+DataFrame with one row per plotted mark and a `provenance` column
+(measured / published / predicted / extrapolated); each `*_chart` function
+draws such a frame with typed encodings and tooltips.  Throughput is always
+per GPU (replica tok/s / tp), so configurations with different TP compare.
+The same provenance is drawn the same way in every chart: measured = filled
+circle, published = filled square, predicted = solid line / hollow diamond,
+extrapolated = dashed line / hollow triangle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+from packaging.version import InvalidVersion, Version
+
+from planner.costs import monthly_total_vs_updates
+
+PROVENANCE = ("measured", "published", "predicted", "extrapolated")
+PROVENANCE_SHAPES = ("circle", "square", "diamond", "triangle-up")
+PROVENANCE_FILLED = {"measured": True, "published": True, "predicted": False, "extrapolated": False}
+PROVENANCE_DASH = ([1, 0], [1, 0], [1, 0], [5, 4])
+ENGINE_COLOURS = {"vllm": "#1f77b4", "trtllm": "#76b900", "sglang": "#d62728", "nim": "#9467bd"}
+# Sweeps: this many loads per fitted line (log-spaced), enough for a smooth curve on screen.
+SWEEP_POINTS = 24
+# Offline sweeps go this many engine caps past the largest concurrent batch (saturation shows).
+OFFLINE_SWEEP_CAPS = 4
+# The TensorRT-LLM advantage commonly claimed for steady batches ("30-50% more tokens per GPU").
+CLAIMED_RATIO = (1.3, 1.5)
+# Options shown per route in the cost chart (cheapest feasible first); more is unreadable.
+MAX_OPTIONS_PER_ROUTE = 8
+CHART_HEIGHT = 320
+
+
+def _engine_colour() -> alt.Scale:
+    return alt.Scale(domain=list(ENGINE_COLOURS), range=list(ENGINE_COLOURS.values()))
+
+
+def _shape() -> alt.Scale:
+    return alt.Scale(domain=list(PROVENANCE), range=list(PROVENANCE_SHAPES))
+
+
+def _dash() -> alt.Scale:
+    return alt.Scale(domain=list(PROVENANCE), range=list(PROVENANCE_DASH))
+
+
+def _per_gpu(tok_s: float, tp: int) -> float:
+    return float(tok_s) / max(int(tp), 1)
+
+
+def _version_key(version: str) -> tuple:
+    try:
+        return (1, Version(str(version)))
+    except InvalidVersion:
+        return (0, Version("0"))
+
+
+# ---------------------------------------------------------------- throughput curves
+
+def available_shapes(profiles: pd.DataFrame, model: str, mode: str = "offline") -> list[tuple[int, int]]:
+    """(input_len, output_len) pairs profiled for `model` in `mode`, most points first."""
+    rows = profiles[(profiles["model"] == model) & (profiles["mode"] == mode)]
+    counts = rows.groupby(["input_len", "output_len"]).size().sort_values(ascending=False, kind="stable")
+    return [(int(i), int(o)) for i, o in counts.index]
+
+
+def sweep_loads(curve, input_len: float, output_len: float, mode: str, points: int = SWEEP_POINTS) -> np.ndarray:
+    """Log-spaced batch sizes (offline) or concurrencies up to and past the engine's cap."""
+    cap = max(int(curve.max_batch(input_len, output_len)), 1)
+    top = cap * OFFLINE_SWEEP_CAPS if mode == "offline" else cap
+    return np.unique(np.round(np.geomspace(1, max(top, 2), points)).astype(int))
+
+
+def throughput_table(curves: Mapping, model: str, input_len: float, output_len: float, mode: str = "offline",
+                     keys: Iterable | None = None) -> pd.DataFrame:
+    """Fitted tok/s per GPU vs batch size or concurrency, one line per curve, with its interval."""
+    rows = []
+    for key in keys if keys is not None else curves:
+        curve = curves[key]
+        if key.model != model:
+            continue
+        for load in sweep_loads(curve, input_len, output_len, mode):
+            pred = (curve.predict_offline(input_len, output_len, int(load)) if mode == "offline"
+                    else curve.predict_concurrency(input_len, output_len, float(load)))
+            rows.append({**_key_columns(key), "load": float(load),
+                         "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp),
+                         "low": _per_gpu(pred.low, key.tp), "high": _per_gpu(pred.high, key.tp),
+                         "provenance": "extrapolated" if pred.extrapolated else "predicted"})
+    return _bridge_segments(pd.DataFrame(rows, columns=[*_KEY_COLUMNS, "load", "tok_s_per_gpu", "low", "high",
+                                                        "provenance"]))
+
+
+_KEY_COLUMNS = ("series", "engine", "engine_version", "gpu", "precision", "tp")
+
+
+def _key_columns(key) -> dict:
+    return {"series": key.label(), "engine": key.engine, "engine_version": key.engine_version, "gpu": key.gpu,
+            "precision": key.precision, "tp": int(key.tp)}
+
+
+def _bridge_segments(table: pd.DataFrame) -> pd.DataFrame:
+    """Repeat the point where a line turns from predicted to extrapolated, so the segments join."""
+    if table.empty:
+        return table
+    extra = []
+    for _, line in table.groupby("series", sort=False):
+        changes = line["provenance"].ne(line["provenance"].shift()) & line.index.isin(line.index[1:])
+        for index in line.index[changes]:
+            bridge = line.loc[index].copy()
+            bridge["provenance"] = line["provenance"].shift().loc[index]
+            extra.append(bridge)
+    if not extra:
+        return table
+    return pd.concat([table, pd.DataFrame(extra)]).sort_values(["series", "load"], kind="stable") \
+        .reset_index(drop=True)
+
+
+def profile_points(profiles: pd.DataFrame, model: str, input_len: float, output_len: float,
+                   mode: str = "offline") -> pd.DataFrame:
+    """Measured and published points at exactly this shape, tok/s per GPU, with their source."""
+    column = "batch_size" if mode == "offline" else "concurrency"
+    rows = profiles[(profiles["model"] == model) & (profiles["mode"] == mode)
+                    & (profiles["input_len"] == input_len) & (profiles["output_len"] == output_len)
+                    & profiles["output_tok_per_s"].notna() & profiles[column].notna()]
+    out = pd.DataFrame({
+        "series": [_label(r) for r in rows.itertuples()], "engine": rows["engine"].values,
+        "gpu": rows["gpu"].values, "tp": rows["tp"].astype(int).values, "load": rows[column].astype(float).values,
+        "tok_s_per_gpu": (rows["output_tok_per_s"] / rows["tp"].astype(float)).values,
+        "provenance": rows["provenance"].values, "source": rows["source"].values,
+    })
+    return out
+
+
+def _label(row) -> str:
+    return f"{row.engine} {row.engine_version} / {row.gpu} x{int(row.tp)} / {row.model} {row.precision}"
+
+
+def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "offline") -> alt.Chart:
+    """Fitted lines (dashed where extrapolated) with interval bands, and measured/published points."""
+    x_title = "batch size (requests submitted at once)" if mode == "offline" else "concurrency (requests in flight)"
+    x = alt.X("load:Q", scale=alt.Scale(type="log"), title=x_title)
+    y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU")
+    colour = alt.Color("series:N", title="engine / GPU / model", legend=alt.Legend(orient="bottom", columns=2,
+                                                                                   labelLimit=360))
+    band = alt.Chart(fitted).mark_area(opacity=0.12).encode(x=x, y="low:Q", y2="high:Q", color=colour,
+                                                             detail="series:N")
+    line = alt.Chart(fitted).mark_line(strokeWidth=2).encode(
+        x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"),
+        detail="series:N",
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("load:Q", format=",.0f"),
+                 alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
+                 alt.Tooltip("low:Q", format=",.0f"), alt.Tooltip("high:Q", format=",.0f"),
+                 alt.Tooltip("provenance:N")])
+    marks = alt.Chart(points).mark_point(size=70, filled=True, opacity=0.95).encode(
+        x=x, y=y, color=colour, shape=alt.Shape("provenance:N", scale=_shape(), title="point"),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("load:Q", format=",.0f"),
+                 alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
+                 alt.Tooltip("provenance:N"), alt.Tooltip("source:N")])
+    return alt.layer(band, line, marks).resolve_scale(color="shared").properties(height=CHART_HEIGHT + 60)
+
+
+# ---------------------------------------------------------------- engine head-to-head
+
+def head_to_head_table(curves: Mapping, profiles: pd.DataFrame, baseline: str = "vllm",
+                       challenger: str = "trtllm") -> pd.DataFrame:
+    """Same GPU, model, precision, input/output lengths: the challenger's published saturated
+    throughput beside the baseline's (measured here where that shape was run, else predicted
+    from its curve).  One row per engine per shape; `ratio` = challenger / baseline per GPU.
+    """
+    published = _newest_published(profiles, challenger)
+    rows = []
+    for r in published.itertuples():
+        base = _baseline_at(curves, profiles, baseline, r)
+        if base is None:
+            continue
+        challenger_tok = _per_gpu(r.output_tok_per_s, r.tp)
+        ratio = challenger_tok / base["tok_s_per_gpu"]
+        shape = {"gpu": r.gpu, "model": r.model, "precision": r.precision,
+                 "input_len": int(r.input_len), "output_len": int(r.output_len),
+                 "shape": f"{int(r.input_len)}/{int(r.output_len)}", "ratio": ratio}
+        rows.append({**shape, "engine": challenger, "engine_version": r.engine_version, "tp": int(r.tp),
+                     "tok_s_per_gpu": challenger_tok, "provenance": r.provenance, "source": r.source})
+        rows.append({**shape, **base})
+    return pd.DataFrame(rows, columns=["gpu", "model", "precision", "input_len", "output_len", "shape", "ratio",
+                                       "engine", "engine_version", "tp", "tok_s_per_gpu", "provenance", "source"])
+
+
+def _newest_published(profiles: pd.DataFrame, engine: str) -> pd.DataFrame:
+    rows = profiles[(profiles["engine"] == engine) & (profiles["provenance"] == "published")
+                    & (profiles["mode"] == "offline") & profiles["output_tok_per_s"].notna()].copy()
+    if rows.empty:
+        return rows
+    rows["_v"] = rows["engine_version"].map(_version_key)
+    rows = rows.sort_values(["_v", "output_tok_per_s"], kind="stable")
+    shape = ["gpu", "model", "precision", "input_len", "output_len"]
+    return rows.groupby(shape, sort=True).tail(1).sort_values(shape, kind="stable").drop(columns="_v")
+
+
+def _baseline_at(curves: Mapping, profiles: pd.DataFrame, engine: str, r) -> dict | None:
+    """The baseline engine's best per-GPU throughput at r's shape: measured if run, else predicted."""
+    same = profiles[(profiles["engine"] == engine) & (profiles["mode"] == "offline")
+                    & (profiles["gpu"] == r.gpu) & (profiles["model"] == r.model)
+                    & (profiles["precision"] == r.precision) & (profiles["input_len"] == r.input_len)
+                    & (profiles["output_len"] == r.output_len) & profiles["output_tok_per_s"].notna()]
+    if not same.empty:
+        best = same.assign(per_gpu=same["output_tok_per_s"] / same["tp"]).sort_values("per_gpu").iloc[-1]
+        return {"engine": engine, "engine_version": best.engine_version, "tp": int(best.tp),
+                "tok_s_per_gpu": float(best.per_gpu), "provenance": best.provenance, "source": best.source}
+    keys = [k for k in curves if (k.engine, k.gpu, k.model, k.precision) == (engine, r.gpu, r.model, r.precision)]
+    if not keys:
+        return None
+    key = max(keys, key=lambda k: (_version_key(k.engine_version), -k.tp))
+    pred = curves[key].saturated(float(r.input_len), float(r.output_len))
+    return {"engine": engine, "engine_version": key.engine_version, "tp": int(key.tp),
+            "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp), "provenance": pred.provenance,
+            "source": f"predicted from the fitted curve {key.label()}"}
+
+
+def head_to_head_summary(table: pd.DataFrame, challenger: str = "trtllm") -> dict[str, float]:
+    """Ratio statistics over the compared shapes, and how many fall in the claimed 30-50% band."""
+    ratios = table.loc[table["engine"] == challenger, "ratio"].astype(float)
+    measured = table[(table["engine"] != challenger) & (table["provenance"] == "measured")]
+    if ratios.empty:
+        return {"shapes": 0.0}
+    low, high = CLAIMED_RATIO
+    return {"shapes": float(len(ratios)), "baseline_measured": float(len(measured)),
+            "median_ratio": float(ratios.median()), "min_ratio": float(ratios.min()),
+            "max_ratio": float(ratios.max()), "in_claimed_band": float(((ratios >= low) & (ratios <= high)).sum()),
+            "above_claimed_band": float((ratios > high).sum()), "below_claimed_band": float((ratios < low).sum())}
+
+
+def head_to_head_chart(table: pd.DataFrame) -> alt.Chart:
+    """Grouped bars per shape (tok/s per GPU), hatched by provenance, with the ratio written above."""
+    base = alt.Chart(table).encode(x=alt.X("shape:N", title="input/output tokens", sort=None,
+                                           axis=alt.Axis(labelAngle=0)))
+    bars = base.mark_bar().encode(
+        xOffset=alt.XOffset("engine:N"), y=alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU"),
+        color=alt.Color("engine:N", scale=_engine_colour(), title="engine"),
+        opacity=alt.Opacity("provenance:N", scale=alt.Scale(domain=list(PROVENANCE), range=[1.0, 0.85, 0.45, 0.3]),
+                            title="number is"),
+        tooltip=[alt.Tooltip("gpu:N"), alt.Tooltip("model:N"), alt.Tooltip("precision:N"), alt.Tooltip("shape:N"),
+                 alt.Tooltip("engine:N"), alt.Tooltip("engine_version:N"), alt.Tooltip("tp:Q"),
+                 alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
+                 alt.Tooltip("provenance:N"), alt.Tooltip("source:N")])
+    ratio = table.drop_duplicates(["gpu", "model", "precision", "shape"]).assign(
+        label=lambda d: [f"×{v:.2f}" for v in d["ratio"]], top=table.groupby("shape")["tok_s_per_gpu"].transform("max"))
+    text = alt.Chart(ratio).mark_text(dy=-8, fontWeight="bold").encode(
+        x=alt.X("shape:N", sort=None), y=alt.Y("top:Q"), text="label:N",
+        tooltip=[alt.Tooltip("ratio:Q", format=".2f", title="TensorRT-LLM / vLLM per GPU")])
+    return alt.layer(bars, text).properties(height=CHART_HEIGHT)
+
+
+# ---------------------------------------------------------------- latency vs throughput
+
+def frontier_table(curves: Mapping, model: str, input_len: float, output_len: float,
+                   keys: Iterable | None = None) -> pd.DataFrame:
+    """Predicted mean TPOT vs tok/s per GPU over concurrency, per curve; `frontier` marks the
+    points no other configuration of the same engine beats on both axes."""
+    rows = []
+    for key in keys if keys is not None else curves:
+        curve = curves[key]
+        if key.model != model:
+            continue
+        for c in sweep_loads(curve, input_len, output_len, "concurrency"):
+            pred = curve.predict_concurrency(input_len, output_len, float(c))
+            rows.append({**_key_columns(key), "concurrency": float(c), "tpot_ms": pred.tpot_ms,
+                         "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp),
+                         "provenance": "extrapolated" if pred.extrapolated else "predicted",
+                         "latency_basis": "fitted to latency measurements" if curve.has_latency
+                         else "predicted without latency measurements"})
+    table = pd.DataFrame(rows, columns=[*_KEY_COLUMNS, "concurrency", "tpot_ms", "tok_s_per_gpu", "provenance",
+                                        "latency_basis"])
+    table["frontier"] = _pareto(table)
+    return table
+
+
+def _pareto(table: pd.DataFrame) -> pd.Series:
+    """True where no point of the same engine has both more tok/s per GPU and lower TPOT."""
+    flags = pd.Series(False, index=table.index)
+    for _, group in table.groupby("engine"):
+        ordered = group.sort_values(["tok_s_per_gpu", "tpot_ms"], ascending=[False, True])
+        best_tpot = math.inf
+        for index, tpot in ordered["tpot_ms"].items():
+            if tpot < best_tpot:
+                flags[index] = True
+                best_tpot = tpot
+    return flags
+
+
+def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt.Chart:
+    """Thin lines per configuration, a thick line per engine along its frontier, the TPOT SLO as a rule."""
+    x = alt.X("tok_s_per_gpu:Q", title="output tokens/s per GPU")
+    y = alt.Y("tpot_ms:Q", title="mean TPOT, ms (lower is better)", scale=alt.Scale(type="log"))
+    tooltip = [alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
+               alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
+               alt.Tooltip("tpot_ms:Q", format=".1f"), alt.Tooltip("provenance:N"), alt.Tooltip("latency_basis:N")]
+    colour = alt.Color("engine:N", scale=_engine_colour(), title="engine")
+    configs = alt.Chart(table).mark_line(strokeWidth=1, opacity=0.35).encode(
+        x=x, y=y, color=colour, detail="series:N", order="concurrency:Q",
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"), tooltip=tooltip)
+    front = alt.Chart(table[table["frontier"]]).mark_line(strokeWidth=3, point=True).encode(
+        x=x, y=y, color=colour, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
+    layers = [configs, front]
+    if tpot_slo_ms and math.isfinite(tpot_slo_ms):
+        slo = pd.DataFrame({"tpot_ms": [tpot_slo_ms], "label": [f"TPOT SLO {tpot_slo_ms:g} ms"]})
+        layers.append(alt.Chart(slo).mark_rule(color="#c0392b", strokeDash=[3, 3]).encode(y="tpot_ms:Q"))
+        layers.append(alt.Chart(slo).mark_text(align="left", dx=4, dy=-6, color="#c0392b").encode(
+            y="tpot_ms:Q", text="label:N", x=alt.value(4)))
+    return alt.layer(*layers).properties(height=CHART_HEIGHT)
+
+
+# ---------------------------------------------------------------- cost per route by option
+
+def option_costs_table(options: pd.DataFrame, plan: pd.DataFrame,
+                       per_route: int = MAX_OPTIONS_PER_ROUTE) -> pd.DataFrame:
+    """The cheapest feasible options per route (the recommendation flagged), GPU and engineering $ split."""
+    ok = options[options["feasible"].astype(bool)].copy()
+    ok = ok.sort_values(["route", "total_usd_per_month"], kind="stable").groupby("route").head(per_route)
+    chosen = {(r.route, f"{r.engine}/{r.engine_version}/{r.gpu}/{r.precision}/tp{r.tp}")
+              for r in plan[plan["status"] == "ok"].itertuples()}
+    ok["recommended"] = [(r, o) in chosen for r, o in zip(ok["route"], ok["option"], strict=True)]
+    parts = []
+    for part, column in (("GPUs", "gpu_usd_per_month"), ("engineering", "eng_usd_per_month")):
+        parts.append(ok.assign(part=part, usd_per_month=ok[column].astype(float)))
+    return pd.concat(parts, ignore_index=True)[
+        ["route", "option", "engine", "gpu", "gpus", "part", "usd_per_month", "total_usd_per_month", "recommended",
+         "provenance", "price_source"]]
+
+
+def option_costs_chart(table: pd.DataFrame) -> alt.Chart:
+    """Horizontal stacked bars ($/month: GPUs + engineering) per option, one panel per route."""
+    bars = alt.Chart(table).mark_bar().encode(
+        y=alt.Y("option:N", sort=alt.EncodingSortField("total_usd_per_month", order="ascending"), title=None,
+                axis=alt.Axis(labelLimit=260)),
+        x=alt.X("sum(usd_per_month):Q", title="$ per month", axis=alt.Axis(format="$,.0f")),
+        color=alt.Color("engine:N", scale=_engine_colour(), title="engine"),
+        opacity=alt.Opacity("part:N", scale=alt.Scale(domain=["GPUs", "engineering"], range=[1.0, 0.45]),
+                            title="cost"),
+        stroke=alt.condition("datum.recommended", alt.value("black"), alt.value(None)),
+        strokeWidth=alt.condition("datum.recommended", alt.value(2), alt.value(0)),
+        tooltip=[alt.Tooltip("route:N"), alt.Tooltip("option:N"), alt.Tooltip("part:N"),
+                 alt.Tooltip("usd_per_month:Q", format="$,.0f", title="this part $/month"),
+                 alt.Tooltip("total_usd_per_month:Q", format="$,.0f", title="total $/month"),
+                 alt.Tooltip("gpus:Q"), alt.Tooltip("recommended:N"), alt.Tooltip("provenance:N"),
+                 alt.Tooltip("price_source:N")])
+    return bars.properties(height=alt.Step(16), width=520).facet(
+        row=alt.Row("route:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold",
+                                                             labelFontSize=13))
+    ).resolve_scale(y="independent")
+
+
+# ---------------------------------------------------------------- break-even
+
+def breakeven_table(options: pd.DataFrame, route: str, updates: Sequence[float]) -> pd.DataFrame:
+    """Monthly total vs model updates/month for the cheapest feasible option of each engine on a route."""
+    ok = options[(options["route"] == route) & options["feasible"].astype(bool)]
+    best = ok.sort_values("total_usd_per_month", kind="stable").groupby("engine", sort=True).head(1)
+    rows = []
+    for _, option in best.iterrows():
+        totals = monthly_total_vs_updates(option, updates)
+        rows.extend({"engine": option["engine"], "option": option["option"], "updates_per_month": float(u),
+                     "total_usd_per_month": float(t), "provenance": option["provenance"]}
+                    for u, t in zip(updates, totals, strict=True))
+    return pd.DataFrame(rows, columns=["engine", "option", "updates_per_month", "total_usd_per_month", "provenance"])
+
+
+def breakeven_chart(table: pd.DataFrame, current_updates: float | None = None,
+                    breakeven: float | None = None) -> alt.Chart:
+    """One line per engine; a rule at today's updates/month and one where the lines cross."""
+    x = alt.X("updates_per_month:Q", title="model updates per month")
+    lines = alt.Chart(table).mark_line(strokeWidth=3).encode(
+        x=x, y=alt.Y("total_usd_per_month:Q", title="$ per month", axis=alt.Axis(format="$,.0f")),
+        color=alt.Color("engine:N", scale=_engine_colour(), title="engine"), detail="option:N",
+        tooltip=[alt.Tooltip("option:N"), alt.Tooltip("updates_per_month:Q", format=".1f"),
+                 alt.Tooltip("total_usd_per_month:Q", format="$,.0f"), alt.Tooltip("provenance:N")])
+    layers = [lines]
+    marks = []
+    if current_updates is not None and math.isfinite(current_updates):
+        marks.append({"updates_per_month": current_updates, "label": f"now: {current_updates:g}/month",
+                      "kind": "now"})
+    if breakeven is not None and math.isfinite(breakeven):
+        marks.append({"updates_per_month": breakeven, "label": f"break-even: {breakeven:.1f}/month",
+                      "kind": "break-even"})
+    if marks:
+        rules = pd.DataFrame(marks)
+        layers.append(alt.Chart(rules).mark_rule(strokeDash=[4, 3], color="#555").encode(x=x))
+        layers.append(alt.Chart(rules).mark_text(align="left", dx=4, dy=8, color="#333").encode(
+            x=x, y=alt.value(0), text="label:N"))
+    return alt.layer(*layers).properties(height=CHART_HEIGHT)
+
+
+# ---------------------------------------------------------------- sensitivity
+
+def sensitivity_chart(table: pd.DataFrame, growth_now: float = 1.0, price_now: float = 1.0) -> alt.Chart:
+    """Fleet $/month vs traffic growth, one line per GPU-price factor; today's setting ringed.
+
+    `table` has traffic_growth, gpu_price_factor, total_usd_per_month, gpus, infeasible.
+    """
+    data = table.assign(price=[f"GPU price ×{f:g}" for f in table["gpu_price_factor"]])
+    x = alt.X("traffic_growth:Q", title="traffic (× today's)", axis=alt.Axis(format=".2~f"))
+    y = alt.Y("total_usd_per_month:Q", title="fleet $ per month", axis=alt.Axis(format="$,.0f"))
+    colour = alt.Color("price:N", title="GPU price", sort=None, scale=alt.Scale(scheme="viridis"))
+    tooltip = [alt.Tooltip("traffic_growth:Q", format=".2f"), alt.Tooltip("gpu_price_factor:Q", format=".2f"),
+               alt.Tooltip("total_usd_per_month:Q", format="$,.0f"), alt.Tooltip("gpus:Q"),
+               alt.Tooltip("infeasible:Q", title="infeasible routes")]
+    lines = alt.Chart(data).mark_line(point=True, strokeWidth=2).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    now = data[np.isclose(data["traffic_growth"], growth_now) & np.isclose(data["gpu_price_factor"], price_now)]
+    ring = alt.Chart(now).mark_point(size=300, color="black", strokeWidth=2).encode(x=x, y=y, tooltip=tooltip)
+    return alt.layer(lines, ring).properties(height=CHART_HEIGHT)
