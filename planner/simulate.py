@@ -1,0 +1,538 @@
+"""Discrete-event simulation of continuous-batching replicas behind a router.
+
+One replica (vLLM / TensorRT-LLM in-flight batching) runs engine iterations
+back to back.  An iteration decodes one token for each of the `b` running
+sequences (mean context c) and prefills up to `budget - b` prompt tokens of
+admitted requests (chunked prefill, FIFO); it takes
+
+    curve.step_time_s(b, c, prefill_tokens, prefill_context)   seconds
+
+plus the curve's per-request overhead for each request whose prefill ends in
+it.  A request's first token is emitted at the end of the iteration that
+completes its prefill, then one token per iteration; TTFT, TPOT =
+(e2e - TTFT) / (output - 1) and e2e are measured from its arrival.
+
+Admission (FIFO, at the start of an iteration): a request is admitted when
+fewer than max_num_seqs requests are running and its prompt + output tokens
+fit in the KV-cache tokens not yet reserved.  Reserving the whole output up
+front (the simulator knows each request's output length) means the cache can
+never overflow, so there is no preemption; real engines allocate as they go
+and preempt on overflow, which planner.curves counts the same way
+(KV_ADMISSION_OUTPUT_SHARE = 1).  A request that could never fit is rejected.
+
+Speed: no per-token events.  Between events (an arrival, a completion, a
+change of batch) every iteration decodes the same `b` sequences while the
+context grows by one token per sequence, so the replica jumps over all those
+iterations at once: n iterations take n * step_time(b, mean context over the
+jump) -- exact when step time is affine in context, as the fitted model is.
+The step model is probed from the curve once (`StepModel`) and falls back to
+calling step_time_s when the curve is not affine.  Routers: round robin
+(replicas simulated independently) and join-shortest-queue (least outstanding
+requests; replicas advanced lazily, only when their load may have changed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from heapq import heappop, heappush
+from typing import Any, Protocol
+
+import numpy as np
+
+from planner.schema import InputError
+
+log = logging.getLogger(__name__)
+
+# assumption: vLLM's chunked-prefill token budget per step when the curve does not record one.
+DEFAULT_PREFILL_BUDGET = 8192
+ROUTERS = ("jsq", "round-robin")
+# Relative tolerance when checking that the curve's step time is affine in context and prefill tokens.
+AFFINE_RTOL = 1e-9
+# Probe points for that check: batch sizes, contexts (tokens), prefill tokens, prompt lengths.
+PROBE_BATCHES = (1, 2, 7, 33, 200, 700)
+PROBE_CONTEXTS = (0.0, 137.0, 4096.0)
+PROBE_PREFILLS = ((0.0, 0.0), (512.0, 700.0), (8192.0, 3000.0))
+# Probing reference sizes (any positive numbers work for an affine model).
+PROBE_CONTEXT = 1000.0
+PROBE_PREFILL = 1000.0
+
+
+class CurveLike(Protocol):
+    """What the simulator needs of a planner.curves.Curve."""
+
+    kv_cache_tokens: int
+    max_num_seqs: int
+
+    def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
+                    prefill_context: float = 0.0) -> float: ...
+
+
+# ---------------------------------------------------------------- step model
+
+class _PerBatch(dict):
+    """A lazily filled table: value(b) computed once per batch size."""
+
+    def __init__(self, fn: Callable[[int], float]) -> None:
+        super().__init__()
+        self._fn = fn
+
+    def __missing__(self, b: int) -> float:
+        value = self[b] = self._fn(b)
+        return value
+
+
+@dataclass(frozen=True, eq=False)
+class StepModel:
+    """A curve's iteration time as the simulator evaluates it.
+
+    step(b, ctx_total, p, p_weighted): b decoding sequences whose contexts sum to
+    ctx_total tokens, p prefill tokens whose prompt lengths, weighted by tokens,
+    sum to p_weighted.  jump(b, ctx_total, n): n pure-decode iterations
+    (context + b per iteration).  steps_to(b, ctx_total, dt): the fewest such
+    iterations lasting >= dt seconds.  affine: the fast closed forms are exact.
+    """
+
+    step: Callable[[int, float, float, float], float]
+    jump: Callable[[int, float, int], float]
+    steps_to: Callable[[int, float, float], int]
+    overhead_s: float
+    max_num_seqs: int
+    kv_cache_tokens: int
+    prefill_budget: int
+    affine: bool
+
+
+@lru_cache(maxsize=64)
+def step_model(curve: CurveLike) -> StepModel:
+    """Probe `curve` once: affine closed forms when they reproduce step_time_s, else direct calls."""
+    budget = int(getattr(curve, "max_num_batched_tokens", 0) or DEFAULT_PREFILL_BUDGET)
+    overhead = float(getattr(curve, "request_overhead_s", 0.0) or 0.0)
+    caps = (int(curve.max_num_seqs), int(curve.kv_cache_tokens), budget)
+    affine = _affine_parts(curve)
+    if affine is None:
+        log.info("step time of %s is not affine in context: simulating with direct calls (slower)",
+                 getattr(curve, "key", curve))
+        return StepModel(*_direct_closures(curve), overhead, *caps, affine=False)
+    return StepModel(*_affine_closures(*affine), overhead, *caps, affine=True)
+
+
+def _affine_parts(curve: CurveLike) -> tuple[_PerBatch, _PerBatch, float, float] | None:
+    """(base[b], per-context-token[b], q, r) if step = base + k_b*ctx_total + q*p + r*p*I, else None."""
+    f = curve.step_time_s
+    base = _PerBatch(lambda b: float(f(b, 0.0, 0.0, 0.0)))
+    per_ctx = _PerBatch(lambda b: (float(f(b, PROBE_CONTEXT, 0.0, 0.0)) - base[b]) / PROBE_CONTEXT / b if b else 0.0)
+    q = (float(f(0, 0.0, PROBE_PREFILL, 0.0)) - base[0]) / PROBE_PREFILL
+    r = (float(f(0, 0.0, PROBE_PREFILL, PROBE_CONTEXT)) - base[0] - q * PROBE_PREFILL) / PROBE_PREFILL / PROBE_CONTEXT
+    for b in (0, *PROBE_BATCHES):
+        for c in PROBE_CONTEXTS:
+            for p, pc in PROBE_PREFILLS:
+                actual = float(f(b, c, p, pc))
+                model = base[b] + per_ctx[b] * b * c + q * p + r * p * pc
+                if not math.isclose(actual, model, rel_tol=AFFINE_RTOL, abs_tol=1e-15):
+                    return None
+    return base, per_ctx, q, r
+
+
+def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float):
+    def step(b: int, ctx: float, p: float, pw: float) -> float:
+        return base[b] + per_ctx[b] * ctx + q * p + r * pw
+
+    def jump(b: int, ctx: float, n: int) -> float:
+        return n * (base[b] + per_ctx[b] * (ctx + 0.5 * b * (n - 1)))
+
+    def steps_to(b: int, ctx: float, dt: float) -> int:
+        # T(n) = n*s0 + h*n*(n-1) with s0 = the next step's time, h = k*b/2: the smallest n with T(n) >= dt.
+        k = per_ctx[b]
+        s0 = base[b] + k * ctx
+        h = 0.5 * k * b
+        if h > 0:
+            lin = s0 - h
+            n = max(1, math.ceil((math.sqrt(lin * lin + 4.0 * h * dt) - lin) / (2.0 * h)))
+        else:
+            n = max(1, math.ceil(dt / s0))
+        while n > 1 and (n - 1) * (s0 + h * (n - 2)) >= dt:  # rounding guards
+            n -= 1
+        while n * (s0 + h * (n - 1)) < dt:
+            n += 1
+        return n
+
+    return step, jump, steps_to
+
+
+def _direct_closures(curve: CurveLike):
+    f = curve.step_time_s
+
+    def step(b: int, ctx: float, p: float, pw: float) -> float:
+        return float(f(b, ctx / b if b else 0.0, p, pw / p if p else 0.0))
+
+    def jump(b: int, ctx: float, n: int) -> float:
+        return n * float(f(b, ctx / b + 0.5 * (n - 1), 0.0, 0.0))
+
+    def steps_to(b: int, ctx: float, dt: float) -> int:
+        low, high = 0, 1  # jump(low) < dt <= jump(high)
+        while jump(b, ctx, high) < dt:
+            low, high = high, high * 2
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if jump(b, ctx, mid) < dt else (low, mid)
+        return high
+
+    return step, jump, steps_to
+
+
+# ---------------------------------------------------------------- replica state
+
+class _Replica:
+    """Mutable state of one replica (slots: the hot loop reads and writes these)."""
+
+    __slots__ = ("queue", "qhead", "clock", "prefill", "head_done", "heap", "steps", "b", "ctx", "kv",
+                 "running", "outstanding", "wake", "busy_s")
+
+    def __init__(self) -> None:
+        self.queue: list[int] = []   # ids routed here, in arrival order
+        self.qhead = 0               # first id not yet admitted
+        self.clock = 0.0             # when the next iteration can start, s
+        self.prefill: deque[int] = deque()  # admitted ids with prompt tokens left to prefill
+        self.head_done = 0           # prompt tokens of prefill[0] already prefilled
+        self.heap: list[tuple[int, int]] = []  # (decode iteration that ends it, id)
+        self.steps = 0               # decode iterations so far (the heap's clock)
+        self.b = 0                   # sequences decoding
+        self.ctx = 0                 # their contexts (prompt + generated), summed, tokens
+        self.kv = 0                  # KV-cache tokens reserved by admitted requests
+        self.running = 0             # admitted, not finished
+        self.outstanding = 0         # routed here, not finished (the JSQ load)
+        self.wake = 0.0              # nothing visible changes before this time unless a request is routed here
+        self.busy_s = 0.0            # time spent in iterations, s
+
+
+@dataclass(eq=False)
+class _Run:
+    """Inputs and per-request outputs shared by the replicas of one simulation."""
+
+    arr: list[float]
+    inp: list[int]
+    out: list[int]
+    model: StepModel
+    ttft: list[float] = field(init=False)
+    e2e: list[float] = field(init=False)
+    done: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.arr)
+        self.ttft = [math.nan] * n
+        self.e2e = [math.nan] * n
+        self.done = [0] * n
+
+
+def _advance(rep: _Replica, run: _Run, limit: float) -> None:  # noqa: C901 -- the hot loop, kept inline for speed
+    """Run `rep`'s iterations that start before `limit` (inf = until its queue is empty).
+
+    Leaves it at the first iteration boundary >= limit, or (lazily) earlier in
+    a pure-decode stretch whose next completion is after `limit`.
+    """
+    if rep.clock >= limit:
+        return
+    arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
+    m = run.model
+    step, jump, steps_to, overhead = m.step, m.jump, m.steps_to, m.overhead_s
+    max_seqs, kv_cap, budget_cap = m.max_num_seqs, m.kv_cache_tokens, m.prefill_budget
+    queue, prefill, heap = rep.queue, rep.prefill, rep.heap
+    nq, qhead, clock, head_done = len(queue), rep.qhead, rep.clock, rep.head_done
+    steps, b, ctx, kv, running, busy = rep.steps, rep.b, rep.ctx, rep.kv, rep.running, rep.busy_s
+    finished = 0
+    wake = math.inf
+    while True:
+        # Admission, FIFO, at the start of an iteration.
+        while qhead < nq:
+            i = queue[qhead]
+            if arr[i] > clock:
+                break
+            need = inp[i] + out[i]
+            if running >= max_seqs or kv + need > kv_cap:
+                if need <= kv_cap:
+                    break
+                finished += 1  # can never fit: rejected (ttft and e2e stay NaN)
+            else:
+                kv += need
+                running += 1
+                prefill.append(i)
+            qhead += 1
+        if prefill:
+            # One mixed iteration: decode the b running sequences, prefill chunks within the token budget.
+            budget = budget_cap - b
+            p = pw = 0
+            first: list[int] = []
+            while prefill and budget > 0:
+                i = prefill[0]
+                left = inp[i] - head_done
+                if left <= budget:
+                    prefill.popleft()
+                    head_done = 0
+                    first.append(i)
+                else:
+                    left = budget
+                    head_done += left
+                p += left
+                pw += left * inp[i]
+                budget -= left
+            dt = step(b, ctx, p, pw) + overhead * len(first)
+            clock += dt
+            busy += dt
+            if b:
+                steps += 1
+                ctx += b
+                while heap and heap[0][0] <= steps:
+                    i = heappop(heap)[1]
+                    e2e[i] = clock - arr[i]
+                    done[i] += 1
+                    need = inp[i] + out[i]
+                    b -= 1
+                    ctx -= need
+                    kv -= need
+                    running -= 1
+                    finished += 1
+            for i in first:
+                ttft[i] = clock - arr[i]
+                if out[i] == 1:
+                    e2e[i] = ttft[i]
+                    done[i] += 1
+                    kv -= inp[i] + 1
+                    running -= 1
+                    finished += 1
+                else:
+                    heappush(heap, (steps + out[i] - 1, i))
+                    b += 1
+                    ctx += inp[i] + 1
+            if clock >= limit:
+                wake = clock
+                break
+            continue
+        if not b:
+            if qhead < nq and arr[queue[qhead]] <= limit:
+                clock = max(clock, arr[queue[qhead]])  # idle until the next routed arrival
+                if clock >= limit:
+                    wake = clock
+                    break
+                continue
+            break  # idle, nothing routed here: wake stays inf
+        # Pure decode: jump to the next completion, or to the boundary after the next arrival / `limit`.
+        n = heap[0][0] - steps
+        dt = jump(b, ctx, n)
+        bound = limit
+        if qhead < nq:
+            ta = arr[queue[qhead]]
+            if clock < ta < bound:
+                bound = ta
+        if clock + dt > bound:
+            if bound == limit:
+                wake = clock + dt  # lazily stay here: the next completion is after `limit`
+                break
+            n = steps_to(b, ctx, bound - clock)
+            dt = jump(b, ctx, n)
+        clock += dt
+        busy += dt
+        steps += n
+        ctx += b * n
+        while heap and heap[0][0] <= steps:
+            i = heappop(heap)[1]
+            e2e[i] = clock - arr[i]
+            done[i] += 1
+            need = inp[i] + out[i]
+            b -= 1
+            ctx -= need
+            kv -= need
+            running -= 1
+            finished += 1
+        if clock >= limit:
+            wake = clock
+            break
+    rep.qhead, rep.clock, rep.head_done, rep.steps, rep.b, rep.ctx = qhead, clock, head_done, steps, b, ctx
+    rep.kv, rep.running, rep.busy_s, rep.wake = kv, running, busy, wake
+    rep.outstanding -= finished
+
+
+def _route_round_robin(reps: list[_Replica], run: _Run) -> list[int]:
+    count = len(reps)
+    assigned = [i % count for i in range(len(run.arr))]
+    for i, r in enumerate(assigned):
+        reps[r].queue.append(i)
+    for rep in reps:
+        _advance(rep, run, math.inf)
+    return assigned
+
+
+def _route_jsq(reps: list[_Replica], run: _Run) -> list[int]:
+    """Each arrival goes to the replica with the fewest outstanding requests (lowest index on ties)."""
+    assigned = [0] * len(run.arr)
+    index = {id(rep): r for r, rep in enumerate(reps)}
+    for i, t in enumerate(run.arr):
+        best, best_load = reps[0], math.inf
+        for rep in reps:
+            if rep.wake <= t:
+                _advance(rep, run, t)
+            if rep.outstanding < best_load:
+                best, best_load = rep, rep.outstanding
+                if best_load == 0:
+                    break  # nobody has fewer; the others are brought up to date later
+        best.queue.append(i)
+        best.outstanding += 1
+        best.wake = min(best.wake, t)
+        assigned[i] = index[id(best)]
+    for rep in reps:
+        _advance(rep, run, math.inf)
+    return assigned
+
+
+# ---------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency targets in ms; None = no target on that metric."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Slo:
+        """The SLO columns of a ROUTES row (blank/NaN = none)."""
+        def get(name: str) -> float | None:
+            value = row.get(name) if hasattr(row, "get") else None
+            try:
+                number = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                return None
+            return None if math.isnan(number) else number
+        return cls(get("ttft_slo_ms"), get("tpot_slo_ms"), get("e2e_slo_ms"))
+
+    @property
+    def empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
+
+    def met(self, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
+        """Per request: does it meet every target?  NaN latency (rejected) never does; NaN TPOT (1 token) does."""
+        ok = np.isfinite(e2e_s)
+        if self.ttft_ms is not None:
+            ok &= ttft_s * 1000.0 <= self.ttft_ms
+        if self.tpot_ms is not None:
+            ok &= ~(tpot_s * 1000.0 > self.tpot_ms)
+        if self.e2e_ms is not None:
+            ok &= e2e_s * 1000.0 <= self.e2e_ms
+        return ok
+
+    def describe(self) -> str:
+        parts = [f"{name} {value:g} ms" for name, value in
+                 (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms), ("e2e", self.e2e_ms)) if value is not None]
+        return ", ".join(parts) or "no SLO"
+
+
+PERCENTILES = (50, 95, 99)
+METRICS = ("ttft", "tpot", "e2e")
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """Per-request outcomes of one simulation (seconds), and what was simulated.
+
+    tpot_s is NaN for one-token requests; ttft/e2e are NaN for rejected ones
+    (prompt + output larger than the KV cache).  completions counts how often
+    each request finished (1 for every served request).  attainment: share of
+    requests meeting every SLO in `slo` (NaN without one).
+    """
+
+    arrival_s: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    replica: np.ndarray
+    completions: np.ndarray
+    replicas: int
+    router: str
+    busy_s: np.ndarray
+    slo: Slo
+    attainment: float
+
+    @property
+    def n(self) -> int:
+        return int(self.arrival_s.size)
+
+    @property
+    def rejected(self) -> int:
+        return int(np.sum(~np.isfinite(self.e2e_s)))
+
+    @property
+    def makespan_s(self) -> float:
+        """Time from 0 to the last completion."""
+        ends = self.arrival_s + self.e2e_s
+        return float(np.nanmax(ends)) if self.n else 0.0
+
+    def percentile_ms(self, metric: str, pct: float) -> float:
+        """The `pct` percentile of ttft / tpot / e2e over served requests, ms (NaN if none)."""
+        values = getattr(self, f"{metric}_s")
+        values = values[np.isfinite(values)]
+        return float(np.percentile(values, pct) * 1000.0) if values.size else math.nan
+
+    def summary(self) -> dict[str, float | int | str]:
+        """Requests, replicas, attainment and p50/p95/p99 of each latency (ms), as a flat dict."""
+        out: dict[str, float | int | str] = {"requests": self.n, "replicas": self.replicas, "router": self.router,
+                                             "rejected": self.rejected, "attainment": self.attainment,
+                                             "slo": self.slo.describe()}
+        for metric in METRICS:
+            for pct in PERCENTILES:
+                out[f"{metric}_p{pct}_ms"] = self.percentile_ms(metric, pct)
+        return out
+
+
+# ---------------------------------------------------------------- public entry points
+
+def _check_requests(arrival_s: Sequence[float], input_len: Sequence[int], output_len: Sequence[int]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t = np.asarray(arrival_s, dtype=float)
+    i = np.asarray(input_len)
+    o = np.asarray(output_len)
+    if not (t.shape == i.shape == o.shape and t.ndim == 1):
+        raise InputError(f"arrival_s, input_len and output_len must be 1-D arrays of one length; "
+                         f"got shapes {t.shape}, {i.shape}, {o.shape}")
+    if t.size and (not np.all(np.isfinite(t)) or np.any(np.diff(t) < 0)):
+        raise InputError("arrival times must be finite and sorted (non-decreasing)")
+    for name, values in (("input_len", i), ("output_len", o)):
+        if values.size and (not np.all(np.isfinite(values)) or np.any(values < 1) or np.any(values != np.round(values))):
+            raise InputError(f"{name} must be whole numbers of tokens >= 1")
+    return t, i.astype(np.int64), o.astype(np.int64)
+
+
+def simulate(curve: CurveLike, arrival_s: Sequence[float], input_len: Sequence[int], output_len: Sequence[int],
+             replicas: int = 1, router: str = "jsq", slo: Slo | None = None) -> SimResult:
+    """Simulate `replicas` replicas of `curve` serving the given requests.
+
+    arrival_s: sorted arrival times, s; input_len / output_len: tokens per
+    request (>= 1).  router: "jsq" (least outstanding requests) or
+    "round-robin".  Raises InputError on bad arguments.
+    """
+    if router not in ROUTERS:
+        raise InputError(f"router: expected one of {', '.join(ROUTERS)}, got {router!r}")
+    if int(replicas) != replicas or replicas < 1:
+        raise InputError(f"replicas: expected a whole number >= 1, got {replicas!r}")
+    t, i, o = _check_requests(arrival_s, input_len, output_len)
+    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
+    reps = [_Replica() for _ in range(int(replicas))]
+    assigned = (_route_jsq if router == "jsq" else _route_round_robin)(reps, run)
+    return _result(run, t, i, o, assigned, reps, router, slo or Slo())
+
+
+def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: list[int], reps: list[_Replica],
+            router: str, slo: Slo) -> SimResult:
+    ttft = np.array(run.ttft)
+    e2e = np.array(run.e2e)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(o > 1, (e2e - ttft) / (o - 1), math.nan)
+    attainment = math.nan if slo.empty or not t.size else float(np.mean(slo.met(ttft, tpot, e2e)))
+    return SimResult(t, i, o, ttft, tpot, e2e, np.array(assigned, dtype=np.int64), np.array(run.done),
+                     len(reps), router, np.array([rep.busy_s for rep in reps]), slo, attainment)
