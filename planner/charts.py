@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
-from planner.costs import monthly_total_vs_updates
+from planner.costs import breakeven_updates, monthly_total_vs_updates
 
 PROVENANCE = ("measured", "published", "predicted", "extrapolated")
 PROVENANCE_SHAPES = ("circle", "square", "diamond", "triangle-up")
@@ -36,10 +36,15 @@ CLAIMED_RATIO = (1.3, 1.5)
 # Options shown per route in the cost chart (cheapest feasible first); more is unreadable.
 MAX_OPTIONS_PER_ROUTE = 8
 CHART_HEIGHT = 320
+# Throughput axes end this far above the highest fitted or profiled value (bands are clipped there).
+Y_HEADROOM = 1.15
 
 
-def _engine_colour() -> alt.Scale:
-    return alt.Scale(domain=list(ENGINE_COLOURS), range=list(ENGINE_COLOURS.values()))
+def _engine_colour(engines: Iterable[str] | None = None) -> alt.Scale:
+    """Fixed colour per engine; only the engines present get a legend entry."""
+    present = set(engines) if engines is not None else set(ENGINE_COLOURS)
+    domain = [e for e in ENGINE_COLOURS if e in present] + sorted(present - set(ENGINE_COLOURS))
+    return alt.Scale(domain=domain, range=[ENGINE_COLOURS.get(e, "#7f7f7f") for e in domain])
 
 
 def _shape() -> alt.Scale:
@@ -64,10 +69,22 @@ def _version_key(version: str) -> tuple:
 # ---------------------------------------------------------------- throughput curves
 
 def available_shapes(profiles: pd.DataFrame, model: str, mode: str = "offline") -> list[tuple[int, int]]:
-    """(input_len, output_len) pairs profiled for `model` in `mode`, most points first."""
+    """(input_len, output_len) pairs profiled for `model` in `mode`: most measured points first, then most points."""
     rows = profiles[(profiles["model"] == model) & (profiles["mode"] == mode)]
-    counts = rows.groupby(["input_len", "output_len"]).size().sort_values(ascending=False, kind="stable")
+    counts = rows.assign(measured=rows["provenance"] == "measured").groupby(["input_len", "output_len"]).agg(
+        measured=("measured", "sum"), points=("measured", "size"))
+    counts = counts.sort_values(["measured", "points"], ascending=False, kind="stable")
     return [(int(i), int(o)) for i, o in counts.index]
+
+
+def newest_versions(keys: Iterable) -> list:
+    """Only the newest engine version of each (engine, gpu, model, precision, tp)."""
+    newest: dict[tuple, object] = {}
+    for key in keys:
+        slot = (key.engine, key.gpu, key.model, key.precision, key.tp)
+        if slot not in newest or _version_key(key.engine_version) > _version_key(newest[slot].engine_version):
+            newest[slot] = key
+    return list(newest.values())
 
 
 def sweep_loads(curve, input_len: float, output_len: float, mode: str, points: int = SWEEP_POINTS) -> np.ndarray:
@@ -142,14 +159,18 @@ def _label(row) -> str:
 
 
 def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "offline") -> alt.Chart:
-    """Fitted lines (dashed where extrapolated) with interval bands, and measured/published points."""
+    """Fitted lines (dashed where extrapolated) with interval bands inside the measured range,
+    and measured/published points."""
     x_title = "batch size (requests submitted at once)" if mode == "offline" else "concurrency (requests in flight)"
     x = alt.X("load:Q", scale=alt.Scale(type="log"), title=x_title)
-    y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU")
+    top = Y_HEADROOM * max([*fitted["tok_s_per_gpu"], *points["tok_s_per_gpu"], 1.0])
+    y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU", scale=alt.Scale(domain=[0, top], clamp=True))
     colour = alt.Color("series:N", title="engine / GPU / model", legend=alt.Legend(orient="bottom", columns=2,
                                                                                    labelLimit=360))
-    band = alt.Chart(fitted).mark_area(opacity=0.12).encode(x=x, y="low:Q", y2="high:Q", color=colour,
-                                                             detail="series:N")
+    inside = fitted[fitted["provenance"] == "predicted"]  # extrapolated intervals would swamp the chart
+    band = alt.Chart(inside.assign(high=inside["high"].clip(upper=top))).mark_area(opacity=0.12, clip=True).encode(
+        x=x, y=alt.Y("low:Q", scale=alt.Scale(domain=[0, top], clamp=True)), y2="high:Q",
+        color=alt.Color("series:N", legend=None), detail="series:N")
     line = alt.Chart(fitted).mark_line(strokeWidth=2).encode(
         x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"),
         detail="series:N",
@@ -241,9 +262,10 @@ def head_to_head_chart(table: pd.DataFrame) -> alt.Chart:
                                            axis=alt.Axis(labelAngle=0)))
     bars = base.mark_bar().encode(
         xOffset=alt.XOffset("engine:N"), y=alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU"),
-        color=alt.Color("engine:N", scale=_engine_colour(), title="engine"),
+        color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"),
         opacity=alt.Opacity("provenance:N", scale=alt.Scale(domain=list(PROVENANCE), range=[1.0, 0.85, 0.45, 0.3]),
-                            title="number is"),
+                            title="number is", legend=alt.Legend(symbolType="square", symbolFillColor="#4c78a8",
+                                                                 symbolStrokeColor="#4c78a8")),
         tooltip=[alt.Tooltip("gpu:N"), alt.Tooltip("model:N"), alt.Tooltip("precision:N"), alt.Tooltip("shape:N"),
                  alt.Tooltip("engine:N"), alt.Tooltip("engine_version:N"), alt.Tooltip("tp:Q"),
                  alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
@@ -300,9 +322,10 @@ def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt
     tooltip = [alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
                alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
                alt.Tooltip("tpot_ms:Q", format=".1f"), alt.Tooltip("provenance:N"), alt.Tooltip("latency_basis:N")]
-    colour = alt.Color("engine:N", scale=_engine_colour(), title="engine")
+    colour = alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine")
     configs = alt.Chart(table).mark_line(strokeWidth=1, opacity=0.35).encode(
-        x=x, y=y, color=colour, detail="series:N", order="concurrency:Q",
+        x=x, y=y, color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), legend=None),
+        detail="series:N", order="concurrency:Q",
         strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"), tooltip=tooltip)
     front = alt.Chart(table[table["frontier"]]).mark_line(strokeWidth=3, point=True).encode(
         x=x, y=y, color=colour, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
@@ -339,7 +362,7 @@ def option_costs_chart(table: pd.DataFrame) -> alt.Chart:
         y=alt.Y("option:N", sort=alt.EncodingSortField("total_usd_per_month", order="ascending"), title=None,
                 axis=alt.Axis(labelLimit=260)),
         x=alt.X("sum(usd_per_month):Q", title="$ per month", axis=alt.Axis(format="$,.0f")),
-        color=alt.Color("engine:N", scale=_engine_colour(), title="engine"),
+        color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"),
         opacity=alt.Opacity("part:N", scale=alt.Scale(domain=["GPUs", "engineering"], range=[1.0, 0.45]),
                             title="cost"),
         stroke=alt.condition("datum.recommended", alt.value("black"), alt.value(None)),
@@ -349,10 +372,10 @@ def option_costs_chart(table: pd.DataFrame) -> alt.Chart:
                  alt.Tooltip("total_usd_per_month:Q", format="$,.0f", title="total $/month"),
                  alt.Tooltip("gpus:Q"), alt.Tooltip("recommended:N"), alt.Tooltip("provenance:N"),
                  alt.Tooltip("price_source:N")])
-    return bars.properties(height=alt.Step(16), width=520).facet(
+    return bars.properties(height=alt.Step(20), width=560).facet(
         row=alt.Row("route:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold",
                                                              labelFontSize=13))
-    ).resolve_scale(y="independent")
+    ).resolve_scale(y="independent", x="independent")
 
 
 # ---------------------------------------------------------------- break-even
@@ -370,29 +393,67 @@ def breakeven_table(options: pd.DataFrame, route: str, updates: Sequence[float])
     return pd.DataFrame(rows, columns=["engine", "option", "updates_per_month", "total_usd_per_month", "provenance"])
 
 
+def engine_breakeven(options: pd.DataFrame, route: str) -> float | None:
+    """Updates/month where the two cheapest engines' lines cross on a route (None: they never do)."""
+    ok = options[(options["route"] == route) & options["feasible"].astype(bool)]
+    best = ok.sort_values("total_usd_per_month", kind="stable").groupby("engine").head(1).head(2)
+    if len(best) < 2:
+        return None
+    a, b = best.iloc[0], best.iloc[1]
+    return breakeven_updates(float(a["fixed_usd_per_month"]), float(a["usd_per_update"]),
+                             float(b["fixed_usd_per_month"]), float(b["usd_per_update"]))
+
+
 def breakeven_chart(table: pd.DataFrame, current_updates: float | None = None,
                     breakeven: float | None = None) -> alt.Chart:
     """One line per engine; a rule at today's updates/month and one where the lines cross."""
     x = alt.X("updates_per_month:Q", title="model updates per month")
     lines = alt.Chart(table).mark_line(strokeWidth=3).encode(
         x=x, y=alt.Y("total_usd_per_month:Q", title="$ per month", axis=alt.Axis(format="$,.0f")),
-        color=alt.Color("engine:N", scale=_engine_colour(), title="engine"), detail="option:N",
+        color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"), detail="option:N",
         tooltip=[alt.Tooltip("option:N"), alt.Tooltip("updates_per_month:Q", format=".1f"),
                  alt.Tooltip("total_usd_per_month:Q", format="$,.0f"), alt.Tooltip("provenance:N")])
     layers = [lines]
     marks = []
     if current_updates is not None and math.isfinite(current_updates):
         marks.append({"updates_per_month": current_updates, "label": f"now: {current_updates:g}/month",
-                      "kind": "now"})
+                      "kind": "now", "label_y": 10})
     if breakeven is not None and math.isfinite(breakeven):
         marks.append({"updates_per_month": breakeven, "label": f"break-even: {breakeven:.1f}/month",
-                      "kind": "break-even"})
+                      "kind": "break-even", "label_y": 28})
     if marks:
         rules = pd.DataFrame(marks)
         layers.append(alt.Chart(rules).mark_rule(strokeDash=[4, 3], color="#555").encode(x=x))
-        layers.append(alt.Chart(rules).mark_text(align="left", dx=4, dy=8, color="#333").encode(
-            x=x, y=alt.value(0), text="label:N"))
+        layers.append(alt.Chart(rules).mark_text(align="left", dx=4, color="#333", fontWeight="bold").encode(
+            x=x, y=alt.Y("label_y:Q", scale=None), text="label:N"))
     return alt.layer(*layers).properties(height=CHART_HEIGHT)
+
+
+# ---------------------------------------------------------------- recommendation table
+
+RECOMMENDATION_COLUMNS = {
+    "route": "route", "choice": "engine", "gpu": "GPU", "precision": "precision", "tp": "TP",
+    "replicas": "replicas", "gpus": "GPUs", "total_usd_per_month": "$/month", "usd_per_1m_output_tok": "$ per 1M tok",
+    "provenance": "numbers are", "runner_up": "runner-up", "savings_usd_per_month": "saves $/month",
+    "breakeven_updates_per_month": "break-even updates/month", "tok_s": "replica tok/s (90% interval)",
+    "notes": "notes",
+}
+
+
+def recommendation_table(plan: pd.DataFrame) -> pd.DataFrame:
+    """The plan as the app shows it: one row per route, the recommendation first, provenance kept."""
+    view = plan.copy()
+    view["choice"] = [f"{e} {v}" if s == "ok" else "infeasible" for e, v, s in
+                      zip(view["engine"], view["engine_version"], view["status"], strict=True)]
+    view["tok_s"] = [_interval(m, lo, hi) for m, lo, hi in zip(view["replica_output_tok_per_s"],
+                     view["replica_output_tok_per_s_low"], view["replica_output_tok_per_s_high"], strict=True)]
+    return view[list(RECOMMENDATION_COLUMNS)].rename(columns=RECOMMENDATION_COLUMNS)
+
+
+def _interval(mid: float, low: float, high: float) -> str:
+    if pd.isna(mid):
+        return ""
+    return f"{mid:,.0f} ({low:,.0f}–{high:,.0f})"
 
 
 # ---------------------------------------------------------------- sensitivity

@@ -1,0 +1,574 @@
+"""Fleetplan what-if app: `streamlit run app.py`.
+
+Routes, prices and engine update costs in; recommended engine, GPU and fleet
+per route out, with charts and a CSV export.  This file only arranges widgets:
+every number comes from `planner` (plan, scenario, charts), called through
+small cached functions with every input passed as an argument.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from planner import charts
+from planner import scenario as sc
+from planner.plan import Assumptions, Inputs, PlanResult, load_inputs, load_routes, validate_routes
+from planner.schema import ENGINE_OPS, PRICES, ROUTES, InputError
+
+log = logging.getLogger("fleetplan.app")
+
+EXAMPLE_ROUTES = Path(__file__).resolve().parent / "examples" / "routes.csv"
+ASSUMED = Assumptions()
+CHEAPEST = ""  # provider choice meaning "the cheapest provider listed for each GPU"
+# Routes editor: the columns a capacity review changes; the rest behind "all columns".
+EDITOR_COLUMNS = ("name", "model", "traffic", "rate_rps", "peak_to_mean", "num_requests", "deadline_hours",
+                  "input_len_mean", "output_len_mean", "slo_percentile", "ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms",
+                  "model_updates_per_month", "engines", "gpus", "precisions")
+GROWTH_RANGE = (0.1, 10.0)
+PRICE_RANGE = (0.25, 4.0)
+PROVENANCE_NOTE = ("**measured**: run by this project (command recorded) · **published**: vendor or project "
+                   "documents (URL and date) · **predicted**: fitted curve inside the measured range, with an "
+                   "interval · **extrapolated**: outside it, wider interval — treat with care")
+
+
+# ---------------------------------------------------------------- cached computations
+
+@st.cache_resource(show_spinner="Fitting the bundled performance profiles…")
+def bundled_inputs() -> Inputs:
+    """Fitted curves and bundled price / engine-ops tables (loaded once per process)."""
+    return load_inputs()
+
+
+@st.cache_data(show_spinner=False)
+def bundled_routes() -> pd.DataFrame:
+    return load_routes(EXAMPLE_ROUTES)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def replan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
+           settings: sc.Settings) -> tuple[PlanResult, float]:
+    return sc.timed_plan(routes, bundled_inputs(), settings, None, prices, ops)
+
+
+@st.cache_data(max_entries=64, show_spinner="Re-planning the sensitivity grid…")
+def sensitivity(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: sc.Settings) -> pd.DataFrame:
+    return sc.sensitivity_table(routes, bundled_inputs(), settings, None, prices, ops)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def throughput_data(model: str, input_len: int, output_len: int, mode: str, gpus: tuple[str, ...],
+                    newest: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    inputs = bundled_inputs()
+    keys = curve_keys(inputs, model, gpus, newest)
+    points = charts.profile_points(inputs.profiles_df, model, input_len, output_len, mode)
+    points = points[points["series"].isin({k.label() for k in keys})]
+    return charts.throughput_table(inputs.curves, model, input_len, output_len, mode, keys), points
+
+
+def curve_keys(inputs: Inputs, model: str, gpus: tuple[str, ...], newest: bool) -> list:
+    keys = [k for k in inputs.curves if k.model == model and (not gpus or k.gpu in gpus)]
+    return charts.newest_versions(keys) if newest else keys
+
+
+@st.cache_data(show_spinner=False)
+def head_to_head_data() -> pd.DataFrame:
+    inputs = bundled_inputs()
+    return charts.head_to_head_table(inputs.curves, inputs.profiles_df)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def frontier_data(model: str, input_len: float, output_len: float, gpus: tuple[str, ...],
+                  newest: bool) -> pd.DataFrame:
+    inputs = bundled_inputs()
+    keys = curve_keys(inputs, model, gpus, newest)
+    return charts.frontier_table(inputs.curves, model, input_len, output_len, keys)
+
+
+# ---------------------------------------------------------------- state
+
+def init_state(inputs: Inputs) -> None:
+    """First run of a session: bundled tables, and settings from the link's query string."""
+    ss = st.session_state
+    if ss.get("initialised"):
+        return
+    ss.initialised = True
+    ss.routes_base = ss.good_routes = bundled_routes()
+    ss.prices_base = ss.good_prices = inputs.prices_df
+    ss.ops_base = ss.good_ops = inputs.ops_df
+    ss.saved = {}
+    ss.scenario_name = "current"
+    settings, warnings = sc.settings_from_query(st.query_params.to_dict())
+    ss.link_warnings = warnings
+    put_settings(settings, inputs)
+
+
+def put_settings(settings: sc.Settings, inputs: Inputs) -> None:
+    """Set the sidebar widgets' values (before they are drawn) from `settings`."""
+    ss = st.session_state
+    options = allowed_options(inputs)
+    ss.provider = settings.provider if settings.provider in providers(ss.good_prices) else CHEAPEST
+    ss.pricing_type = settings.pricing_type
+    ss.engineer_usd_per_hour = float(settings.engineer_usd_per_hour if settings.engineer_usd_per_hour is not None
+                                     else ASSUMED.engineer_usd_per_hour)
+    ss.traffic_growth = float(np.clip(settings.traffic_growth, *GROWTH_RANGE))
+    ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
+    for name in ("engines", "gpus", "precisions"):
+        ss[name] = [v for v in getattr(settings, name) if v in options[name]]
+
+
+def current_settings() -> sc.Settings:
+    ss = st.session_state
+    rate = None if ss.engineer_usd_per_hour == ASSUMED.engineer_usd_per_hour else float(ss.engineer_usd_per_hour)
+    return sc.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
+                       engines=tuple(ss.engines), gpus=tuple(ss.gpus), precisions=tuple(ss.precisions),
+                       traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor))
+
+
+def providers(prices: pd.DataFrame) -> list[str]:
+    return sorted(prices["provider"].unique())
+
+
+def allowed_options(inputs: Inputs) -> dict[str, list[str]]:
+    keys = list(inputs.curves)
+    return {"engines": sorted({k.engine for k in keys}), "gpus": sorted({k.gpu for k in keys}),
+            "precisions": sorted({k.precision for k in keys})}
+
+
+def set_base(name: str, frame: pd.DataFrame) -> None:
+    """Replace an editable table's contents (its pending edits are dropped)."""
+    st.session_state[f"{name}_base"] = frame
+    st.session_state.pop(f"{name}_editor", None)
+
+
+def new_upload(key: str):
+    """The uploaded file of widget `key` if it was not handled yet, else None."""
+    upload = st.session_state.get(key)
+    if upload is None or st.session_state.get(f"{key}_seen") == upload.file_id:
+        return None
+    st.session_state[f"{key}_seen"] = upload.file_id
+    return upload
+
+
+# ---------------------------------------------------------------- sidebar
+
+def sidebar(inputs: Inputs) -> bool:
+    """Scenario, prices and allow-list controls; returns whether "save for comparison" was pressed."""
+    with st.sidebar:
+        what_if, prices, allowed, scenario = (st.container() for _ in range(4))
+    with scenario:  # drawn last, run first: loading a scenario sets the other widgets
+        st.header("Scenario")
+        scenario_loader(inputs)
+        st.text_input("Scenario name", key="scenario_name")
+        save = st.button("Save scenario for comparison", key="save_scenario", width="stretch")
+    with what_if:
+        st.header("What if")
+        st.slider("Traffic growth (× every route's load)", *GROWTH_RANGE, step=0.05, key="traffic_growth",
+                  format="%.2f×")
+        st.slider("GPU price (× every listed price)", *PRICE_RANGE, step=0.05, key="gpu_price_factor",
+                  format="%.2f×")
+    with prices:
+        price_controls()
+    with allowed:
+        allow_controls(inputs)
+    return save
+
+
+def scenario_loader(inputs: Inputs) -> None:
+    st.file_uploader("Load a scenario file", type=["json"], key="scenario_upload",
+                     help="A file saved with 'Download scenario' below the plan.")
+    upload = new_upload("scenario_upload")
+    if upload is None:
+        return
+    try:
+        loaded = sc.scenario_from_json(upload.getvalue(), upload.name)
+    except InputError as err:
+        st.error(f"{err}. The current scenario is unchanged.")
+        return
+    set_base("routes", loaded.routes)
+    set_base("prices", inputs.prices_df if loaded.prices is None else loaded.prices)
+    set_base("ops", inputs.ops_df if loaded.ops is None else loaded.ops)
+    put_settings(loaded.settings, inputs)
+    st.session_state.scenario_name = loaded.name
+    st.success(f"Loaded scenario '{loaded.name}' ({len(loaded.routes)} routes).")
+
+
+def price_controls() -> None:
+    st.header("Prices")
+    st.selectbox("Provider", [CHEAPEST, *providers(st.session_state.good_prices)], key="provider",
+                 format_func=lambda p: p or "cheapest listed per GPU")
+    st.selectbox("Pricing type", list(sc.PRICING_TYPES), key="pricing_type")
+    st.number_input("Engineer $/hour", min_value=0.0, max_value=10_000.0, step=10.0, key="engineer_usd_per_hour",
+                    help=f"Loaded engineering rate for model updates and engine adoption. Default "
+                         f"{ASSUMED.engineer_usd_per_hour:g} is an assumption: set your own.")
+
+
+def allow_controls(inputs: Inputs) -> None:
+    st.header("Allowed (empty = all)")
+    options = allowed_options(inputs)
+    st.multiselect("Engines", options["engines"], key="engines")
+    st.multiselect("GPUs", options["gpus"], key="gpus")
+    st.multiselect("Precisions", options["precisions"], key="precisions")
+
+
+# ---------------------------------------------------------------- inputs
+
+def routes_section(inputs: Inputs) -> pd.DataFrame:
+    """Routes: edit in place, import a CSV or derive one from a request log; returns the valid table."""
+    st.subheader("Routes")
+    edit, import_csv, from_log = st.tabs(["Edit routes", "Import routes CSV", "From a request log"])
+    with import_csv:
+        routes_importer()
+    with from_log:
+        request_log_importer(inputs)
+    with edit:
+        st.caption("Each row is one route. Change a rate, an SLO (ms, at `slo_percentile`) or the model updates "
+                   "per month and the plan below re-computes. Allow-lists are ';'-separated (empty = all).")
+        show_all = st.toggle("Show all columns", key="routes_all_columns")
+        edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic",
+                                hide_index=True, column_config=routes_column_config(),
+                                column_order=None if show_all else EDITOR_COLUMNS)
+    return checked("routes", lambda: sc.check_routes(edited, "routes table"))
+
+
+def routes_column_config() -> dict:
+    config = {}
+    for col in ROUTES.columns:
+        if col.kind == "enum":
+            config[col.name] = st.column_config.SelectboxColumn(col.name, options=list(col.choices), help=col.doc)
+        elif col.kind in ("int", "float"):
+            config[col.name] = st.column_config.NumberColumn(col.name, help=col.doc)
+        else:
+            config[col.name] = st.column_config.TextColumn(col.name, help=col.doc)
+    return config
+
+
+def checked(name: str, check) -> pd.DataFrame:
+    """Run `check`; on InputError show what to fix and keep the last good table."""
+    try:
+        good = check()
+    except InputError as err:
+        st.error(f"{err}. The plan shows the last valid {name} table until this is fixed.")
+        return st.session_state[f"good_{name}"]
+    st.session_state[f"good_{name}"] = good
+    return good
+
+
+def routes_importer() -> None:
+    st.file_uploader("Routes CSV (the format of examples/routes.csv)", type=["csv"], key="routes_upload")
+    upload = new_upload("routes_upload")
+    if upload is None:
+        show_message("routes_upload")
+        return
+    try:
+        frame = validate_routes(sc.read_csv_upload(upload.getvalue(), ROUTES, upload.name), upload.name)
+    except InputError as err:
+        remember_message("routes_upload", "error", f"{err}. The routes table is unchanged.")
+    else:
+        set_base("routes", frame)
+        remember_message("routes_upload", "success", f"Imported {len(frame)} routes from {upload.name}.")
+    show_message("routes_upload")
+
+
+def remember_message(key: str, kind: str, text: str) -> None:
+    st.session_state[f"{key}_message"] = (kind, text)
+
+
+def show_message(key: str) -> None:
+    kind, text = st.session_state.get(f"{key}_message", (None, ""))
+    if kind == "error":
+        st.error(text)
+    elif kind == "success":
+        st.success(text)
+
+
+def request_log_importer(inputs: Inputs) -> None:
+    st.caption("A request log (CSV with one row per request: arrival time, prompt and output tokens) "
+               "becomes a route: rate, burstiness and length percentiles are measured from the log.")
+    st.info("Deriving a route from a request log needs `planner.traffic`, which is not in this checkout yet.")
+
+
+def costs_section() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Prices and per-engine-version update costs: edit or upload; returns the valid tables."""
+    with st.expander("Prices and engine update costs (edit or upload)"):
+        prices_tab, ops_tab = st.tabs(["GPU prices", "Engine update costs"])
+        with prices_tab:
+            prices = table_editor("prices", PRICES, "GPU prices: one row per GPU, provider and pricing type.")
+        with ops_tab:
+            ops = table_editor("ops", ENGINE_OPS, "What one model update costs per engine version: engineer hours "
+                                                  "(× the engineer rate) and build GPU-hours (× the GPU price).")
+    return prices, ops
+
+
+def table_editor(name: str, schema, caption: str) -> pd.DataFrame:
+    st.caption(caption)
+    st.file_uploader(f"Replace with a {schema.name} CSV", type=["csv"], key=f"{name}_upload")
+    upload = new_upload(f"{name}_upload")
+    if upload is not None:
+        try:
+            set_base(name, sc.read_csv_upload(upload.getvalue(), schema, upload.name))
+            remember_message(f"{name}_upload", "success", f"Loaded {upload.name}.")
+        except InputError as err:
+            remember_message(f"{name}_upload", "error", f"{err}. The {schema.name} table is unchanged.")
+    show_message(f"{name}_upload")
+    edited = st.data_editor(st.session_state[f"{name}_base"], key=f"{name}_editor", num_rows="dynamic",
+                            hide_index=True, height=260)
+    return checked(name, lambda: sc.validate_table(edited, schema, f"{schema.name} table"))
+
+
+# ---------------------------------------------------------------- plan
+
+def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
+         settings: sc.Settings) -> tuple[PlanResult | None, float]:
+    """Re-plan (cached); on a planning error show it and keep the last good plan."""
+    try:
+        result, seconds = replan(routes, prices, ops, settings)
+    except InputError as err:
+        st.error(f"{err}. Showing the last plan that worked.")
+        return st.session_state.get("good_result"), math.nan
+    except Exception as err:  # the UI edge: a planner bug must not show a traceback in the room
+        log.exception("planning failed")
+        st.error(f"Planning failed ({type(err).__name__}: {err}). Showing the last plan that worked.")
+        return st.session_state.get("good_result"), math.nan
+    st.session_state.good_result = result
+    return result, seconds
+
+
+def summary(result: PlanResult, seconds: float, settings: sc.Settings) -> None:
+    totals = sc.plan_totals(result.plan)
+    cols = st.columns(5)
+    cols[0].metric("Fleet $/month", f"${totals['total_usd_per_month']:,.0f}", border=True)
+    cols[1].metric("GPUs", f"{totals['gpus']:,.0f}", border=True)
+    cols[2].metric("GPU $/month", f"${totals['gpu_usd_per_month']:,.0f}", border=True)
+    cols[3].metric("Engineering $/month", f"${totals['eng_usd_per_month']:,.0f}", border=True,
+                   help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption.")
+    cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
+                   border=True)
+    timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
+    st.caption(f"{timing} · prices: {settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
+               f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
+               f"×{settings.traffic_growth:g} · engineer ${result.assumptions.engineer_usd_per_hour:,.0f}/h")
+
+
+def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
+    st.subheader("Recommendation per route")
+    table = charts.recommendation_table(result.plan)
+    money = st.column_config.NumberColumn(format="dollar", step=1)
+    st.dataframe(table, hide_index=True, key="recommendation", column_config={
+        "$/month": money, "saves $/month": money, "$ per 1M tok": st.column_config.NumberColumn(format="dollar"),
+        "break-even updates/month": st.column_config.NumberColumn(format="%.1f"),
+        "notes": st.column_config.TextColumn(width="large")})
+    st.caption(PROVENANCE_NOTE)
+    rows = {name: i + 1 for i, name in enumerate(routes["name"])}
+    for r in result.plan[result.plan["status"] != "ok"].itertuples():
+        st.error(f"Route '{r.route}' (row {rows.get(r.route, '?')}) cannot be planned: {r.notes}. "
+                 f"To fix: relax its SLOs, lower its rate, or allow more engines, GPUs or precisions.")
+
+
+# ---------------------------------------------------------------- charts
+
+def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
+                   settings: sc.Settings) -> None:
+    st.subheader("Why this plan")
+    tabs = st.tabs(["Cost by option", "Break-even", "Sensitivity", "Throughput curves", "Engine head-to-head",
+                    "Latency vs throughput"])
+    with tabs[0]:
+        cost_by_option(result)
+    with tabs[1]:
+        breakeven(result, routes)
+    with tabs[2]:
+        sensitivity_chart(routes, prices, ops, settings)
+    with tabs[3]:
+        throughput_curves(result, routes)
+    with tabs[4]:
+        head_to_head()
+    with tabs[5]:
+        latency_frontier(result, routes)
+
+
+def cost_by_option(result: PlanResult) -> None:
+    st.caption(f"Monthly cost of the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible options per route "
+               "(solid: GPUs, light: engineering). The black outline is the recommendation.")
+    table = charts.option_costs_table(result.options, result.plan)
+    if table.empty:
+        st.info("No feasible option on any route.")
+        return
+    st.altair_chart(charts.option_costs_chart(table))
+
+
+def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
+    route = st.selectbox("Route", list(result.plan["route"]), key="breakeven_route")
+    now = float(routes.set_index("name")["model_updates_per_month"].get(route, 0.0))
+    crossing = charts.engine_breakeven(result.options, route)
+    top = max(8.0, 2 * now, 1.5 * crossing if crossing else 0.0)
+    table = charts.breakeven_table(result.options, route, list(np.linspace(0, top, 41)))
+    if table["engine"].nunique() < 2:
+        st.info(f"Only one engine is feasible for '{route}'; there is nothing to break even against.")
+    st.caption("Monthly total vs model updates per month for the cheapest feasible option of each engine: "
+               "GPU cost plus amortised adoption is the intercept, the cost of one update the slope. Where "
+               "the lines cross is the decision.")
+    st.altair_chart(charts.breakeven_chart(table, now, crossing))
+
+
+def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: sc.Settings) -> None:
+    st.caption("Fleet total re-planned for traffic growth and GPU price relative to the current scenario "
+               "(the ringed point). Each point is a full re-plan: the engine and GPU may change along a line.")
+    table = sensitivity(routes, prices, ops, settings)
+    st.altair_chart(charts.sensitivity_chart(table))
+
+
+def curve_controls(result: PlanResult, routes: pd.DataFrame, key: str) -> tuple[str, tuple[str, ...]]:
+    """Model and GPU pickers shared by the curve charts; defaults from the plan."""
+    inputs = bundled_inputs()
+    models = sorted({k.model for k in inputs.curves})
+    planned = [m for m in routes["model"] if m in models]
+    model = st.selectbox("Model", models, index=models.index(planned[0]) if planned else 0, key=f"{key}_model")
+    gpus_for_model = sorted({k.gpu for k in inputs.curves if k.model == model})
+    chosen = [g for g in result.plan["gpu"].dropna().unique() if g in gpus_for_model] or gpus_for_model[:1]
+    gpus = st.multiselect("GPUs", gpus_for_model, default=chosen, key=f"{key}_gpus_{model}")
+    newest = st.toggle("Newest version of each engine only", value=True, key=f"{key}_newest")
+    return model, tuple(gpus), newest
+
+
+def throughput_curves(result: PlanResult, routes: pd.DataFrame) -> None:
+    left, right = st.columns([2, 1])
+    with left:
+        model, gpus, newest = curve_controls(result, routes, "curves")
+    with right:
+        mode = st.radio("x axis", ["offline", "concurrency"], horizontal=True, key="curves_mode",
+                        format_func=lambda m: "batch size" if m == "offline" else "concurrency")
+    shapes = charts.available_shapes(bundled_inputs().profiles_df, model, mode) or \
+        charts.available_shapes(bundled_inputs().profiles_df, model, "offline")
+    if not shapes:
+        st.info(f"No profile points for {model}.")
+        return
+    shape = st.selectbox("Input / output tokens", shapes, key=f"curves_shape_{model}_{mode}",
+                         format_func=lambda s: f"{s[0]} in / {s[1]} out")
+    fitted, points = throughput_data(model, shape[0], shape[1], mode, gpus, newest)
+    st.caption("Lines: fitted iteration-time model (dashed where extrapolated) with its ~90% band. Points: "
+               "circles measured by this project, squares published. Tokens/s are per GPU.")
+    st.altair_chart(charts.throughput_chart(fitted, points, mode))
+
+
+def head_to_head() -> None:
+    table = head_to_head_data()
+    if table.empty:
+        st.info("No shape has both a published TensorRT-LLM point and a vLLM curve on the same GPU and model.")
+        return
+    stats = charts.head_to_head_summary(table)
+    lo, hi = charts.CLAIMED_RATIO
+    st.markdown(
+        f"**TensorRT-LLM (published, newest version per shape) vs vLLM (measured here where the shape was run, "
+        f"else predicted):** median **×{stats['median_ratio']:.2f}** tokens/s per GPU over {stats['shapes']:.0f} "
+        f"shapes (range ×{stats['min_ratio']:.2f}–×{stats['max_ratio']:.2f}; vLLM measured on "
+        f"{stats['baseline_measured']:.0f}). The common claim of ×{lo:.1f}–×{hi:.1f} holds on "
+        f"{stats['in_claimed_band']:.0f}, is exceeded on {stats['above_claimed_band']:.0f} and not reached on "
+        f"{stats['below_claimed_band']:.0f}.")
+    pairs = sorted(table.groupby(["gpu", "model", "precision"]).groups, key=lambda g: (g[1], g[2] != "fp8", g[0]))
+    pair = st.selectbox("Same GPU, model and precision", pairs, format_func=lambda p: " / ".join(p), key="h2h_pair")
+    chosen = table[(table["gpu"] == pair[0]) & (table["model"] == pair[1]) & (table["precision"] == pair[2])]
+    st.altair_chart(charts.head_to_head_chart(chosen))
+    st.caption("Faded bars are predicted or extrapolated, not measured. Published TensorRT-LLM figures are "
+               "NVIDIA's offline max-throughput runs; vLLM's is the best batch measured at that shape.")
+    with st.expander("Numbers and sources"):
+        st.dataframe(chosen, hide_index=True)
+
+
+def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
+    route = st.selectbox("Shape of route", list(routes["name"]), key="frontier_route")
+    row = routes.set_index("name").loc[route]
+    model, gpus, newest = curve_controls(result, routes.set_index("name").loc[[route]].reset_index(), "frontier")
+    table = frontier_data(model, float(row["input_len_mean"]), float(row["output_len_mean"]), gpus, newest)
+    if table.empty:
+        st.info(f"No curve for {model} on the chosen GPUs.")
+        return
+    st.caption(f"Predicted mean TPOT vs tokens/s per GPU as concurrency rises, at {row['input_len_mean']:.0f} in / "
+               f"{row['output_len_mean']:.0f} out. Thick: each engine's frontier; thin: each configuration. "
+               "Curves fitted without latency measurements say so in the tooltip.")
+    st.altair_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
+
+
+# ---------------------------------------------------------------- export, share, compare
+
+def export_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
+                   settings: sc.Settings, inputs: Inputs) -> None:
+    st.subheader("Take it away")
+    name = st.session_state.scenario_name or "scenario"
+    left, middle, right = st.columns([1, 1, 2])
+    left.download_button("Download plan CSV", sc.plan_csv_bytes(result, settings), file_name=f"plan-{slugify(name)}.csv",
+                         mime="text/csv", key="download_plan", type="primary", on_click="ignore",
+                         help="The planner's plan format with its assumptions on line 1; safe to open in a "
+                              "spreadsheet; `python -m planner` reads it back.")
+    scenario = sc.Scenario(name, routes, settings, None if prices.equals(inputs.prices_df) else prices,
+                           None if ops.equals(inputs.ops_df) else ops)
+    middle.download_button("Download scenario", sc.scenario_to_json(scenario), file_name=f"{slugify(name)}.json",
+                           mime="application/json", key="download_scenario", on_click="ignore")
+    query = sc.settings_to_query(settings)
+    right.markdown("**Share the key settings:** this page's address now carries them"
+                   + (f": `?{urlencode(query)}`" if query else " (all defaults)."))
+
+
+def slugify(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name.strip().lower()) or "scenario"
+
+
+def compare_section(result: PlanResult, save: bool) -> None:
+    ss = st.session_state
+    name = ss.scenario_name or "scenario"
+    if save:
+        ss.saved[name] = result.plan
+        st.toast(f"Saved '{name}' for comparison.")
+    if not ss.saved:
+        return
+    st.subheader("Scenarios side by side")
+    plans = {**ss.saved, "now": result.plan}
+    st.dataframe(sc.compare_plans(plans), hide_index=True, key="comparison")
+    if st.button("Clear saved scenarios", key="clear_saved"):
+        ss.saved = {}
+        st.rerun()
+
+
+def show_link_warnings() -> None:
+    for warning in st.session_state.get("link_warnings", []):
+        st.warning(warning)
+
+
+# ---------------------------------------------------------------- page
+
+def main() -> None:
+    st.set_page_config(page_title="Fleetplan: GPU fleet what-if", page_icon="🧮", layout="wide")
+    try:
+        inputs = bundled_inputs()
+    except InputError as err:
+        st.error(f"The bundled data could not be loaded: {err}")
+        st.stop()
+    init_state(inputs)
+    st.title("Fleetplan: GPU fleet what-if")
+    st.caption("Which engine, GPU and how many GPUs each LLM route needs, and what it costs per month. "
+               "Change anything on the left or in the tables and the plan re-computes.")
+    show_link_warnings()
+    head = st.container()
+    save = sidebar(inputs)
+    settings = current_settings()
+    routes = routes_section(inputs)
+    prices, ops = costs_section()
+    result, seconds = plan(routes, prices, ops, settings)
+    if result is None:
+        st.info("Fix the error above to see a plan.")
+        st.stop()
+    with head:
+        summary(result, seconds, settings)
+        recommendation_section(result, routes)
+    charts_section(result, routes, prices, ops, settings)
+    export_section(result, routes, prices, ops, settings, inputs)
+    compare_section(result, save)
+    st.query_params.from_dict(sc.settings_to_query(settings))
+
+
+main()

@@ -1,0 +1,197 @@
+"""End to end in a real browser: `streamlit run app.py` driven by Playwright with Debian's Chromium.
+
+Loads the page, uploads a routes CSV (a real file through the file input), edits an input,
+sees the recommendation change, downloads the plan CSV and reads it back with the planner,
+and saves screenshots under artifacts/ (git-ignored).  Needs /usr/bin/chromium and the
+playwright package (.ci/setup_browser.sh); skipped without them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from planner.plan import read_plan
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+# Chromium in a closed network: no background connections, no sandbox (containers), no GPU.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Streamlit starts in a few seconds; the first page also fits the bundled profiles.
+SERVER_START_TIMEOUT_S = 60
+PAGE_TIMEOUT_MS = 60_000
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+if not CHROMIUM.exists():
+    pytest.skip("needs Debian's chromium at /usr/bin/chromium (bash .ci/setup_browser.sh)", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    """`streamlit run app.py` on a free localhost port, for the whole module."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
+               "--server.fileWatcherType", "none"]
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_healthy(port, server, log_path)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def wait_healthy(port: int, server: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"streamlit exited with {server.returncode}:\n{log_path.read_text()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(f"streamlit did not become healthy in {SERVER_START_TIMEOUT_S} s:\n{log_path.read_text()}")
+
+
+@pytest.fixture
+def page(tmp_path):
+    """A fresh Chromium profile per test."""
+    with playwright_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1600, "height": 1000}, accept_downloads=True)
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        try:
+            yield context.pages[0] if context.pages else context.new_page()
+        finally:
+            context.close()
+
+
+def metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def wait_idle(page) -> None:
+    """Until Streamlit has finished the current run (its status widget disappears)."""
+    page.wait_for_timeout(300)
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=PAGE_TIMEOUT_MS)
+
+
+def screenshot(page, name: str) -> None:
+    """The whole app: Streamlit scrolls inside its main block, so grow the viewport to the content."""
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 1000")
+    page.set_viewport_size({"width": 1600, "height": max(1000, int(height) + 100)})
+    page.wait_for_timeout(1500)  # charts re-render at the new size
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+    page.set_viewport_size({"width": 1600, "height": 1000})
+
+
+def open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def upload(page, label: str, path: Path) -> None:
+    uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text=label).first
+    uploader.locator('input[type="file"]').set_input_files(str(path))
+    wait_idle(page)
+
+
+def routes_csv(tmp_path: Path, rate_rps: float) -> Path:
+    lines = (REPO / "examples" / "routes.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rate = header.index("rate_rps")
+    out = [lines[0]]
+    for line in lines[1:]:
+        cells = line.split(",")
+        if cells[0] == "chat":
+            cells[rate] = f"{rate_rps:g}"
+        out.append(",".join(cells))
+    path = tmp_path / f"routes-{rate_rps:g}.csv"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def test_page_plans_edits_replans_and_downloads(app_url, page, tmp_path):
+    ARTIFACTS.mkdir(exist_ok=True)
+    started = time.monotonic()
+    page.goto(app_url)
+    page.get_by_text("Recommendation per route").wait_for()
+    wait_idle(page)
+    first_paint_s = time.monotonic() - started
+    gpus_before, cost_before = metric(page, "GPUs"), metric(page, "Fleet $/month")
+    assert re.fullmatch(r"\$[\d,]+", cost_before)
+    screenshot(page, "app.png")
+
+    # A real file through the file input: ten times the chat traffic needs more GPUs.
+    open_tab(page, "Import routes CSV")
+    upload(page, "Routes CSV", routes_csv(tmp_path, 50.0))
+    page.get_by_text("Imported 4 routes").wait_for()
+    assert int(metric(page, "GPUs")) > int(gpus_before)
+
+    # Edit an input: a dearer engineer changes the bill.
+    rate = page.locator('input[aria-label="Engineer $/hour"]')
+    rate.fill("400")
+    rate.press("Enter")
+    wait_idle(page)
+    assert metric(page, "Fleet $/month") != cost_before
+
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download plan CSV").click()
+    saved = ARTIFACTS / "plan-browser.csv"
+    info.value.save_as(str(saved))
+    plan, assumptions = read_plan(saved)
+    assert set(plan["route"]) == {"chat", "summarise-batch", "code-completion", "assistant-70b"}
+    assert assumptions.engineer_usd_per_hour == 400.0
+    screenshot(page, "app-after-edit.png")
+    (ARTIFACTS / "browser-timing.txt").write_text(f"first full plan on screen: {first_paint_s:.1f} s\n")
+
+
+def test_bad_upload_shows_the_error_and_keeps_the_plan(app_url, page, tmp_path):
+    page.goto(app_url)
+    page.get_by_text("Recommendation per route").wait_for()
+    wait_idle(page)
+    cost_before = metric(page, "Fleet $/month")
+    open_tab(page, "Import routes CSV")
+    bad = routes_csv(tmp_path, -5.0)
+    upload(page, "Routes CSV", bad)
+    error = page.locator('[data-testid="stAlert"]').filter(has_text="rate_rps")
+    error.first.wait_for()
+    assert "line 2" in error.first.inner_text() and "expected a value > 0" in error.first.inner_text()
+    assert metric(page, "Fleet $/month") == cost_before
+    assert page.locator('[data-testid="stException"]').count() == 0
+    screenshot(page, "app-bad-upload.png")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _chromium_available():
+    if shutil.which(str(CHROMIUM)) is None:
+        pytest.skip("chromium is not executable")
