@@ -258,7 +258,7 @@ def _columns(raw: pd.DataFrame, fmt: str, path: Path) -> dict[str, str | None]:
     """Map roles (timestamp, input, output, route, model) to the raw frame's column names."""
     lower = {c.lower(): c for c in raw.columns if c != "line"}
     wanted = dict(zip(("timestamp", "input", "output"), AZURE_COLUMNS if fmt == "azure"
-                      else ("timestamp", "prompt_tokens", "completion_tokens")))
+                      else ("timestamp", "prompt_tokens", "completion_tokens"), strict=True))
     missing = [name for name in wanted.values() if name.lower() not in lower]
     if missing and not raw.empty:
         expected = AZURE_COLUMNS if fmt == "azure" else GENERIC_COLUMNS
@@ -424,7 +424,7 @@ def diurnal_profile(t_s: np.ndarray, start: pd.Timestamp, span_s: float) -> tupl
     counts = np.bincount(hours, minlength=24).astype(float)
     exposure = _hour_exposure(offset, span_s)
     mean_rate = counts.sum() / exposure.sum()
-    return tuple(float(c / e / mean_rate) if e > 0 else 0.0 for c, e in zip(counts, exposure))
+    return tuple(float(c / e / mean_rate) if e > 0 else 0.0 for c, e in zip(counts, exposure, strict=True))
 
 
 def _hour_exposure(offset: float, span_s: float) -> np.ndarray:
