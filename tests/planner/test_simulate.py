@@ -1,0 +1,219 @@
+"""The continuous-batching simulator: conservation, single-request latency, monotonicity, routers, search."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from planner import arrivals
+from planner import simulate as sim
+from planner.schema import InputError
+from tests.planner.sim_fakes import CurvedStepCurve, SimCurve
+
+ROUTE = {"name": "chat", "rate_rps": 20.0, "peak_to_mean": 1.0, "arrival_cv": 1.0, "input_len_mean": 800.0,
+         "input_len_p50": 600.0, "input_len_p95": 2000.0, "input_len_p99": 3000.0, "output_len_mean": 150.0,
+         "output_len_p50": 120.0, "output_len_p95": 400.0, "output_len_p99": 600.0, "ttft_slo_ms": 500.0,
+         "tpot_slo_ms": 40.0, "e2e_slo_ms": float("nan")}
+
+
+def workload(n: int = 3000, rate: float = 40.0, seed: int = 0, cv: float = 1.0):
+    gen = np.random.default_rng(seed)
+    t = arrivals.gamma(rate, cv, n, gen)
+    return t, gen.integers(1, 4000, n), gen.integers(1, 500, n)
+
+
+def alone_e2e(curve, i: int, o: int, overhead: float = 0.0) -> tuple[float, float]:
+    """TTFT and e2e of one request alone, from the curve's step times (chunked prefill, then o-1 decode steps)."""
+    budget = curve.max_num_batched_tokens
+    ttft, left = 0.0, i
+    while left > 0:
+        chunk = min(left, budget)
+        ttft += curve.step_time_s(0, 0.0, chunk, i)
+        left -= chunk
+    ttft += overhead
+    return ttft, ttft + sum(curve.step_time_s(1, i + j) for j in range(1, o))
+
+
+@pytest.mark.parametrize("curve", [SimCurve(), CurvedStepCurve()], ids=["affine", "not-affine"])
+@pytest.mark.parametrize("i, o", [(1000, 50), (1, 1), (20_000, 7), (300, 1), (5, 2000)])
+def test_one_request_alone_has_the_curves_latency(curve, i, o):
+    result = sim.simulate(curve, [3.0], [i], [o])
+    ttft, e2e = alone_e2e(curve, i, o)
+    # Jumps use the mean context over the jump: exact for affine step times, close otherwise.
+    rel = 1e-9 if sim.step_model(curve).affine else 1e-3
+    assert result.ttft_s[0] == pytest.approx(ttft, rel=1e-9)
+    assert result.e2e_s[0] == pytest.approx(e2e, rel=rel)
+    if o > 1:
+        assert result.tpot_s[0] == pytest.approx((e2e - ttft) / (o - 1), rel=1e-9)
+
+
+def test_request_overhead_is_paid_once_at_the_first_token():
+    curve = SimCurve(request_overhead_s=2e-3)
+    result = sim.simulate(curve, [0.0], [500], [20])
+    ttft, e2e = alone_e2e(curve, 500, 20, overhead=2e-3)
+    assert (result.ttft_s[0], result.e2e_s[0]) == (pytest.approx(ttft), pytest.approx(e2e))
+
+
+@pytest.mark.parametrize("curve", [SimCurve(), SimCurve(kv_cache_tokens=20_000, max_num_seqs=8),
+                                   SimCurve(max_num_seqs=1), CurvedStepCurve(max_num_seqs=32)],
+                         ids=["roomy", "kv-bound", "serial", "not-affine"])
+@pytest.mark.parametrize("router, replicas", [("jsq", 1), ("jsq", 3), ("round-robin", 4)])
+def test_every_request_finishes_exactly_once(curve, router, replicas):
+    t, i, o = workload(n=1500, rate=30.0)
+    i = np.minimum(i, 15_000)
+    result = sim.simulate(curve, t, i, o, replicas, router)
+    assert np.all(result.completions == 1)
+    assert np.all(np.isfinite(result.e2e_s)) and np.all(result.ttft_s <= result.e2e_s)
+    assert np.all(result.ttft_s > 0)
+    assert set(np.unique(result.replica)) <= set(range(replicas))
+
+
+def test_a_request_larger_than_the_kv_cache_is_rejected_not_lost():
+    result = sim.simulate(SimCurve(kv_cache_tokens=1000), [0.0, 0.1, 0.2], [100, 2000, 100], [10, 10, 10],
+                          slo=sim.Slo(ttft_ms=1e6))
+    assert result.rejected == 1 and math.isnan(result.e2e_s[1])
+    assert list(result.completions) == [1, 0, 1]
+    assert result.attainment == pytest.approx(2 / 3)
+
+
+def test_kv_capacity_limits_concurrency():
+    """Room for two requests: the third starts only when one of the first two has finished."""
+    curve = SimCurve(kv_cache_tokens=2 * (1000 + 100))
+    result = sim.simulate(curve, [0.0, 0.0, 0.0], [1000] * 3, [100] * 3)
+    first_done = min(result.e2e_s[:2])
+    assert result.ttft_s[2] > first_done
+    assert result.ttft_s[1] < first_done
+
+
+def test_max_num_seqs_one_serves_requests_one_after_another():
+    result = sim.simulate(SimCurve(max_num_seqs=1), np.zeros(5), [200] * 5, [30] * 5)
+    ends = np.sort(result.e2e_s)
+    _, alone = alone_e2e(SimCurve(), 200, 30)
+    assert np.allclose(np.diff(ends), alone, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_more_replicas_never_worsen_the_p95(seed):
+    t, i, o = workload(n=2500, rate=60.0, seed=seed, cv=2.0)
+    previous = None
+    for replicas in range(1, 7):
+        result = sim.simulate(SimCurve(), t, i, o, replicas, "jsq")
+        p95 = (result.percentile_ms("ttft", 95), result.percentile_ms("e2e", 95))
+        if previous is not None:
+            assert p95[0] <= previous[0] * 1.001 and p95[1] <= previous[1] * 1.001, (replicas, p95, previous)
+        previous = p95
+
+
+def test_round_robin_assigns_in_turn_and_jsq_avoids_busy_replicas():
+    t = np.array([0.0, 0.001, 0.002, 0.003])
+    rr = sim.simulate(SimCurve(), t, [100] * 4, [1000, 10, 10, 10], 2, "round-robin")
+    assert list(rr.replica) == [0, 1, 0, 1]
+    # The first request is long; the short ones arrive after replica 1's finished: JSQ keeps them off replica 0.
+    t = np.array([0.0, 0.001, 1.0, 2.0])
+    jsq = sim.simulate(SimCurve(), t, [100] * 4, [2000, 10, 10, 10], 2, "jsq")
+    assert list(jsq.replica) == [0, 1, 1, 1]
+    rr = sim.simulate(SimCurve(), t, [100] * 4, [2000, 10, 10, 10], 2, "round-robin")
+    assert jsq.percentile_ms("e2e", 100) <= rr.percentile_ms("e2e", 100)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_jsq_beats_round_robin_on_mean_latency_with_heavy_tailed_outputs(seed):
+    gen = np.random.default_rng(seed)
+    n = 4000
+    t = arrivals.poisson(50.0, n, gen)
+    o = np.minimum(1 + gen.pareto(1.2, n) * 40, 4000).astype(int)
+    jsq = sim.simulate(SimCurve(max_num_seqs=16), t, np.full(n, 300), o, 4, "jsq")
+    rr = sim.simulate(SimCurve(max_num_seqs=16), t, np.full(n, 300), o, 4, "round-robin")
+    assert np.mean(jsq.e2e_s) < np.mean(rr.e2e_s)
+
+
+def test_affine_closed_forms_match_direct_calls():
+    curve = SimCurve()
+    model = sim.step_model(curve)
+    assert model.affine and not sim.step_model(CurvedStepCurve()).affine
+    step, jump, steps_to = sim._direct_closures(curve)
+    gen = np.random.default_rng(3)
+    for _ in range(200):
+        b = int(gen.integers(1, 256))
+        ctx = float(b * gen.integers(1, 8000))
+        n = int(gen.integers(1, 3000))
+        assert model.jump(b, ctx, n) == pytest.approx(jump(b, ctx, n), rel=1e-9)
+        assert model.step(b, ctx, 700, 700 * 900) == pytest.approx(step(b, ctx, 700, 700 * 900), rel=1e-9)
+        dt = float(gen.uniform(1e-4, 30.0))
+        m = model.steps_to(b, ctx, dt)
+        assert m == steps_to(b, ctx, dt)
+        assert model.jump(b, ctx, m) >= dt and (m == 1 or model.jump(b, ctx, m - 1) < dt)
+
+
+def test_slo_attainment_counts_requests_meeting_every_target():
+    result = sim.simulate(SimCurve(), [0.0], [1000], [50], slo=sim.Slo(ttft_ms=1e6, tpot_ms=1e-3))
+    assert result.attainment == 0.0
+    ok = sim.simulate(SimCurve(), [0.0], [1000], [50], slo=sim.Slo(ttft_ms=1e6, tpot_ms=1e6, e2e_ms=1e6))
+    assert ok.attainment == 1.0
+    assert math.isnan(sim.simulate(SimCurve(), [0.0], [10], [5]).attainment)
+
+
+@pytest.mark.parametrize("bad", [dict(arrival_s=[1.0, 0.0]), dict(input_len=[0, 5]), dict(output_len=[1.5, 2]),
+                                 dict(replicas=0), dict(router="random")])
+def test_bad_arguments_raise_input_error(bad):
+    args = dict(arrival_s=[0.0, 1.0], input_len=[10, 10], output_len=[5, 5]) | bad
+    with pytest.raises(InputError):
+        sim.simulate(SimCurve(), **args)
+
+
+def test_length_sampler_reproduces_quantiles_and_mean():
+    sampler = sim.length_sampler(ROUTE, "input_len")
+    x = sampler.sample(200_000, 1)
+    assert sampler.mean_matched and np.mean(x) == pytest.approx(800.0, rel=0.02)
+    assert np.percentile(x, [50, 95, 99]) == pytest.approx([600, 2000, 3000], rel=0.03)
+    only_mean = sim.length_sampler({"output_len_mean": 42.0}, "output_len")
+    assert set(only_mean.sample(10)) == {42}
+
+
+def test_search_finds_the_smallest_fleet_meeting_the_target():
+    found = sim.search_replicas(ROUTE, SimCurve(), start=1, n_requests=3000, attainment_target=0.99)
+    assert found.feasible and found.replicas >= 1
+    tried = dict(found.tried)
+    assert tried[found.replicas] >= 0.99
+    if found.replicas > 1:
+        below = sim.check_replicas(ROUTE, SimCurve(), found.replicas - 1, n_requests=3000)
+        assert below.attainment < 0.99
+    again = sim.search_replicas(ROUTE, SimCurve(), start=found.replicas + 5, n_requests=3000)
+    assert again.replicas == found.replicas and again.differs
+
+
+def test_search_reports_an_unreachable_slo():
+    route = ROUTE | {"tpot_slo_ms": 1.0}  # below one decode step: no fleet meets it
+    found = sim.search_replicas(route, SimCurve(), start=2, n_requests=500, max_replicas=16)
+    assert not found.feasible and found.attainment < 0.99
+
+
+def test_batch_makespan_and_cheapest_fleet():
+    gen = np.random.default_rng(0)
+    lengths = (gen.integers(100, 2000, 3000), gen.integers(50, 400, 3000))
+    one, four = sim.batch_makespan(SimCurve(), lengths, 1), sim.batch_makespan(SimCurve(), lengths, 4)
+    assert four < one
+    deadline = one / 3
+    fleet = sim.cheapest_batch_fleet(SimCurve(), lengths, deadline, usd_per_gpu_hour=2.0, tp=2)
+    assert fleet.feasible and fleet.wall_s <= deadline
+    assert sim.batch_makespan(SimCurve(), lengths, fleet.replicas - 1) > deadline
+    assert fleet.usd_per_job == pytest.approx(fleet.replicas * 2 * fleet.wall_s / 3600 * 2.0)
+    spot = sim.cheapest_batch_fleet(SimCurve(), lengths, deadline, 2.0, tp=2, spot=True, preemption_overhead=0.5)
+    assert spot.replicas >= fleet.replicas and spot.wall_s == pytest.approx(spot.makespan_s * 1.5)
+    late = sim.cheapest_batch_fleet(SimCurve(), lengths, 1e-3, 2.0, max_replicas=8)
+    assert not late.feasible and "deadline" in late.reason
+
+
+def test_real_fitted_curve_single_request_latency():
+    """Integration: a curve fitted to the bundled measured profiles drives the simulator."""
+    from planner.curves import find_curve, fit_curves, load_profiles
+
+    curves = fit_curves(load_profiles())
+    curve = find_curve(curves, "vllm", "h200", "llama-3.1-8b", "bf16", 1)
+    result = sim.simulate(curve, [0.0], [1024], [128])
+    ttft, e2e = alone_e2e(curve, 1024, 128, overhead=curve.request_overhead_s)
+    assert result.ttft_s[0] == pytest.approx(ttft, rel=1e-9)
+    assert result.e2e_s[0] == pytest.approx(e2e, rel=1e-9)
+    assert sim.step_model(curve).affine
