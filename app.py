@@ -289,9 +289,29 @@ def show_message(key: str) -> None:
 
 
 def request_log_importer(inputs: Inputs) -> None:
-    st.caption("A request log (CSV with one row per request: arrival time, prompt and output tokens) "
-               "becomes a route: rate, burstiness and length percentiles are measured from the log.")
-    st.info("Deriving a route from a request log needs `planner.traffic`, which is not in this checkout yet.")
+    st.caption("A request log becomes one route per `route` in it: mean rate, busiest-minute peak, burstiness "
+               "(arrival CV) and length percentiles are measured from the log. Formats: the Azure LLM trace "
+               "(TIMESTAMP, ContextTokens, GeneratedTokens) or a gateway export (timestamp, route, "
+               "prompt_tokens, completion_tokens) as CSV or JSON Lines. The log names no SLOs: set them here.")
+    st.file_uploader("Request log", type=["csv", "jsonl", "json"], key="log_upload")
+    models = sorted({k.model for k in inputs.curves})
+    cols = st.columns(4)
+    model = cols[0].selectbox("Model it serves", models, key="log_model",
+                              index=models.index("llama-3.1-8b") if "llama-3.1-8b" in models else 0)
+    ttft = cols[1].number_input("TTFT SLO, ms", min_value=1.0, value=1000.0, step=50.0, key="log_ttft")
+    tpot = cols[2].number_input("TPOT SLO, ms", min_value=1.0, value=50.0, step=5.0, key="log_tpot")
+    pct = cols[3].selectbox("SLO percentile", [95.0, 99.0], key="log_pct")
+    upload = st.session_state.get("log_upload")
+    if st.button("Add the log's routes", key="log_add", disabled=upload is None):
+        try:
+            derived, lines = sc.routes_from_log_upload(upload.getvalue(), upload.name, model, ttft_slo_ms=ttft,
+                                                       tpot_slo_ms=tpot, slo_percentile=pct)
+        except InputError as err:
+            remember_message("log_upload", "error", f"{err}. The routes table is unchanged.")
+        else:
+            set_base("routes", sc.merge_routes(st.session_state.good_routes, derived))
+            remember_message("log_upload", "success", "Added: " + " · ".join(lines))
+    show_message("log_upload")
 
 
 def costs_section() -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -46,6 +46,8 @@ PRICING_TYPES = PRICES.column("pricing_type").choices
 FACTOR_RANGE = (0.01, 100.0)
 # An uploaded file larger than this is not a routes/prices table (protects the app's memory).
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+# Request logs are longer than tables; beyond this the CLI is the better tool.
+MAX_LOG_BYTES = 200 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,16 @@ def validate_table(frame: pd.DataFrame, schema: Schema, where: str) -> pd.DataFr
         raise InputError(_line_to_row(str(err), raw)) from None
 
 
+def check_routes(frame: pd.DataFrame, where: str = "routes table") -> pd.DataFrame:
+    """A routes table edited in the app: schema plus per-traffic rules (planner.plan.validate_routes),
+    errors naming the row and the route.  Raises InputError."""
+    typed = validate_table(frame, ROUTES, where)
+    try:
+        return validate_routes(typed, where)
+    except InputError as err:
+        raise InputError(_line_to_row(str(err), _as_cells(typed))) from None
+
+
 def _as_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """Object cells with None for every kind of missing value (NaN, pd.NA, NaT)."""
     cells = frame.astype(object)
@@ -155,6 +167,42 @@ def read_csv_upload(data: bytes, schema: Schema, where: str) -> pd.DataFrame:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{where}: not a readable CSV file ({first})") from None
     return validate_frame(raw, schema, where)
+
+
+def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
+                           **slos: float | None) -> tuple[pd.DataFrame, list[str]]:
+    """An uploaded request log -> (ROUTES table, summary lines), via planner.traffic.log_to_routes.
+
+    The bytes are written under their own file name (the log format and the
+    default route name come from it); errors name the upload, not the temp file.
+    """
+    from planner.traffic import log_to_routes
+
+    if len(data) > MAX_LOG_BYTES:
+        raise InputError(f"{filename}: file is {len(data) / 1e6:.1f} MB; request logs up to "
+                         f"{MAX_LOG_BYTES / 1e6:.0f} MB can be uploaded (use `python -m planner` for larger ones)")
+    name = Path(filename).name or "requests.csv"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        try:
+            routes, lines = log_to_routes(path, model=model, **slos)
+        except InputError as err:
+            raise InputError(str(err).replace(str(path), name)) from None
+    return routes, [line.replace(str(path), name) for line in lines]
+
+
+def merge_routes(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """`base` with `new` appended; a new route whose name is taken gets '-2', '-3', ... appended."""
+    taken = set(base["name"])
+    names = []
+    for name in new["name"]:
+        candidate, n = name, 2
+        while candidate in taken:
+            candidate, n = f"{name}-{n}", n + 1
+        taken.add(candidate)
+        names.append(candidate)
+    return pd.concat([base, new.assign(name=names)], ignore_index=True)
 
 
 # ---------------------------------------------------------------- settings applied to tables

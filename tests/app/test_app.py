@@ -1,0 +1,259 @@
+"""The app through streamlit.testing.v1.AppTest: a full plan on the bundled data, edits re-plan,
+bad input shows an st.error naming the row and keeps the last good plan, downloads hold the plan."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from planner.plan import read_plan
+from planner.scenario import scenario_from_json
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "app.py")
+ROUTES_CSV = (REPO / "examples" / "routes.csv").read_bytes()
+TIMEOUT_S = 60
+NO_EDITS = {"edited_rows": {}, "added_rows": [], "deleted_rows": []}
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """Every file the app hands to st.download_button, by file name."""
+    files: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        if filename:
+            files[filename] = path_or_data if isinstance(path_or_data, bytes) else str(path_or_data).encode()
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return files
+
+
+@pytest.fixture
+def app() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+
+
+def recommendation(at: AppTest) -> pd.DataFrame:
+    tables = [d.value for d in at.dataframe if "numbers are" in d.value.columns]
+    assert len(tables) == 1, "the recommendation table is missing"
+    return tables[0].set_index("route")
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def edit_route(at: AppTest, row: int, **cells) -> AppTest:
+    at.session_state["routes_editor"] = {**NO_EDITS, "edited_rows": {row: cells}}
+    return at.run()
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_app_shows_a_full_plan_on_the_bundled_data(app):
+    assert_clean(app)
+    assert not app.error, [e.value for e in app.error]
+    plan = recommendation(app)
+    assert list(plan.index) == ["chat", "summarise-batch", "code-completion", "assistant-70b"]
+    assert plan["GPUs"].min() >= 1 and (plan["$/month"] > 0).all()
+    assert set(plan["numbers are"]) <= {"measured", "published", "predicted", "extrapolated"}
+    assert metric(app, "Routes planned") == "4 of 4"
+    assert metric(app, "Fleet $/month").startswith("$")
+    assert any("re-planned in" in c.value for c in app.caption)
+
+
+def test_more_traffic_on_a_route_needs_more_gpus(app):
+    before = recommendation(app).loc["chat", "GPUs"]
+    edit_route(app, 0, rate_rps=100.0)
+    assert_clean(app)
+    after = recommendation(app).loc["chat", "GPUs"]
+    assert after > before
+
+
+def test_tighter_tpot_slo_changes_the_recommendation(app):
+    before = recommendation(app).loc["chat"]
+    edit_route(app, 0, tpot_slo_ms=8.0)
+    after = recommendation(app).loc["chat"]
+    assert_clean(app)
+    assert (after["engine"], after["GPU"], after["GPUs"]) != (before["engine"], before["GPU"], before["GPUs"])
+    assert after["$/month"] > before["$/month"]
+
+
+def test_impossible_slo_says_which_route_and_what_to_fix(app):
+    edit_route(app, 0, tpot_slo_ms=0.5)
+    assert_clean(app)
+    assert recommendation(app).loc["chat", "engine"] == "infeasible"
+    errors = [e.value for e in app.error]
+    assert any("'chat' (row 1)" in e and "relax its SLOs" in e for e in errors), errors
+    assert metric(app, "Routes planned") == "3 of 4"
+
+
+def test_negative_rate_shows_the_row_and_keeps_the_last_good_plan(app):
+    cost = metric(app, "Fleet $/month")
+    edit_route(app, 2, rate_rps=-3.0)
+    assert_clean(app)
+    errors = [e.value for e in app.error]
+    assert any("row 3 (route 'code-completion'), column 'rate_rps': expected a value > 0" in e for e in errors), errors
+    assert metric(app, "Fleet $/month") == cost
+
+
+def test_missing_rate_for_an_online_route_names_the_row(app):
+    edit_route(app, 0, rate_rps=None)
+    errors = [e.value for e in app.error]
+    assert any("row 1 (route 'chat'), column 'rate_rps': a value is required for a online route" in e
+               for e in errors), errors
+
+
+def test_bad_upload_shows_the_error_and_keeps_the_routes(app):
+    bad = ROUTES_CSV.replace(b"chat,llama-3.1-8b,online,5.0", b"chat,llama-3.1-8b,online,-5.0")
+    app.file_uploader(key="routes_upload").set_value(("bad.csv", bad, "text/csv")).run()
+    assert_clean(app)
+    errors = [e.value for e in app.error]
+    assert any(e.startswith("bad.csv, line 2, column 'rate_rps': expected a value > 0") for e in errors), errors
+    assert len(recommendation(app)) == 4
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"name,model\nchat,llama-3.1-8b\n", "missing required column(s) traffic"),
+    (b"", "the file is empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "not a UTF-8 text file"),
+    (b"name,model,traffic,input_len_mean,output_len_mean,colour\nx,m,online,1,1,red\n", "unknown column(s) 'colour'"),
+])
+def test_invalid_uploads_say_what_to_fix(app, content, fragment):
+    app.file_uploader(key="routes_upload").set_value(("routes.csv", content, "text/csv")).run()
+    assert_clean(app)
+    assert any(fragment in e.value for e in app.error), [e.value for e in app.error]
+    assert len(recommendation(app)) == 4
+
+
+def test_good_upload_replaces_the_routes(app):
+    one = b"\n".join(ROUTES_CSV.splitlines()[:2]) + b"\n"
+    app.file_uploader(key="routes_upload").set_value(("one.csv", one, "text/csv")).run()
+    assert_clean(app)
+    assert list(recommendation(app).index) == ["chat"]
+
+
+def test_request_log_upload_adds_a_route(app):
+    log = (REPO / "examples" / "traces" / "azure_llm_2023_code.csv").read_bytes()
+    app.file_uploader(key="log_upload").set_value(("azure_llm_2023_code.csv", log, "text/csv")).run()
+    app.button(key="log_add").click().run()
+    assert_clean(app)
+    plan = recommendation(app)
+    assert "azure_llm_2023_code" in plan.index and len(plan) == 5
+
+
+def test_allow_list_in_the_sidebar_restricts_every_route(app):
+    app.multiselect(key="engines").set_value(["vllm"]).run()
+    assert_clean(app)
+    plan = recommendation(app)
+    assert set(plan.loc[plan["engine"] != "infeasible", "engine"].str.split().str[0]) == {"vllm"}
+
+
+def test_download_contains_the_plan(downloads):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    edit_route(at, 0, name="=HYPERLINK(\"http://x\")")
+    assert_clean(at)
+    name = next(n for n in downloads if n.startswith("plan-"))
+    text = downloads[name].decode()
+    assert text.startswith("# fleetplan-assumptions: ")
+    rows = list(csv.reader(io.StringIO(text.split("\n", 1)[1])))
+    header, body = rows[0], rows[1:]
+    assert len(body) == 4 and "total_usd_per_month" in header
+    assert body[0][0] == "'=HYPERLINK(\"http://x\")"
+    for cell in (c for row in body for c in row):  # OWASP CSV injection: no cell may start a formula
+        assert not cell.startswith(("=", "+", "@", "\t", "\r")) or _numeric(cell), cell
+        assert not cell.startswith("-") or _numeric(cell), cell
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_downloaded_plan_reads_back_unchanged(downloads, tmp_path):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    edit_route(at, 0, name="=cmd|' /C calc'!A0")
+    name = next(n for n in downloads if n.startswith("plan-"))
+    (tmp_path / name).write_bytes(downloads[name])
+    plan, assumptions = read_plan(tmp_path / name)
+    shown = recommendation(at)
+    assert plan["route"].iloc[0] == "=cmd|' /C calc'!A0"
+    assert list(plan["gpus"]) == list(shown["GPUs"])
+    assert plan["total_usd_per_month"].sum() == pytest.approx(shown["$/month"].sum())
+    assert assumptions.engineer_usd_per_hour == 100.0
+
+
+def test_scenario_file_round_trips_through_download_and_upload(downloads):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    at.slider(key="traffic_growth").set_value(2.0)
+    at.selectbox(key="pricing_type").set_value("spot")
+    at.text_input(key="scenario_name").set_value("peak")
+    edit_route(at, 0, rate_rps=20.0)
+    assert_clean(at)
+    saved = downloads["peak.json"]
+    scenario = scenario_from_json(saved)
+    assert scenario.settings.traffic_growth == 2.0 and scenario.settings.pricing_type == "spot"
+    assert scenario.routes.loc[0, "rate_rps"] == 20.0
+
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    fresh.file_uploader(key="scenario_upload").set_value(("peak.json", saved, "application/json")).run()
+    assert_clean(fresh)
+    assert fresh.slider(key="traffic_growth").value == 2.0
+    assert fresh.selectbox(key="pricing_type").value == "spot"
+    assert recommendation(fresh).loc["chat", "GPUs"] == recommendation(at).loc["chat", "GPUs"]
+
+
+def test_bad_scenario_file_is_refused(app):
+    app.file_uploader(key="scenario_upload").set_value(("x.json", b"{\"format\": 1}", "application/json")).run()
+    assert_clean(app)
+    assert any("not a Fleetplan scenario file" in e.value for e in app.error)
+    assert len(recommendation(app)) == 4
+
+
+def test_key_settings_come_from_and_go_to_the_query_string():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params["growth"] = "3"
+    at.query_params["engines"] = "vllm"
+    at.query_params["pricing"] = "nonsense"
+    at.run()
+    assert_clean(at)
+    assert at.slider(key="traffic_growth").value == 3.0
+    assert at.multiselect(key="engines").value == ["vllm"]
+    assert any("pricing='nonsense' ignored" in w.value for w in at.warning)
+    at.slider(key="gpu_price_factor").set_value(1.5).run()
+    assert at.query_params["gpu_price_x"] == ["1.5"] or at.query_params["gpu_price_x"] == "1.5"
+    assert "growth" in at.query_params
+
+
+def test_saved_scenarios_are_compared_side_by_side(app):
+    app.text_input(key="scenario_name").set_value("today").run()
+    app.button(key="save_scenario").click().run()
+    app.slider(key="traffic_growth").set_value(3.0).run()
+    assert_clean(app)
+    tables = [d.value for d in app.dataframe if "today: usd_per_month" in d.value.columns]
+    assert tables, "no comparison table"
+    table = tables[0].set_index("route")
+    assert table.loc["fleet total", "now: usd_per_month"] > table.loc["fleet total", "today: usd_per_month"]
+
+
+def test_every_chart_renders(app):
+    charts = app.get("vega_lite_chart")
+    assert len(charts) >= 6
+    for chart in charts:
+        spec = json.loads(chart.proto.spec)
+        assert spec.get("layer") or spec.get("mark") or spec.get("facet") or spec.get("spec")
