@@ -256,6 +256,69 @@ register(Command("validate", "leave-one-out prediction error per profile group",
                  _run_validate))
 
 
+
+# ---------------------------------------------------------------- traffic, simulate (planner.traffic / planner.simulate)
+
+def _traffic_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log", required=True, metavar="FILE", help="request log: Azure trace CSV, or generic CSV/JSONL")
+    p.add_argument("--format", choices=("azure", "generic"), type=slug, help="log format (default: detected)")
+    p.add_argument("--route", help="route name for a log without a route column (default: the file name)")
+    p.add_argument("--model", type=slug, help="model slug for routes whose log names none (default 'unknown')")
+    p.add_argument("--out", required=True, metavar="ROUTES.csv", help="where to write the routes CSV")
+    p.add_argument("--ttft-slo-ms", type=float, help="TTFT target to write into every route")
+    p.add_argument("--tpot-slo-ms", type=float, help="TPOT target to write into every route")
+    p.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+
+
+def _run_traffic(args: argparse.Namespace) -> int:
+    from planner.schema import ROUTES, write_table
+    from planner.traffic import log_to_routes
+
+    routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,
+                                  ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms)
+    write_table(routes, args.out, ROUTES)
+    print("\n".join(lines))
+    if (routes["model"] == "unknown").any():
+        print("note: the log does not name the model: set the 'model' column (or pass --model)")
+    if routes[["ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms"]].isna().all(axis=1).any():
+        print("note: no SLO given: fill ttft_slo_ms / tpot_slo_ms before planning (or pass --ttft-slo-ms)")
+    print(f"routes written to {args.out}")
+    return 0
+
+
+def _simulate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--routes", required=True, help="routes CSV the plan was made from")
+    p.add_argument("--plan", required=True, help="plan CSV (written by `plan`)")
+    p.add_argument("--log", metavar="FILE", help="replay this request log instead of synthetic arrivals")
+    p.add_argument("--format", choices=("azure", "generic"), type=slug, help="log format (default: detected)")
+    p.add_argument("--route", help="route a log without a route column feeds (default: the only online route)")
+    p.add_argument("--router", choices=("jsq", "round-robin"), default="jsq", help="load balancer (default jsq)")
+    p.add_argument("--seed", type=int, default=0, help="seed for synthetic arrivals and lengths")
+    p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
+    p.add_argument("--json", action="store_true", help="print one JSON list of per-route records")
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    from planner.plan import load_inputs, load_routes, read_plan
+    from planner.simulate import format_simulations, simulate_plan
+    from planner.traffic import replay_requests
+
+    routes = load_routes(args.routes)
+    plan, _ = read_plan(args.plan)
+    given = replay_requests(args.log, routes, args.format, args.route) if args.log else None
+    sims = simulate_plan(routes, plan, load_inputs(args.profiles).curves, given, seed=args.seed, router=args.router)
+    if args.json:
+        print(json.dumps([s.record() for s in sims], allow_nan=False, default=str))
+    else:
+        print("\n".join(format_simulations(sims)) or "no planned route to simulate")
+    return 0
+
+
+register(Command("traffic", "derive routes (rate, burstiness, lengths) from a request log", _traffic_arguments,
+                 _run_traffic))
+register(Command("simulate", "simulate a plan's fleets: SLO attainment and latency percentiles",
+                 _simulate_arguments, _run_simulate))
+
 # ---------------------------------------------------------------- entry point
 
 def build_parser() -> argparse.ArgumentParser:
