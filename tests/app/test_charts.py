@@ -1,0 +1,159 @@
+"""planner.charts: chart tables keep provenance and per-GPU units; charts build valid Vega-Lite specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from planner import charts
+from planner.costs import breakeven_updates
+from planner.plan import Assumptions, load_inputs, load_routes, make_plan
+from planner.scenario import Settings, sensitivity_table
+
+MODEL = "llama-3.1-8b"
+REPO_ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return load_inputs()
+
+
+@pytest.fixture(scope="module")
+def result(inputs):
+    return make_plan(load_routes(REPO_ROUTES), inputs, Assumptions())
+
+
+def h200_keys(inputs):
+    return [k for k in inputs.curves if k.model == MODEL and k.gpu == "h200"]
+
+
+def test_shapes_prefer_the_most_measured_points(inputs):
+    shapes = charts.available_shapes(inputs.profiles_df, MODEL)
+    profiles = inputs.profiles_df
+    measured = profiles[(profiles["model"] == MODEL) & (profiles["provenance"] == "measured")
+                        & (profiles["mode"] == "offline")]
+    top = measured.groupby(["input_len", "output_len"]).size().max()
+    first = measured[(measured["input_len"] == shapes[0][0]) & (measured["output_len"] == shapes[0][1])]
+    assert len(first) == top
+
+
+def test_throughput_table_is_per_gpu_and_labelled(inputs):
+    table = charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline", h200_keys(inputs))
+    assert set(table["provenance"]) <= {"predicted", "extrapolated"}
+    assert (table["low"] <= table["tok_s_per_gpu"] + 1e-9).all() and (table["tok_s_per_gpu"] <= table["high"] + 1e-9).all()
+    key = next(k for k in h200_keys(inputs) if k.engine == "vllm")
+    row = table[table["series"] == key.label()].iloc[len(table) // 40]
+    pred = inputs.curves[key].predict_offline(512, 256, int(row["load"]))
+    assert row["tok_s_per_gpu"] == pytest.approx(pred.output_tok_per_s / key.tp)
+
+
+def test_extrapolated_segments_join_the_predicted_ones():
+    frame = pd.DataFrame({"series": ["a"] * 4, "engine": "vllm", "engine_version": "1", "gpu": "h200",
+                          "precision": "bf16", "tp": 1, "load": [1.0, 2.0, 4.0, 8.0],
+                          "tok_s_per_gpu": [1.0, 2.0, 3.0, 4.0], "low": 0.0, "high": 5.0,
+                          "provenance": ["predicted", "predicted", "extrapolated", "extrapolated"]})
+    bridged = charts._bridge_segments(frame)
+    assert len(bridged) == 5
+    at_four = bridged[bridged["load"] == 4.0]
+    assert set(at_four["provenance"]) == {"predicted", "extrapolated"}
+
+
+def test_profile_points_keep_their_provenance_and_source(inputs):
+    points = charts.profile_points(inputs.profiles_df, MODEL, 512, 256)
+    assert len(points) > 0
+    assert set(points["provenance"]) <= {"measured", "published"}
+    assert points["source"].str.len().min() > 0
+
+
+def test_newest_versions_keeps_one_key_per_configuration(inputs):
+    keys = [k for k in inputs.curves if k.model == MODEL]
+    newest = charts.newest_versions(keys)
+    slots = [(k.engine, k.gpu, k.precision, k.tp) for k in newest]
+    assert len(slots) == len(set(slots)) and len(newest) < len(keys)
+
+
+def test_head_to_head_compares_the_same_work(inputs):
+    table = charts.head_to_head_table(inputs.curves, inputs.profiles_df)
+    assert not table.empty
+    for _, pair in table.groupby(["gpu", "model", "precision", "input_len", "output_len"]):
+        assert sorted(pair["engine"]) == ["trtllm", "vllm"]
+        trt = pair[pair["engine"] == "trtllm"].iloc[0]
+        vllm = pair[pair["engine"] == "vllm"].iloc[0]
+        assert trt["provenance"] == "published"
+        assert trt["ratio"] == pytest.approx(trt["tok_s_per_gpu"] / vllm["tok_s_per_gpu"])
+    assert (table.loc[table["engine"] == "vllm", "provenance"] == "measured").any()
+    stats = charts.head_to_head_summary(table)
+    assert stats["in_claimed_band"] + stats["above_claimed_band"] + stats["below_claimed_band"] == stats["shapes"]
+
+
+def test_frontier_points_are_not_dominated(inputs):
+    table = charts.frontier_table(inputs.curves, MODEL, 500, 250, h200_keys(inputs))
+    for engine, group in table.groupby("engine"):
+        front = group[group["frontier"]]
+        for _, p in front.iterrows():
+            better = group[(group["tok_s_per_gpu"] > p["tok_s_per_gpu"]) & (group["tpot_ms"] < p["tpot_ms"])]
+            assert better.empty, engine
+
+
+def test_option_costs_flag_exactly_the_recommendations(result):
+    table = charts.option_costs_table(result.options, result.plan)
+    flagged = table[table["recommended"]].drop_duplicates("route")
+    assert set(flagged["route"]) == set(result.plan.loc[result.plan["status"] == "ok", "route"])
+    totals = table.groupby(["route", "option"])["usd_per_month"].sum()
+    expected = table.groupby(["route", "option"])["total_usd_per_month"].first()
+    np.testing.assert_allclose(totals.values, expected.values, rtol=1e-9)
+
+
+def test_breakeven_lines_cross_where_the_costs_say(result):
+    route = "chat"
+    crossing = charts.engine_breakeven(result.options, route)
+    table = charts.breakeven_table(result.options, route, [0.0, 1.0, 50.0])
+    lines = {e: g.set_index("updates_per_month")["total_usd_per_month"] for e, g in table.groupby("engine")}
+    assert len(lines) == 2
+    ok = result.options[(result.options["route"] == route) & result.options["feasible"]]
+    best = ok.sort_values("total_usd_per_month").groupby("engine").head(1)
+    a, b = best.iloc[0], best.iloc[1]
+    assert crossing == breakeven_updates(a["fixed_usd_per_month"], a["usd_per_update"],
+                                         b["fixed_usd_per_month"], b["usd_per_update"])
+    if crossing is not None:
+        left, right = (lines[e] for e in sorted(lines))
+        assert np.sign(left[0.0] - right[0.0]) != np.sign(left[50.0] - right[50.0])
+
+
+def test_sensitivity_grows_with_traffic_and_price(inputs):
+    routes = load_routes(REPO_ROUTES)
+    table = sensitivity_table(routes, inputs, Settings(), growths=(1.0, 3.0), price_factors=(1.0, 1.5))
+    at = table.set_index(["traffic_growth", "gpu_price_factor"])["total_usd_per_month"]
+    assert at[(3.0, 1.0)] >= at[(1.0, 1.0)]
+    assert at[(1.0, 1.5)] > at[(1.0, 1.0)]
+
+
+def test_recommendation_table_keeps_provenance(result):
+    table = charts.recommendation_table(result.plan)
+    assert list(table["route"]) == list(result.plan["route"])
+    assert "numbers are" in table.columns and table["numbers are"].notna().all()
+
+
+def test_every_chart_builds_a_valid_spec(inputs, result):
+    keys = h200_keys(inputs)
+    h2h = charts.head_to_head_table(inputs.curves, inputs.profiles_df)
+    sens = pd.DataFrame({"traffic_growth": [1.0, 2.0], "gpu_price_factor": [1.0, 1.0],
+                         "total_usd_per_month": [1.0, 2.0], "gpus": [1.0, 2.0], "infeasible": [0.0, 0.0]})
+    built = [
+        charts.throughput_chart(charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline", keys),
+                                charts.profile_points(inputs.profiles_df, MODEL, 512, 256)),
+        charts.head_to_head_chart(h2h),
+        charts.frontier_chart(charts.frontier_table(inputs.curves, MODEL, 500, 250, keys), 50.0),
+        charts.option_costs_chart(charts.option_costs_table(result.options, result.plan)),
+        charts.breakeven_chart(charts.breakeven_table(result.options, "chat", [0, 1, 2]), 1.0, 1.5),
+        charts.sensitivity_chart(sens),
+    ]
+    for chart in built:
+        spec = chart.to_dict()
+        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+        encodings = str(spec)
+        assert "tooltip" in encodings
