@@ -79,6 +79,9 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
                       help="prompts as random words, or as token-id lists (servers that accept them)")
     http.add_argument("--request-timeout", type=float, default=600.0, help="per request, s")
     http.add_argument("--point-timeout", type=float, help="per point, s (requests still running are cancelled)")
+    http.add_argument("--engine-name", type=slug, help="engine column of the profile (default: --engine), e.g. "
+                      "vllm when --engine openai drives a vLLM server")
+    http.add_argument("--engine-version", help="version to record when the server does not report one")
     http.add_argument("--port", type=int, default=8000, help="--server: port for the launched server")
 
 
@@ -108,12 +111,13 @@ def resolve(args: argparse.Namespace) -> ProfileRequest:
         base_url=args.base_url.rstrip("/"), served_model=args.served_model, endpoint=args.endpoint,
         api_key=args.api_key or os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
         prompt_format=args.prompt_format, request_timeout_s=args.request_timeout,
-        point_timeout_s=args.point_timeout, server_port=args.port)
+        point_timeout_s=args.point_timeout, server_port=args.port,
+        engine_version=args.engine_version)
     if args.engine == "openai" and not config.base_url:
         raise InputError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000)")
-    out = Path(args.out) if args.out else default_out_dir(args.gpu, args.engine, args.model, args.precision,
+    out = Path(args.out) if args.out else default_out_dir(args.gpu, args.engine_name or args.engine, args.model, args.precision,
                                                           args.tp, args.tag)
-    identity = {"gpu": args.gpu, "engine": args.engine, "model": args.model, "precision": args.precision,
+    identity = {"gpu": args.gpu, "engine": args.engine_name or args.engine, "model": args.model, "precision": args.precision,
                 "tp": args.tp, "engine_args": engine_args, "model_path": model_path, "server": config.server,
                 "shapes": args.shapes}
     return ProfileRequest(config=config, points=points, out=out, identity=identity)
@@ -231,11 +235,11 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
         cfg.engine != "openai" else ""
     if cfg.engine_args:
         notes += ("; " if notes else "") + "engine args " + json.dumps(cfg.engine_args, sort_keys=True)
-    identity = Identity(gpu=args.gpu, engine=args.engine, model=args.model, precision=args.precision, tp=args.tp,
+    identity = Identity(gpu=args.gpu, engine=req.identity["engine"], model=args.model, precision=args.precision, tp=args.tp,
                         source=command_line(argv), notes=notes)
 
     def on_start(info) -> None:
-        record = environment_record(args.engine, info.version, cfg.engine_args, argv, args.record_hostname, {
+        record = environment_record(req.identity["engine"], info.version, cfg.engine_args, argv, args.record_hostname, {
             "effective_engine_args": info.effective_args, "kv_cache_tokens": info.kv_cache_tokens,
             "max_num_seqs": info.max_num_seqs, "max_num_batched_tokens": info.max_num_batched_tokens,
             "engine_start_s": info.start_s, "engine_notes": info.notes,

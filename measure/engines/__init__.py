@@ -13,18 +13,15 @@ __all__ = ["EngineConfig", "EngineError", "EngineInfo", "EngineNotInstalled", "p
 
 def make_engine(config: EngineConfig):
     """The adapter for `config.engine` (vllm, trtllm, openai), server mode where asked."""
-    if config.engine == "vllm" and config.server:
-        from measure.engines.vllm_server import VllmServerEngine
-        return VllmServerEngine(config)
+    if config.server and config.engine in ("vllm", "trtllm"):
+        raise EngineError(f"--server for {config.engine} is not implemented yet: start the server yourself and "
+                          f"use --engine openai --base-url URL --engine-name {config.engine}")
     if config.engine == "vllm":
         from measure.engines.vllm_offline import VllmOfflineEngine
         return VllmOfflineEngine(config)
-    if config.engine == "trtllm" and config.server:
-        from measure.engines.trtllm_server import TrtllmServerEngine
-        return TrtllmServerEngine(config)
     if config.engine == "trtllm":
-        from measure.engines.trtllm_offline import TrtllmOfflineEngine
-        return TrtllmOfflineEngine(config)
+        raise EngineError("the in-process TensorRT-LLM adapter is not implemented yet: run trtllm-serve and use "
+                          "--engine openai --base-url URL --engine-name trtllm")
     if config.engine == "openai":
         from measure.engines.openai_engine import OpenAIEngine
         return OpenAIEngine(config)

@@ -47,6 +47,7 @@ class EngineConfig:
     point_timeout_s: float | None = None
     server_port: int = 8000
     server_start_timeout_s: float = 600.0
+    engine_version: str | None = None  # openai engine: the version to record when the server does not say
 
     def is_dummy(self) -> bool:
         """True when model_path is a local dir with config.json and no weight files."""
