@@ -1,8 +1,8 @@
 """GPU and model facts for estimates and the roofline: spec tables and config.json.
 
 GPU figures come from planner/data/gpu_specs.csv (columns gpu, name,
-memory_gib, mem_bandwidth_tb_s, bf16_tflops, source, date), through
-`planner.specs` when that module exists, else read here by path.  Model sizes
+memory_gib, mem_bandwidth_tb_s, bf16_dense_tflops, source, date), read
+by path.  Model sizes
 come from a Hugging Face config.json (a config-only dir under profiles/models)
 or planner/data/model_specs.csv.
 """
@@ -116,7 +116,7 @@ def gpu_spec(gpu: str) -> GpuSpec | None:
             try:
                 return GpuSpec(gpu=gpu, memory_gib=float(row["memory_gib"]),
                                mem_bandwidth_tb_s=float(row["mem_bandwidth_tb_s"]),
-                               bf16_tflops=float(row["bf16_tflops"]),
+                               bf16_tflops=float(row.get("bf16_dense_tflops") or row["bf16_tflops"]),
                                source=f"{row.get('source', '')} ({row.get('date', '')})")
             except (KeyError, ValueError) as err:
                 log.warning("%s: bad row for %s (%s)", GPU_SPECS_CSV, gpu, err)
