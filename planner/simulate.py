@@ -229,131 +229,137 @@ class _Run:
         self.done = [0] * n
 
 
-def _advance(rep: _Replica, run: _Run, limit: float) -> None:  # noqa: C901 -- the hot loop, kept inline for speed
-    """Run `rep`'s iterations that start before `limit` (inf = until its queue is empty).
+def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901 -- see advance
+    """advance(rep, limit): run `rep`'s iterations that start before `limit` (inf = until its queue is empty).
 
     Leaves it at the first iteration boundary >= limit, or (lazily) earlier in
-    a pure-decode stretch whose next completion is after `limit`.
+    a pure-decode stretch whose next completion is after `limit`.  The run's
+    arrays and step functions are closure variables: the router calls this
+    several times per request, and attribute look-ups were most of its cost.
     """
-    if rep.clock >= limit:
-        return
     arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
     m = run.model
     step, jump, steps_to, overhead = m.step, m.jump, m.steps_to, m.overhead_s
     max_seqs, kv_cap, budget_cap = m.max_num_seqs, m.kv_cache_tokens, m.prefill_budget
-    queue, prefill, heap = rep.queue, rep.prefill, rep.heap
-    nq, qhead, clock, head_done = len(queue), rep.qhead, rep.clock, rep.head_done
-    steps, b, ctx, kv, running, busy = rep.steps, rep.b, rep.ctx, rep.kv, rep.running, rep.busy_s
-    finished = 0
-    wake = math.inf
-    while True:
-        # Admission, FIFO, at the start of an iteration.
-        while qhead < nq:
-            i = queue[qhead]
-            if arr[i] > clock:
-                break
-            need = inp[i] + out[i]
-            if running >= max_seqs or kv + need > kv_cap:
-                if need <= kv_cap:
+
+    def advance(rep: _Replica, limit: float) -> None:  # noqa: C901 -- the hot loop, kept inline for speed
+        if rep.clock >= limit:
+            return
+        queue, prefill, heap = rep.queue, rep.prefill, rep.heap
+        nq, qhead, clock, head_done = len(queue), rep.qhead, rep.clock, rep.head_done
+        steps, b, ctx, kv, running, busy = rep.steps, rep.b, rep.ctx, rep.kv, rep.running, rep.busy_s
+        finished = 0
+        wake = math.inf
+        while True:
+            # Admission, FIFO, at the start of an iteration.
+            while qhead < nq:
+                i = queue[qhead]
+                if arr[i] > clock:
                     break
-                finished += 1  # can never fit: rejected (ttft and e2e stay NaN)
-            else:
-                kv += need
-                running += 1
-                prefill.append(i)
-            qhead += 1
-        if prefill:
-            # One mixed iteration: decode the b running sequences, prefill chunks within the token budget.
-            budget = budget_cap - b
-            p = pw = 0
-            first: list[int] = []
-            while prefill and budget > 0:
-                i = prefill[0]
-                left = inp[i] - head_done
-                if left <= budget:
-                    prefill.popleft()
-                    head_done = 0
-                    first.append(i)
+                need = inp[i] + out[i]
+                if running >= max_seqs or kv + need > kv_cap:
+                    if need <= kv_cap:
+                        break
+                    finished += 1  # can never fit: rejected (ttft and e2e stay NaN)
                 else:
-                    left = budget
-                    head_done += left
-                p += left
-                pw += left * inp[i]
-                budget -= left
-            dt = step(b, ctx, p, pw) + overhead * len(first)
-            clock += dt
-            busy += dt
-            if b:
-                steps += 1
-                ctx += b
-                while heap and heap[0][0] <= steps:
-                    i = heappop(heap)[1]
-                    e2e[i] = clock - arr[i]
-                    done[i] += 1
-                    need = inp[i] + out[i]
-                    b -= 1
-                    ctx -= need
-                    kv -= need
-                    running -= 1
-                    finished += 1
-            for i in first:
-                ttft[i] = clock - arr[i]
-                if out[i] == 1:
-                    e2e[i] = ttft[i]
-                    done[i] += 1
-                    kv -= inp[i] + 1
-                    running -= 1
-                    finished += 1
-                else:
-                    heappush(heap, (steps + out[i] - 1, i))
-                    b += 1
-                    ctx += inp[i] + 1
-            if clock >= limit:
-                wake = clock
-                break
-            continue
-        if not b:
-            if qhead < nq and arr[queue[qhead]] <= limit:
-                clock = max(clock, arr[queue[qhead]])  # idle until the next routed arrival
+                    kv += need
+                    running += 1
+                    prefill.append(i)
+                qhead += 1
+            if prefill:
+                # One mixed iteration: decode the b running sequences, prefill chunks within the token budget.
+                budget = budget_cap - b
+                p = pw = 0
+                first: list[int] = []
+                while prefill and budget > 0:
+                    i = prefill[0]
+                    left = inp[i] - head_done
+                    if left <= budget:
+                        prefill.popleft()
+                        head_done = 0
+                        first.append(i)
+                    else:
+                        left = budget
+                        head_done += left
+                    p += left
+                    pw += left * inp[i]
+                    budget -= left
+                dt = step(b, ctx, p, pw) + overhead * len(first)
+                clock += dt
+                busy += dt
+                if b:
+                    steps += 1
+                    ctx += b
+                    while heap and heap[0][0] <= steps:
+                        i = heappop(heap)[1]
+                        e2e[i] = clock - arr[i]
+                        done[i] += 1
+                        need = inp[i] + out[i]
+                        b -= 1
+                        ctx -= need
+                        kv -= need
+                        running -= 1
+                        finished += 1
+                for i in first:
+                    ttft[i] = clock - arr[i]
+                    if out[i] == 1:
+                        e2e[i] = ttft[i]
+                        done[i] += 1
+                        kv -= inp[i] + 1
+                        running -= 1
+                        finished += 1
+                    else:
+                        heappush(heap, (steps + out[i] - 1, i))
+                        b += 1
+                        ctx += inp[i] + 1
                 if clock >= limit:
                     wake = clock
                     break
                 continue
-            break  # idle, nothing routed here: wake stays inf
-        # Pure decode: jump to the next completion, or to the boundary after the next arrival / `limit`.
-        n = heap[0][0] - steps
-        dt = jump(b, ctx, n)
-        bound = limit
-        if qhead < nq:
-            ta = arr[queue[qhead]]
-            if clock < ta < bound:
-                bound = ta
-        if clock + dt > bound:
-            if bound == limit:
-                wake = clock + dt  # lazily stay here: the next completion is after `limit`
-                break
-            n = steps_to(b, ctx, bound - clock)
+            if not b:
+                if qhead < nq and arr[queue[qhead]] <= limit:
+                    clock = max(clock, arr[queue[qhead]])  # idle until the next routed arrival
+                    if clock >= limit:
+                        wake = clock
+                        break
+                    continue
+                break  # idle, nothing routed here: wake stays inf
+            # Pure decode: jump to the next completion, or to the boundary after the next arrival / `limit`.
+            n = heap[0][0] - steps
             dt = jump(b, ctx, n)
-        clock += dt
-        busy += dt
-        steps += n
-        ctx += b * n
-        while heap and heap[0][0] <= steps:
-            i = heappop(heap)[1]
-            e2e[i] = clock - arr[i]
-            done[i] += 1
-            need = inp[i] + out[i]
-            b -= 1
-            ctx -= need
-            kv -= need
-            running -= 1
-            finished += 1
-        if clock >= limit:
-            wake = clock
-            break
-    rep.qhead, rep.clock, rep.head_done, rep.steps, rep.b, rep.ctx = qhead, clock, head_done, steps, b, ctx
-    rep.kv, rep.running, rep.busy_s, rep.wake = kv, running, busy, wake
-    rep.outstanding -= finished
+            bound = limit
+            if qhead < nq:
+                ta = arr[queue[qhead]]
+                if clock < ta < bound:
+                    bound = ta
+            if clock + dt > bound:
+                if bound == limit:
+                    wake = clock + dt  # lazily stay here: the next completion is after `limit`
+                    break
+                n = steps_to(b, ctx, bound - clock)
+                dt = jump(b, ctx, n)
+            clock += dt
+            busy += dt
+            steps += n
+            ctx += b * n
+            while heap and heap[0][0] <= steps:
+                i = heappop(heap)[1]
+                e2e[i] = clock - arr[i]
+                done[i] += 1
+                need = inp[i] + out[i]
+                b -= 1
+                ctx -= need
+                kv -= need
+                running -= 1
+                finished += 1
+            if clock >= limit:
+                wake = clock
+                break
+        rep.qhead, rep.clock, rep.head_done, rep.steps, rep.b, rep.ctx = qhead, clock, head_done, steps, b, ctx
+        rep.kv, rep.running, rep.busy_s, rep.wake = kv, running, busy, wake
+        rep.outstanding -= finished
+
+    return advance
 
 
 def _route_round_robin(reps: list[_Replica], run: _Run) -> list[int]:
@@ -361,8 +367,9 @@ def _route_round_robin(reps: list[_Replica], run: _Run) -> list[int]:
     assigned = [i % count for i in range(len(run.arr))]
     for i, r in enumerate(assigned):
         reps[r].queue.append(i)
+    advance = _make_advance(run)
     for rep in reps:
-        _advance(rep, run, math.inf)
+        advance(rep, math.inf)
     return assigned
 
 
@@ -370,11 +377,12 @@ def _route_jsq(reps: list[_Replica], run: _Run) -> list[int]:
     """Each arrival goes to the replica with the fewest outstanding requests (lowest index on ties)."""
     assigned = [0] * len(run.arr)
     index = {id(rep): r for r, rep in enumerate(reps)}
+    advance = _make_advance(run)
     for i, t in enumerate(run.arr):
         best, best_load = reps[0], math.inf
         for rep in reps:
             if rep.wake <= t:
-                _advance(rep, run, t)
+                advance(rep, t)
             if rep.outstanding < best_load:
                 best, best_load = rep, rep.outstanding
                 if best_load == 0:
@@ -384,7 +392,7 @@ def _route_jsq(reps: list[_Replica], run: _Run) -> list[int]:
         best.wake = min(best.wake, t)
         assigned[i] = index[id(best)]
     for rep in reps:
-        _advance(rep, run, math.inf)
+        advance(rep, math.inf)
     return assigned
 
 
