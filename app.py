@@ -396,20 +396,19 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
 def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
                    settings: sc.Settings) -> None:
     st.subheader("Why this plan")
-    tabs = st.tabs(["Cost by option", "Break-even", "Sensitivity", "Throughput curves", "Engine head-to-head",
-                    "Latency vs throughput"])
-    with tabs[0]:
-        cost_by_option(result)
-    with tabs[1]:
-        breakeven(result, routes)
-    with tabs[2]:
-        sensitivity_chart(routes, prices, ops, settings)
-    with tabs[3]:
-        throughput_curves(result, routes)
-    with tabs[4]:
-        head_to_head()
-    with tabs[5]:
-        latency_frontier(result, routes)
+    sections = {
+        "Cost by option": lambda: cost_by_option(result),
+        "Break-even": lambda: breakeven(result, routes),
+        "Sensitivity": lambda: sensitivity_chart(routes, prices, ops, settings),
+        "Throughput curves": lambda: throughput_curves(result, routes),
+        "Engine head-to-head": head_to_head,
+        "Latency vs throughput": lambda: latency_frontier(result, routes),
+    }
+    # Only the open tab runs (a re-plan stays fast); switching tabs reruns the page.
+    for tab, draw in zip(st.tabs(list(sections), key="chart_tab", on_change="rerun"), sections.values(), strict=True):
+        if tab.open:
+            with tab:
+                draw()
 
 
 def cost_by_option(result: PlanResult) -> None:
