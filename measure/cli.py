@@ -51,7 +51,8 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, type=slug, help="model slug, e.g. llama-3.1-8b")
     p.add_argument("--model-path", help="what the engine loads (dir or hub id); default profiles/models/<model>, "
                    "config-only => dummy weights")
-    p.add_argument("--precision", default="bf16", type=slug, help="bf16 (default), fp16, fp8 (online FP8)")
+    p.add_argument("--precision", default="bf16", type=slug, help="bf16 (default), fp16, fp8 (vllm: online FP8; "
+                   "trtllm: needs --model-path to a pre-quantized checkpoint)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
     p.add_argument("--shapes", default="default", help=f"preset ({', '.join(list_presets())}) or a shapes CSV")
     p.add_argument("--out", help="profile folder (default profiles/measured/<gpu>/<engine>-<model>-<precision>-tp<N>)")

@@ -20,8 +20,8 @@ def make_engine(config: EngineConfig):
         from measure.engines.vllm_offline import VllmOfflineEngine
         return VllmOfflineEngine(config)
     if config.engine == "trtllm":
-        raise EngineError("the in-process TensorRT-LLM adapter is not implemented yet: run trtllm-serve and use "
-                          "--engine openai --base-url URL --engine-name trtllm")
+        from measure.engines.trtllm_offline import TrtllmOfflineEngine
+        return TrtllmOfflineEngine(config)
     if config.engine == "openai":
         from measure.engines.openai_engine import OpenAIEngine
         return OpenAIEngine(config)
