@@ -362,27 +362,52 @@ def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
 
 def summary(result: PlanResult, seconds: float, settings: sc.Settings) -> None:
     totals = sc.plan_totals(result.plan)
+    change = totals_change(totals)
     cols = st.columns(5)
-    cols[0].metric("Fleet $/month", f"${totals['total_usd_per_month']:,.0f}", border=True)
-    cols[1].metric("GPUs", f"{totals['gpus']:,.0f}", border=True)
-    cols[2].metric("GPU $/month", f"${totals['gpu_usd_per_month']:,.0f}", border=True)
-    cols[3].metric("Engineering $/month", f"${totals['eng_usd_per_month']:,.0f}", border=True,
+    cols[0].metric("Fleet $/month", f"${totals['total_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "total_usd_per_month"))
+    cols[1].metric("GPUs", f"{totals['gpus']:,.0f}", border=True, delta_color="inverse",
+                   delta=f"{change['gpus']:+,.0f}" if change and change["gpus"] else None)
+    cols[2].metric("GPU $/month", f"${totals['gpu_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "gpu_usd_per_month"))
+    cols[3].metric("Engineering $/month", f"${totals['eng_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "eng_usd_per_month"),
                    help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption.")
     cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
                    border=True)
     timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
-    st.caption(f"{timing} · prices: {settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
+    st.caption(f"{timing} · changes are against the previous plan · prices: "
+               f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
                f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
                f"×{settings.traffic_growth:g} · engineer ${result.assumptions.engineer_usd_per_hour:,.0f}/h")
+
+
+def totals_change(totals: dict[str, float]) -> dict[str, float] | None:
+    """Totals minus those of the previous, different plan in this session (None before any change)."""
+    ss = st.session_state
+    if ss.get("last_totals") != totals:
+        ss.prev_totals, ss.last_totals = ss.get("last_totals"), totals
+    previous = ss.get("prev_totals")
+    return None if previous is None else {k: totals[k] - previous[k] for k in totals}
+
+
+def money_delta(change: dict[str, float] | None, name: str) -> str | None:
+    if not change or abs(change[name]) < 0.5:
+        return None
+    return f"{'+' if change[name] > 0 else '−'}${abs(change[name]):,.0f}"
 
 
 def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.subheader("Recommendation per route")
     table = charts.recommendation_table(result.plan)
     money = st.column_config.NumberColumn(format="dollar", step=1)
+    small = st.column_config.NumberColumn(width="small")
     st.dataframe(table, hide_index=True, key="recommendation", column_config={
         "$/month": money, "saves $/month": money, "$ per 1M tok": st.column_config.NumberColumn(format="dollar"),
-        "break-even updates/month": st.column_config.NumberColumn(format="%.1f"),
+        "TP": small, "replicas": small, "GPUs": small, "GPU": st.column_config.TextColumn(width="small"),
+        "break-even updates/month": st.column_config.NumberColumn(
+            "break-even updates/mo", format="%.1f",
+            help="Model updates per month at which the runner-up would cost the same (empty: never)."),
         "notes": st.column_config.TextColumn(width="large")})
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}

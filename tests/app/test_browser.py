@@ -161,6 +161,7 @@ def test_page_plans_edits_replans_and_downloads(app_url, page, tmp_path):
     rate = page.locator('input[aria-label="Engineer $/hour"]')
     rate.fill("400")
     rate.press("Enter")
+    page.get_by_text("engineer $400/h").wait_for()
     wait_idle(page)
     assert metric(page, "Fleet $/month") != cost_before
 
