@@ -64,6 +64,8 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="which price rows to use (default on-demand)")
     p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
     p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
+    p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
+                   "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
 
 
@@ -93,7 +95,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     assumptions = _assumptions_from_args(args)
     routes = load_routes(args.routes)
     inputs = load_inputs(args.profiles, args.prices, args.ops)
-    result = make_plan(routes, inputs, assumptions)
+    result = make_plan(routes, inputs, assumptions, simulate=not args.no_simulate)
     write_plan(result, args.out)
     if args.options_out:
         result.options.to_csv(args.options_out, index=False)

@@ -187,8 +187,14 @@ def _table(value: str | Path | pd.DataFrame | None, bundled: Path, schema) -> pd
 # ---------------------------------------------------------------- routes
 
 def load_routes(path: str | Path) -> pd.DataFrame:
-    """Load a ROUTES file and check the columns each traffic kind needs; raises InputError."""
-    return validate_routes(load_table(path, ROUTES), str(path))
+    """Load a ROUTES file and check the columns each traffic kind needs; raises InputError.
+
+    `log` paths are resolved against the routes file's folder.
+    """
+    routes = validate_routes(load_table(path, ROUTES), str(path))
+    base = Path(path).resolve().parent
+    routes["log"] = [str(base / p) if p and not Path(p).is_absolute() else p for p in routes["log"]]
+    return routes
 
 
 def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame:
@@ -247,13 +253,23 @@ OPTION_COLUMNS = (
     "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
     "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month",
     "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "reason", "miss_ratio", "provenance",
-    "price_source", "notes",
+    "price_source", "notes", "analytical_replicas", "sim_replicas", "sim_attainment",
 )
 
+# Simulation check: keep simulating the cheapest unchecked option until the SIM_CHECK_TOP cheapest
+# (after re-pricing) are all simulated, at most SIM_CHECK_MAX per route (each simulates a few fleets).
+SIM_CHECK_TOP = 2
+SIM_CHECK_MAX = 8
 
-def make_plan(routes_df: pd.DataFrame, inputs: Inputs, assumptions: Assumptions | None = None) -> PlanResult:
+
+def make_plan(routes_df: pd.DataFrame, inputs: Inputs, assumptions: Assumptions | None = None,
+              simulate: bool = False) -> PlanResult:
     """Plan every route: size each allowed option, price it, pick the cheapest feasible one.
 
+    simulate: check the analytical replica count of the cheapest online options by
+    simulating continuous batching on the route's traffic (planner.simulate), and
+    correct it to the smallest fleet meeting every SLO for `slo_attainment` of
+    requests; False keeps the analytical sizing (the fast what-if loop).
     Raises InputError only for a malformed routes table.
     """
     assumptions = assumptions or Assumptions()
@@ -262,6 +278,8 @@ def make_plan(routes_df: pd.DataFrame, inputs: Inputs, assumptions: Assumptions 
     for row in routes.to_dict("records"):
         route = sizing.route_from_row(row)
         options = [_evaluate(route, row, curve, inputs, assumptions) for curve in _candidates(row, inputs)]
+        if simulate and route.traffic == "online":
+            _simulation_check(route, row, options, assumptions)
         option_rows.extend(options)
         plan_rows.append(_plan_row(route, row, options, inputs))
     options_df = pd.DataFrame(option_rows, columns=list(OPTION_COLUMNS))
@@ -307,8 +325,68 @@ def _evaluate(route: sizing.Route, row: dict, curve, inputs: Inputs, a: Assumpti
         reason = reason or costs.no_price_reason(key.gpu, a.provider, a.pricing_type)
     if price is not None and ops is not None and sized.feasible:
         option.update(_cost_columns(route, sized, key.tp, price, ops, a))
-    option.update(feasible=not reason, reason=reason)
+    option.update(feasible=not reason, reason=reason, _curve=curve, _sized=sized, _price=price, _ops=ops)
     return option
+
+
+def _simulation_check(route: sizing.Route, row: dict, options: list[dict[str, Any]], a: Assumptions) -> None:
+    """Re-size the cheapest feasible online options by simulation; re-price them in place."""
+    from planner import simulate as sim
+
+    if sim.Slo.from_row(row).empty:
+        return
+    replay = _replayed_traffic(row)
+    for _ in range(SIM_CHECK_MAX):
+        unchecked = [o for o in _by_cost(options)[:SIM_CHECK_TOP] if "sim_attainment" not in o]
+        if not unchecked:
+            return  # the cheapest options (after re-pricing) have all been simulated
+        _simulate_option(route, row, unchecked[0], a, replay)
+
+
+def _replayed_traffic(row: dict) -> dict[str, Any]:
+    """Arrivals and lengths of the route's request log (`log` column), or {} for synthetic traffic."""
+    if not isinstance(row.get("log"), str) or not row["log"]:
+        return {}
+    from planner import traffic
+
+    requests = traffic.read_log(row["log"], route=row["name"]).requests
+    return {"arrivals": requests["t_s"].to_numpy(float),
+            "lengths": (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())}
+
+
+def _by_cost(options: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted((o for o in options if o["feasible"]), key=lambda o: o["total_usd_per_month"])
+
+
+def _simulate_option(route: sizing.Route, row: dict, option: dict[str, Any], a: Assumptions,
+                     replay: dict[str, Any]) -> None:
+    """search_replicas from the analytical count; the option takes the simulated fleet and its cost."""
+    from dataclasses import replace
+
+    from planner import simulate as sim
+
+    search = sim.search_replicas(row, option["_curve"], option["replicas"], attainment_target=a.slo_attainment,
+                                 **replay)
+    option.update(analytical_replicas=option["replicas"], sim_attainment=search.attainment)
+    if not search.feasible:
+        option.update(feasible=False, reason=f"simulation: no fleet up to {max(r for r, _ in search.tried)} "
+                      f"replicas meets the SLOs for {a.slo_attainment:.0%} of requests "
+                      f"(best {search.attainment:.1%})")
+        return
+    option["sim_replicas"] = search.replicas
+    if not search.differs:
+        return
+    tp = option["tp"]
+    sized = replace(option["_sized"], replicas=search.replicas, gpus=search.replicas * tp)
+    option.update(replicas=sized.replicas, gpus=sized.gpus,
+                  utilisation=option["utilisation"] * option["analytical_replicas"] / sized.replicas,
+                  notes=_join(option["notes"], f"analytical sizing {option['analytical_replicas']} replicas, "
+                              f"simulation {search.replicas} ({search.source})"))
+    option.update(_cost_columns(route, sized, tp, option["_price"], option["_ops"], a))
+
+
+def _join(*parts: object) -> str:
+    return "; ".join(str(p) for p in parts if isinstance(p, str) and p)
 
 
 def _sizing_columns(route: sizing.Route, key, s: sizing.Sizing) -> dict[str, Any]:
@@ -369,7 +447,8 @@ def _plan_row(route: sizing.Route, row: dict, options: list[dict[str, Any]], inp
         return {**base, "status": "infeasible", "notes": _infeasible_reason(route, row, options, inputs)}
     best = feasible[0]
     runner = next((o for o in feasible[1:] if (o["engine"], o["gpu"]) != (best["engine"], best["gpu"])), None)
-    return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **_runner_up_columns(best, runner),
+    sim = {"sim_attainment": best.get("sim_attainment", math.nan), "sim_replicas": best.get("sim_replicas", math.nan)}
+    return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **_runner_up_columns(best, runner), **sim,
             "notes": best["notes"]}
 
 

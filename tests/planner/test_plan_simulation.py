@@ -1,0 +1,45 @@
+"""make_plan(simulate=True): online fleets are checked by simulating the route's traffic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.plan import Assumptions, load_inputs, load_routes, make_plan
+
+ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_inputs(), load_routes(ROUTES)
+
+
+def test_simulated_plan_meets_the_attainment_target_for_every_online_route(bundled):
+    inputs, routes = bundled
+    plan = make_plan(routes, inputs, Assumptions(), simulate=True).plan
+    online = plan[(plan.traffic == "online") & (plan.status == "ok")]
+    assert len(online) >= 2
+    assert (online.sim_attainment >= 0.99).all()
+    assert (online.replicas == online.sim_replicas).all()
+
+
+def test_trace_route_replays_its_log_and_states_both_sizings_when_they_differ(bundled):
+    inputs, routes = bundled
+    analytical = make_plan(routes, inputs, Assumptions(), simulate=False).options
+    simulated = make_plan(routes, inputs, Assumptions(), simulate=True).options
+    code = simulated[(simulated.route == "code-completion") & simulated.sim_replicas.notna()]
+    assert len(code) >= 1
+    differs = code[code.sim_replicas != code.analytical_replicas]
+    for _, option in differs.iterrows():
+        assert "replayed arrivals" in option.notes and f"simulation {int(option.sim_replicas)}" in option.notes
+    before = analytical[analytical.route == "code-completion"].set_index("option").loc[code.option, "replicas"].to_numpy()
+    assert (code.analytical_replicas.to_numpy() == before).all()
+
+
+def test_a_stricter_attainment_target_never_needs_fewer_gpus(bundled):
+    inputs, routes = bundled
+    loose = make_plan(routes, inputs, Assumptions(slo_attainment=0.9), simulate=True).plan
+    strict = make_plan(routes, inputs, Assumptions(slo_attainment=0.999), simulate=True).plan
+    assert strict.gpus.sum() >= loose.gpus.sum()
