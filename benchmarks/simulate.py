@@ -62,7 +62,7 @@ def main() -> int:
     for replicas in FLEETS:
         t = arrivals.poisson(RATE_PER_REPLICA * replicas, args.requests, seed=replicas)
         for router in simulate.ROUTERS:
-            seconds, result = best_of(args.repeats, lambda: simulate.simulate(curve, t, inp, out, replicas, router))
+            seconds, result = best_of(args.repeats, lambda t=t, r=replicas, k=router: simulate.simulate(curve, t, inp, out, r, k))
             busy = result.busy_s.sum() / (result.makespan_s * replicas)
             rates.append(args.requests / seconds)
             print(f"  {replicas:3d} replicas {router:12s}: {args.requests / seconds:10,.0f} simulated requests/s "

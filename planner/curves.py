@@ -404,7 +404,7 @@ class Curve:
 
     @property
     def theta(self) -> dict[str, float]:
-        return dict(zip(PARAM_NAMES, map(float, self.fit.theta)))
+        return dict(zip(PARAM_NAMES, map(float, self.fit.theta), strict=True))
 
     def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
                     prefill_context: float = 0.0) -> float:
@@ -470,7 +470,8 @@ class Curve:
     def _distance_outside(self, shape: tuple[float, float, float]) -> float:
         """Largest log-distance of the shape outside the covered range (0 inside)."""
         worst = 0.0
-        for value, (lo, hi) in zip(shape, (self.covered.input_len, self.covered.output_len, self.covered.load)):
+        for value, (lo, hi) in zip(shape, (self.covered.input_len, self.covered.output_len, self.covered.load),
+                                   strict=True):
             if value < lo:
                 worst = max(worst, math.log(lo / value))
             elif value > hi:
