@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from planner import costs, sizing
@@ -280,6 +281,8 @@ def make_plan(routes_df: pd.DataFrame, inputs: Inputs, assumptions: Assumptions 
         options = [_evaluate(route, row, curve, inputs, assumptions) for curve in _candidates(row, inputs)]
         if simulate and route.traffic == "online":
             _simulation_check(route, row, options, assumptions)
+        elif simulate and route.traffic == "batch":
+            _batch_simulation_check(route, row, options, assumptions)
         option_rows.extend(options)
         plan_rows.append(_plan_row(route, row, options, inputs))
     options_df = pd.DataFrame(option_rows, columns=list(OPTION_COLUMNS))
@@ -352,6 +355,39 @@ def _replayed_traffic(row: dict) -> dict[str, Any]:
     requests = traffic.read_log(row["log"], route=row["name"]).requests
     return {"arrivals": requests["t_s"].to_numpy(float),
             "lengths": (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())}
+
+
+def _batch_simulation_check(route: sizing.Route, row: dict, options: list[dict[str, Any]], a: Assumptions) -> None:
+    """Re-size the cheapest batch options by simulating the whole job (all requests at t = 0)."""
+    for _ in range(SIM_CHECK_MAX):
+        unchecked = [o for o in _by_cost(options)[:SIM_CHECK_TOP] if "sim_replicas" not in o]
+        if not unchecked:
+            return
+        _simulate_batch_option(route, row, unchecked[0], a)
+
+
+def _simulate_batch_option(route: sizing.Route, row: dict, option: dict[str, Any], a: Assumptions) -> None:
+    """cheapest_batch_fleet on lengths sampled from the route's quantiles; re-price with its makespan."""
+    from dataclasses import replace
+
+    from planner import simulate as sim
+
+    gen = np.random.default_rng(0)
+    lengths = (sim.length_sampler(row, "input_len").sample(route.num_requests, gen),
+               sim.length_sampler(row, "output_len").sample(route.num_requests, gen))
+    fleet = sim.cheapest_batch_fleet(option["_curve"], lengths, route.deadline_hours * SECONDS_PER_HOUR,
+                                     option["usd_per_gpu_hour"], option["tp"], spot=a.pricing_type == "spot")
+    option.update(analytical_replicas=option["replicas"], sim_replicas=fleet.replicas if fleet.feasible else math.nan)
+    if not fleet.feasible:
+        option.update(feasible=False, reason=f"simulation: {fleet.reason}")
+        return
+    hours = fleet.wall_s / SECONDS_PER_HOUR
+    sized = replace(option["_sized"], replicas=fleet.replicas, gpus=fleet.replicas * option["tp"], job_hours=hours)
+    option.update(replicas=sized.replicas, gpus=sized.gpus, job_hours=hours,
+                  notes=_join(option["notes"], f"simulated job: {fleet.replicas} replicas finish in {hours:.2f} h "
+                              f"(deadline {route.deadline_hours:g} h; analytical {option['analytical_replicas']} "
+                              "replicas)"))
+    option.update(_cost_columns(route, sized, option["tp"], option["_price"], option["_ops"], a))
 
 
 def _by_cost(options: list[dict[str, Any]]) -> list[dict[str, Any]]:

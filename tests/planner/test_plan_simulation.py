@@ -43,3 +43,13 @@ def test_a_stricter_attainment_target_never_needs_fewer_gpus(bundled):
     loose = make_plan(routes, inputs, Assumptions(slo_attainment=0.9), simulate=True).plan
     strict = make_plan(routes, inputs, Assumptions(slo_attainment=0.999), simulate=True).plan
     assert strict.gpus.sum() >= loose.gpus.sum()
+
+
+def test_batch_route_gets_a_simulated_deadline_feasible_fleet(bundled):
+    inputs, routes = bundled
+    plan = make_plan(routes, inputs, Assumptions(), simulate=True).plan
+    batch = plan[plan.traffic == "batch"].iloc[0]
+    assert batch.status == "ok" and batch.sim_replicas == batch.replicas
+    hours = float(batch.notes.split("finish in ")[1].split(" h")[0])
+    deadline = float(routes.set_index("name").loc[batch.route, "deadline_hours"])
+    assert 0 < hours <= deadline
