@@ -10,4 +10,5 @@ python3 -m venv .venv
 # and Debian's Chromium for the browser test of the app.
 [ -f .ci/setup_test_server.sh ] && bash .ci/setup_test_server.sh
 [ -f .ci/setup_browser.sh ] && bash .ci/setup_browser.sh
+.venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"
