@@ -307,7 +307,13 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
     routes = load_routes(args.routes)
     plan, _ = read_plan(args.plan)
-    given = replay_requests(args.log, routes, args.format, args.route) if args.log else None
+    if args.log:
+        given = replay_requests(args.log, routes, args.format, args.route)
+    else:  # each route's own request log (the routes file's `log` column), as `plan` replays it
+        given = {}
+        for name, log in zip(routes["name"], routes["log"], strict=True):
+            if log:
+                given.update(replay_requests(log, routes[routes["name"] == name], None, str(name)))
     sims = simulate_plan(routes, plan, load_inputs(args.profiles).curves, given, seed=args.seed, router=args.router)
     if args.json:
         print(json.dumps([s.record() for s in sims], allow_nan=False, default=str))

@@ -53,3 +53,18 @@ def test_batch_route_gets_a_simulated_deadline_feasible_fleet(bundled):
     hours = float(batch.notes.split("finish in ")[1].split(" h")[0])
     deadline = float(routes.set_index("name").loc[batch.route, "deadline_hours"])
     assert 0 < hours <= deadline
+
+
+def test_simulate_cli_replays_the_routes_own_log_like_plan_does(tmp_path):
+    import subprocess
+    import sys
+
+    plan = tmp_path / "plan.csv"
+    root = ROUTES.parents[1]
+    run = lambda *a: subprocess.run([sys.executable, "-m", "planner", *a], cwd=root, capture_output=True,  # noqa: E731
+                                    text=True, timeout=300)
+    assert run("plan", "--routes", str(ROUTES), "--out", str(plan)).returncode == 0
+    out = run("simulate", "--routes", str(ROUTES), "--plan", str(plan))
+    assert out.returncode == 0, out.stderr
+    code = out.stdout.split("code-completion", 1)[1].split("\n", 2)
+    assert "replayed 8819 requests" in code[0] and "attainment 99" in code[1]
