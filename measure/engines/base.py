@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,3 +107,24 @@ def random_token_prompts(num: int, length: int, vocab_size: int, seed: int) -> l
     ids = rng.integers(0, vocab_size, size=(num, length), dtype=np.int64)
     ids[:, 0] = np.arange(num) % vocab_size
     return ids.tolist()
+
+
+def token_id_prompts(num: int, length: int, vocab_size: int, seed: int) -> list[dict]:
+    """random_token_prompts as the `{"prompt_token_ids": [...]}` inputs vLLM and TensorRT-LLM take."""
+    return [{"prompt_token_ids": ids} for ids in random_token_prompts(num, length, vocab_size, seed)]
+
+
+def timed_generate(llm, prompts: list, params) -> tuple[list, float]:
+    """One `llm.generate` call over the whole batch, timed alone: (outputs, seconds).
+
+    Prompts and sampling parameters are built by the caller before the clock
+    starts, so the timed region is the engine's work, as in `vllm bench throughput`.
+    """
+    start = time.perf_counter()
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    return outputs, time.perf_counter() - start
+
+
+def positive_int(value: object) -> int | None:
+    """value if it is a positive int (not a bool), else None: for defensive reads of engine configs."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

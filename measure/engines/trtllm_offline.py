@@ -18,7 +18,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled, random_token_prompts
+from measure.engines.base import (
+    EngineConfig,
+    EngineError,
+    EngineInfo,
+    EngineNotInstalled,
+    positive_int,
+    timed_generate,
+    token_id_prompts,
+)
 from measure.points import Point
 from measure.specs import load_model_config
 from measure.stats import Measurement
@@ -108,23 +116,20 @@ def llm_kwargs(config: EngineConfig) -> dict:
     return kwargs
 
 
-def _positive_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
 
 def engine_caps(llm) -> dict[str, int | None]:
     """max_batch_size / max_num_tokens from `llm.args` (the resolved LlmArgs); KV tokens where exposed; else None."""
     args = getattr(llm, "args", None)
     kv_cfg = getattr(args, "kv_cache_config", None)
-    return {"kv_cache_tokens": _positive_int(getattr(llm, "kv_cache_tokens", None)),
-            "max_num_seqs": _positive_int(getattr(args, "max_batch_size", None)),
-            "max_num_batched_tokens": _positive_int(getattr(args, "max_num_tokens", None)),
-            "kv_cache_max_tokens_setting": _positive_int(getattr(kv_cfg, "max_tokens", None))}
+    return {"kv_cache_tokens": positive_int(getattr(llm, "kv_cache_tokens", None)),
+            "max_num_seqs": positive_int(getattr(args, "max_batch_size", None)),
+            "max_num_batched_tokens": positive_int(getattr(args, "max_num_tokens", None)),
+            "kv_cache_max_tokens_setting": positive_int(getattr(kv_cfg, "max_tokens", None))}
 
 
 def vocab_size(config: EngineConfig) -> int:
     """Vocabulary size from the checkpoint's config.json."""
-    value = _positive_int((load_model_config(config.model_path) or {}).get("vocab_size")) \
+    value = positive_int((load_model_config(config.model_path) or {}).get("vocab_size")) \
         if Path(config.model_path).is_dir() else None
     if value is None:
         raise EngineError(f"cannot tell the vocabulary size of {config.model_path}: the TensorRT-LLM adapter reads "
@@ -192,20 +197,15 @@ class TrtllmOfflineEngine:
                                           detokenize=False, **extra)
 
     def _warm_up(self) -> None:
-        prompts = [{"prompt_token_ids": ids} for ids in
-                   random_token_prompts(WARMUP_REQUESTS, WARMUP_PROMPT_LEN, self._vocab, self.config.seed + 999)]
+        prompts = token_id_prompts(WARMUP_REQUESTS, WARMUP_PROMPT_LEN, self._vocab, self.config.seed + 999)
         self.llm.generate(prompts, self._sampling(WARMUP_OUTPUT_LEN), use_tqdm=False)
 
     def run_point(self, point: Point, seed: int) -> Measurement:
         """Submit the batch in one generate() call; time only that call."""
         if point.mode != "offline":
             raise EngineError(f"trtllm in process runs offline points only, not {point.mode}")
-        prompts = [{"prompt_token_ids": ids} for ids in
-                   random_token_prompts(point.requests, point.input_len, self._vocab, seed)]
-        params = self._sampling(point.output_len)
-        start = time.perf_counter()
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        duration = time.perf_counter() - start
+        prompts = token_id_prompts(point.requests, point.input_len, self._vocab, seed)
+        outputs, duration = timed_generate(self.llm, prompts, self._sampling(point.output_len))
         return measurement_from_outputs(outputs, [point.input_len] * len(prompts), duration)
 
     def needs_restart(self, error: BaseException) -> bool:

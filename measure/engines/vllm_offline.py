@@ -14,7 +14,15 @@ import logging
 import time
 from collections.abc import Sequence
 
-from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled, random_token_prompts
+from measure.engines.base import (
+    EngineConfig,
+    EngineError,
+    EngineInfo,
+    EngineNotInstalled,
+    positive_int,
+    timed_generate,
+    token_id_prompts,
+)
 from measure.points import Point
 from measure.specs import load_model_config
 from measure.stats import Measurement, tpot_ms
@@ -70,22 +78,19 @@ def _vllm_config(llm) -> object | None:
     return cfg
 
 
-def _positive_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
 
 def engine_caps(llm) -> dict[str, int | None]:
     """KV-cache tokens (num_gpu_blocks x block_size), max_num_seqs, max_num_batched_tokens; None if not found."""
     cfg = _vllm_config(llm)
     cache = getattr(cfg, "cache_config", None)
     sched = getattr(cfg, "scheduler_config", None)
-    blocks, block_size = _positive_int(getattr(cache, "num_gpu_blocks", None)), \
-        _positive_int(getattr(cache, "block_size", None))
-    kv = _positive_int(getattr(cache, "kv_cache_size_tokens", None))
+    blocks, block_size = positive_int(getattr(cache, "num_gpu_blocks", None)), \
+        positive_int(getattr(cache, "block_size", None))
+    kv = positive_int(getattr(cache, "kv_cache_size_tokens", None))
     if kv is None and blocks and block_size:
         kv = blocks * block_size
-    return {"kv_cache_tokens": kv, "max_num_seqs": _positive_int(getattr(sched, "max_num_seqs", None)),
-            "max_num_batched_tokens": _positive_int(getattr(sched, "max_num_batched_tokens", None))}
+    return {"kv_cache_tokens": kv, "max_num_seqs": positive_int(getattr(sched, "max_num_seqs", None)),
+            "max_num_batched_tokens": positive_int(getattr(sched, "max_num_batched_tokens", None))}
 
 
 def vocab_size(llm, config: EngineConfig) -> int:
@@ -93,13 +98,13 @@ def vocab_size(llm, config: EngineConfig) -> int:
     getter = getattr(model_config, "get_vocab_size", None)
     if callable(getter):
         try:
-            value = _positive_int(getter())
+            value = positive_int(getter())
             if value:
                 return value
         except Exception:  # noqa: BLE001
             pass
     hf = load_model_config(config.model_path) or {}
-    if _positive_int(hf.get("vocab_size")):
+    if positive_int(hf.get("vocab_size")):
         return hf["vocab_size"]
     raise EngineError("cannot tell the model's vocabulary size (no config.json vocab_size, engine did not say)")
 
@@ -179,20 +184,15 @@ class VllmOfflineEngine:
                                         detokenize=False)
 
     def _warm_up(self) -> None:
-        prompts = [{"prompt_token_ids": ids} for ids in
-                   random_token_prompts(WARMUP_REQUESTS, WARMUP_PROMPT_LEN, self._vocab, self.config.seed + 999)]
+        prompts = token_id_prompts(WARMUP_REQUESTS, WARMUP_PROMPT_LEN, self._vocab, self.config.seed + 999)
         self.llm.generate(prompts, self._sampling(WARMUP_OUTPUT_LEN), use_tqdm=False)
 
     def run_point(self, point: Point, seed: int) -> Measurement:
         """Submit the batch in one generate() call; time only that call."""
         if point.mode != "offline":
             raise EngineError(f"vllm in process runs offline points only, not {point.mode}")
-        prompts = [{"prompt_token_ids": ids} for ids in
-                   random_token_prompts(point.requests, point.input_len, self._vocab, seed)]
-        params = self._sampling(point.output_len)
-        start = time.perf_counter()
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        duration = time.perf_counter() - start
+        prompts = token_id_prompts(point.requests, point.input_len, self._vocab, seed)
+        outputs, duration = timed_generate(self.llm, prompts, self._sampling(point.output_len))
         return measurement_from_outputs(outputs, duration)
 
     def needs_restart(self, error: BaseException) -> bool:
