@@ -29,7 +29,9 @@ MAX_MODEL_LEN_ROUND = 1024
 # Identity fields that must match when --resume appends to an existing profile folder.
 # Tables are wide; keep them readable in logs that are not a terminal.
 CONSOLE_WIDTH = 160
-IDENTITY_FIELDS = ("gpu", "engine", "model", "precision", "tp", "engine_args", "model_path", "server")
+IDENTITY_FIELDS = ("gpu", "engine", "model", "precision", "tp", "engine_args", "model_path", "server", "config")
+# What an identity field meant in env.json files written before the field existed.
+IDENTITY_DEFAULTS = {"config": "default"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +58,8 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
     p.add_argument("--shapes", default="default", help=f"preset ({', '.join(list_presets())}) or a shapes CSV")
     p.add_argument("--out", help="profile folder (default profiles/measured/<gpu>/<engine>-<model>-<precision>-tp<N>)")
-    p.add_argument("--tag", default="", type=slug, help="suffix for the default folder name, e.g. tuned")
+    p.add_argument("--tag", default="", type=slug, help="name of non-default engine settings, e.g. tuned: the "
+                   "profile's config column (default: default) and a suffix of the default folder name")
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="engine argument passed through (JSON value), repeatable: kv_cache_dtype=fp8")
     p.add_argument("--resume", action="store_true", help="continue an existing profile folder")
@@ -120,7 +123,7 @@ def resolve(args: argparse.Namespace) -> ProfileRequest:
                                                           args.tp, args.tag)
     identity = {"gpu": args.gpu, "engine": args.engine_name or args.engine, "model": args.model, "precision": args.precision,
                 "tp": args.tp, "engine_args": engine_args, "model_path": model_path, "server": config.server,
-                "shapes": args.shapes}
+                "shapes": args.shapes, "config": args.tag or "default"}
     return ProfileRequest(config=config, points=points, out=out, identity=identity)
 
 
@@ -141,6 +144,7 @@ def check_folder(profile: ProfileDir, req: ProfileRequest, args: argparse.Namesp
                          "or --out/--tag for a new one")
     old = profile.identity()
     if old and args.resume:
+        old = {**IDENTITY_DEFAULTS, **old}
         diff = [f for f in IDENTITY_FIELDS if old.get(f) != req.identity.get(f)]
         if diff:
             raise InputError(f"{profile.env_path}: --resume with different {', '.join(diff)} "
@@ -237,7 +241,7 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
     if cfg.engine_args:
         notes += ("; " if notes else "") + "engine args " + json.dumps(cfg.engine_args, sort_keys=True)
     identity = Identity(gpu=args.gpu, engine=req.identity["engine"], model=args.model, precision=args.precision, tp=args.tp,
-                        source=command_line(argv), notes=notes)
+                        source=command_line(argv), notes=notes, config=args.tag or "default")
 
     def on_start(info) -> None:
         record = environment_record(req.identity["engine"], info.version, cfg.engine_args, argv, args.record_hostname, {

@@ -81,6 +81,7 @@ class ProfileDir:
         text = {name: _cell(row.get(name)) for name in PROFILE.names}
         validate_frame(pd.DataFrame([text]), PROFILE, f"{self.csv_path} (row being written)")
         self.path.mkdir(parents=True, exist_ok=True)
+        self.upgrade_header()
         new = not self.csv_path.is_file() or self.csv_path.stat().st_size == 0
         with open(self.csv_path, "a", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=PROFILE.names)
@@ -89,6 +90,32 @@ class ProfileDir:
             writer.writerow(text)
             handle.flush()
             os.fsync(handle.fileno())
+
+    def upgrade_header(self) -> None:
+        """Rewrite a profile.csv written with an older column set in today's PROFILE columns (atomically).
+
+        A column added since is filled with its schema default, so `--resume` never appends rows whose
+        cells do not line up with the file's header.
+        """
+        if not self.csv_path.is_file() or self.csv_path.stat().st_size == 0:
+            return
+        with open(self.csv_path, newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), [])
+        if header == list(PROFILE.names):
+            return
+        unknown = [name for name in header if name not in PROFILE.names]
+        if unknown:
+            raise InputError(f"{self.csv_path}: unknown column(s) {', '.join(unknown)}; not appending to it")
+        defaults = {c.name: "" if c.default is None else _cell(c.default) for c in PROFILE.columns}
+        tmp = self.csv_path.with_suffix(".csv.tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as out:
+            writer = csv.DictWriter(out, fieldnames=PROFILE.names)
+            writer.writeheader()
+            for row in self.rows():
+                writer.writerow({name: row.get(name, defaults[name]) for name in PROFILE.names})
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.csv_path)
 
     def env_runs(self) -> list[dict]:
         if not self.env_path.is_file():

@@ -44,6 +44,7 @@ class Identity:
     tp: int
     source: str
     notes: str = ""
+    config: str = "default"
 
 
 @dataclass
@@ -98,6 +99,7 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
     """One PROFILE row for a point (ok, or failed with `error`)."""
     row: dict = {"gpu": identity.gpu, "engine": identity.engine, "engine_version": engine_version,
                  "model": identity.model, "precision": identity.precision, "tp": identity.tp, "pp": 1,
+                 "config": identity.config,
                  "mode": point.mode, "input_len": point.input_len, "output_len": point.output_len,
                  "batch_size": point.batch_size if point.mode == "offline" else None,
                  "concurrency": point.concurrency if point.mode == "concurrency" else None,

@@ -86,6 +86,8 @@ PROFILE = Schema(
         Column("precision", "slug", True, "weight precision: bf16, fp16, fp8, fp4, ..."),
         Column("tp", "int", True, "tensor-parallel GPUs per replica", minimum=1),
         Column("pp", "int", False, "pipeline-parallel stages per replica", minimum=1, default=1),
+        Column("config", "slug", False, "engine settings label: default (the engine's defaults), or a name "
+               "such as tuned whose settings the profile's env.json records", default="default"),
         Column("mode", "enum", True, "offline = N requests submitted at once; concurrency = N in flight; "
                "rate = arrivals per second", choices=("offline", "concurrency", "rate")),
         Column("input_len", "int", True, "prompt tokens per request", minimum=1),

@@ -139,3 +139,31 @@ def test_not_installed_is_exit_2(shapes, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
     assert main(args(shapes, tmp_path / "p")) == EXIT_USAGE
     assert "vLLM is not installed" in capsys.readouterr().err
+
+
+def test_tag_is_the_config_column_and_part_of_the_identity(fake_vllm, shapes, tmp_path, capsys):
+    out = tmp_path / "prof"
+    assert main(args(shapes, out, "--tag", "tuned")) == EXIT_OK
+    assert {r["config"] for r in rows(out)} == {"tuned"}
+    assert json.loads((out / "env.json").read_text())["profile"]["config"] == "tuned"
+    assert main(args(shapes, out, "--resume")) == EXIT_USAGE
+    assert "different config" in capsys.readouterr().err
+
+
+def test_resume_upgrades_an_older_header(fake_vllm, shapes, tmp_path):
+    """A profile written before the config column existed: resume rewrites it with the column, nothing lost."""
+    out = tmp_path / "prof"
+    assert main(args(shapes, out)) == EXIT_OK
+    old = rows(out)[:2]
+    legacy = [name for name in old[0] if name != "config"]
+    with open(out / "profile.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=legacy, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(old)
+    env = json.loads((out / "env.json").read_text())
+    del env["profile"]["config"]
+    (out / "env.json").write_text(json.dumps(env))
+    assert main(args(shapes, out, "--resume")) == EXIT_OK
+    table = load_table(out / "profile.csv", PROFILE)
+    assert len(table) == 3 and set(table["config"]) == {"default"}
+    assert list(table["input_len"]) == [16, 40, 48] and table["output_tok_per_s"].notna().all()
