@@ -1,50 +1,74 @@
 #!/usr/bin/env bash
 # Runs on the lent H200 (device tool), from the repo root, after vLLM was staged into /tmp/site
-# (../shared/gpu recipe). One call = one pass over the job queue until the call's deadline;
-# every job resumes where the last call stopped (profiles live in /tmp/prof while the machine
-# is warm, and a tarball of them comes back in $OUT after every call).
+# (../shared/gpu recipe). One call = one pass over the job queue below until the call's deadline;
+# a job finished in an earlier call of the same warm machine is skipped, a profile left part-way is
+# resumed (profiles live in /tmp/prof while the machine is warm; a tarball of /tmp/prof and
+# /tmp/bench comes back in $OUT after every call, with this call's log).
 #   bash scripts/gpu/campaign.sh [SECONDS_FOR_THIS_CALL]
+# The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
+# from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
+# data paths (profiles/, .tok/) are relative to the current directory, the repo root.
+# The job list is this session's (session 2); session 1's is in git history and profiles/measured/h200/RUNS.md.
 set -uo pipefail
-export PYTHONPATH=/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+code=$(cd "$(dirname "$0")/../.." && pwd)
+export PYTHONPATH=/tmp/site:$code VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
        VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 budget=${1:-560}; start=$(date +%s); mkdir -p /tmp/prof /tmp/bench "$OUT"
 left() { echo $(( budget - ($(date +%s) - start) )); }
 log="$OUT/campaign.log"
+call=$(ls /tmp/bench/smi-call*.csv 2>/dev/null | wc -l); call=$((call + 1))
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv >> "$log" 2>&1
+# GPU clocks, power and temperature once a second, for every job of this call (throttling shows here).
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,clocks_event_reasons.active \
+  --format=csv -lms 1000 > "/tmp/bench/smi-call$call.csv" 2>&1 &
+smi=$!
 
-profile() {  # NAME SHAPES PRECISION [engine args...]
-  local name=$1 shapes=$2 precision=$3; shift 3
+profile() {  # NAME MODEL PRECISION SHAPES [more `measure profile` args...]
+  local name=$1 model=$2 precision=$3 shapes=$4; shift 4
   [ -f "/tmp/prof/$name.done" ] && return 0
-  [ "$(left)" -lt 90 ] && return 0
-  local args=(); for a in "$@"; do args+=(--engine-arg "$a"); done
+  [ "$(left)" -lt 120 ] && { echo "== $name: not started, $(left) s left" >> "$log"; return 0; }
   local resume=(); [ -f "/tmp/prof/$name/profile.csv" ] && resume=(--resume)
-  python3 -m measure profile --gpu h200 --engine vllm --model "${name%%__*}" --precision "$precision" \
-    --shapes "$shapes" --out "/tmp/prof/$name" --max-time $(( $(left) - 25 )) "${resume[@]}" "${args[@]}" \
-    >> "$log" 2>&1
-  local rc=$?; echo "== $name rc=$rc at $(date -u +%T)" >> "$log"
+  python3 -m measure profile --gpu h200 --engine vllm --model "$model" --model-path "$PWD/profiles/models/$model" \
+    --precision "$precision" --shapes "$shapes" --out "/tmp/prof/$name" --max-time $(( $(left) - 25 )) "${resume[@]}" "$@" >> "$log" 2>&1
+  local rc=$?; echo "== $name rc=$rc at $(date -u +%T), $(left) s left" >> "$log"
   [ $rc = 0 ] && touch "/tmp/prof/$name.done"
 }
 
-bench() {  # NAME INPUT OUTPUT N: vLLM's own `vllm bench throughput`, same engine settings as the bf16 profile
+bench() {  # NAME INPUT OUTPUT N: `vllm bench throughput`, fresh engine, the bf16 profile's engine settings
   local name=$1; [ -f "/tmp/bench/$name.txt" ] && return 0; [ "$(left)" -lt 150 ] && return 0
   timeout $(( $(left) - 20 )) python3 -m vllm.entrypoints.cli.main bench throughput --model .tok/llama-3.1-8b \
-    --load-format dummy --dtype bfloat16 --max-model-len 9216 --dataset-name random --random-input-len "$2" --random-range-ratio 0 \
-    --random-output-len "$3" --num-prompts "$4" --seed 0 > "/tmp/bench/$name.log" 2>&1
+    --load-format dummy --dtype bfloat16 --max-model-len 9216 --dataset-name random --random-input-len "$2" \
+    --random-output-len "$3" --random-range-ratio 0 --num-prompts "$4" --seed 0 > "/tmp/bench/$name.log" 2>&1
   local rc=$?
-  if grep -q "unrecognized arguments" "/tmp/bench/$name.log"; then  # older/newer flag names
-    timeout $(( $(left) - 20 )) python3 -m vllm.entrypoints.cli.main bench throughput --model .tok/llama-3.1-8b \
-      --load-format dummy --dtype bfloat16 --max-model-len 9216 --dataset-name random --random-input-len "$2" \
-      --random-output-len "$3" --num-prompts "$4" --seed 0 > "/tmp/bench/$name.log" 2>&1; rc=$?
-  fi
   grep -E "^Throughput" "/tmp/bench/$name.log" > "/tmp/bench/$name.txt" || rm -f "/tmp/bench/$name.txt"
-  echo "== bench $name rc=$rc: $(cat /tmp/bench/$name.txt 2>/dev/null)" >> "$log"; tail -5 "/tmp/bench/$name.log" >> "$log"
+  echo "== bench $name rc=$rc: $(cat "/tmp/bench/$name.txt" 2>/dev/null)" >> "$log"
 }
 
-profile llama-3.1-8b__bf16 scripts/gpu/shapes-default-plus-bench.csv bf16
-rm -f /tmp/bench/i128-o128-n2000.txt.first; [ -f /tmp/bench/v1 ] || { mv /tmp/bench/i128-o128-n2000.txt /tmp/bench/first-run-wrong-flags.txt 2>/dev/null; touch /tmp/bench/v1; }
+check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours and vLLM's bench path in turns, one engine)
+  local name=$1 need=$2 repeats=$3; shift 3
+  [ -f "/tmp/bench/$name.done" ] && return 0; [ "$(left)" -lt "$need" ] && return 0
+  local shapes=(); for s in "$@"; do shapes+=(--shape "$s"); done
+  timeout $(( $(left) - 20 )) python3 "$code/scripts/gpu/harness_check.py" --model-dir .tok/llama-3.1-8b "${shapes[@]}" \
+    --repeats "$repeats" --out "/tmp/bench/$name.jsonl" > "/tmp/bench/$name.log" 2>&1
+  local rc=$?; echo "== check $name rc=$rc, $(left) s left" >> "$log"; grep '^{' "/tmp/bench/$name.log" >> "$log"
+  [ $rc = 0 ] && touch "/tmp/bench/$name.done"
+}
+
+[ -f .tok/llama-3.1-8b/tokenizer.json ] || python3 -m measure tokenizer --model-dir profiles/models/llama-3.1-8b \
+  --out .tok/llama-3.1-8b >> "$log" 2>&1
+# The FP8 profile of session 1 (default settings) stopped with two published pairs left: resume it.
+[ -d /tmp/prof/llama-3.1-8b__fp8 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-fp8-tp1 /tmp/prof/llama-3.1-8b__fp8
+
+check harness-i128-o128-n2000 240 3 128x128x2000
 bench i128-o128-n2000 128 128 2000
-bench i1024-o1024-n512 1024 1024 512
-profile llama-3.1-8b__fp8 scripts/gpu/shapes-default-plus-published.csv fp8
-profile qwen2.5-7b__bf16 default bf16
+profile llama-3.1-8b__fp8 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
+# FP8 with settings matched to NVIDIA's TensorRT-LLM perf-overview runs as far as vLLM allows.
+profile llama-3.1-8b__fp8-tuned llama-3.1-8b fp8 tensorrt-llm-published --tag tuned \
+  --engine-arg kv_cache_dtype=fp8 --engine-arg gpu_memory_utilization=0.95 --engine-arg max_num_seqs=2048 \
+  --engine-arg max_num_batched_tokens=32768 --engine-arg 'compilation_config={"max_cudagraph_capture_size":1024}'
+profile qwen2.5-7b__bf16 qwen2.5-7b bf16 default
+check harness-i1024-o1024-n512 200 1 1024x1024x512
+
+kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
-echo "call used $(( $(date +%s) - start )) s" >> "$log"; tail -30 "$log"
+echo "call used $(( $(date +%s) - start )) s" >> "$log"; tail -40 "$log"
