@@ -28,7 +28,7 @@ profile() {  # NAME MODEL PRECISION SHAPES [more `measure profile` args...]
   [ -f "/tmp/prof/$name.done" ] && return 0
   [ "$(left)" -lt 120 ] && { echo "== $name: not started, $(left) s left" >> "$log"; return 0; }
   local resume=(); [ -f "/tmp/prof/$name/profile.csv" ] && resume=(--resume)
-  python3 -m measure profile --gpu h200 --engine vllm --model "$model" --model-path "$PWD/profiles/models/$model" \
+  python3 -P -m measure profile --gpu h200 --engine vllm --model "$model" --model-path "$PWD/profiles/models/$model" \
     --precision "$precision" --shapes "$shapes" --out "/tmp/prof/$name" --max-time $(( $(left) - 25 )) "${resume[@]}" "$@" >> "$log" 2>&1
   local rc=$?; echo "== $name rc=$rc at $(date -u +%T), $(left) s left" >> "$log"
   [ $rc = 0 ] && touch "/tmp/prof/$name.done"
@@ -54,7 +54,7 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
   [ $rc = 0 ] && touch "/tmp/bench/$name.done"
 }
 
-[ -f .tok/llama-3.1-8b/tokenizer.json ] || python3 -m measure tokenizer --model-dir profiles/models/llama-3.1-8b \
+[ -f .tok/llama-3.1-8b/tokenizer.json ] || python3 -P -m measure tokenizer --model-dir profiles/models/llama-3.1-8b \
   --out .tok/llama-3.1-8b >> "$log" 2>&1
 # The FP8 profile of session 1 (default settings) stopped with two published pairs left: resume it.
 [ -d /tmp/prof/llama-3.1-8b__fp8 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-fp8-tp1 /tmp/prof/llama-3.1-8b__fp8
