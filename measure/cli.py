@@ -17,7 +17,7 @@ from measure.estimate import ENGINE_START_S, Estimator, make_estimator
 from measure.points import Point, list_presets, load_shapes
 from measure.profile_dir import ProfileDir, default_out_dir, pending_points
 from measure.specs import MODELS_DIR, gpu_spec, model_facts
-from measure.sweep import Budget, Identity, Outcome, Sweep, resume_command, stderr
+from measure.sweep import Budget, Calibration, Identity, Outcome, Sweep, resume_command, stderr
 from planner.schema import InputError, slug
 
 log = logging.getLogger("measure")
@@ -87,6 +87,10 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
                       "vllm when --engine openai drives a vLLM server")
     http.add_argument("--engine-version", help="version to record when the server does not report one")
     http.add_argument("--port", type=int, default=8000, help="--server: port for the launched server")
+    http.add_argument("--server-cmd", default="", help="launch this command line instead of vllm/trtllm-serve "
+                      "(implies --server; {port} and {model} are filled in), e.g. for SGLang or a custom build")
+    http.add_argument("--server-start-timeout", type=float, default=600.0,
+                      help="--server: seconds to wait for the launched server to answer /health")
 
 
 @dataclass(frozen=True)
@@ -107,20 +111,20 @@ def resolve(args: argparse.Namespace) -> ProfileRequest:
     engine_args = parse_engine_args(args.engine_arg)
     model_path = args.model_path or _default_model_path(args)
     max_len = max(p.input_len + p.output_len for p in points)
+    out = Path(args.out) if args.out else default_out_dir(args.gpu, args.engine_name or args.engine, args.model, args.precision,
+                                                          args.tp, args.tag)
     config = EngineConfig(
         engine=args.engine, model=args.model, model_path=model_path, precision=args.precision, tp=args.tp,
-        engine_args=engine_args, server=args.server or args.engine == "openai", seed=args.seed,
+        engine_args=engine_args, server=args.server or bool(args.server_cmd) or args.engine == "openai", seed=args.seed,
         max_model_len=None if "max_model_len" in engine_args else
         int(math.ceil(max_len / MAX_MODEL_LEN_ROUND) * MAX_MODEL_LEN_ROUND),
         base_url=args.base_url.rstrip("/"), served_model=args.served_model, endpoint=args.endpoint,
         api_key=args.api_key or os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
         prompt_format=args.prompt_format, request_timeout_s=args.request_timeout,
-        point_timeout_s=args.point_timeout, server_port=args.port,
-        engine_version=args.engine_version)
-    if args.engine == "openai" and not config.base_url:
-        raise InputError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000)")
-    out = Path(args.out) if args.out else default_out_dir(args.gpu, args.engine_name or args.engine, args.model, args.precision,
-                                                          args.tp, args.tag)
+        point_timeout_s=args.point_timeout, server_port=args.port, server_start_timeout_s=args.server_start_timeout,
+        server_cmd=args.server_cmd, server_log=str(out / "server.log"), engine_version=args.engine_version)
+    if args.engine == "openai" and not config.base_url and not config.server_cmd:
+        raise InputError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000) or --server-cmd")
     identity = {"gpu": args.gpu, "engine": args.engine_name or args.engine, "model": args.model, "precision": args.precision,
                 "tp": args.tp, "engine_args": engine_args, "model_path": model_path, "server": config.server,
                 "shapes": args.shapes, "config": args.tag or "default"}
@@ -258,6 +262,7 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
         sweep = Sweep(engine=engine, identity=identity, points=pending, write_row=profile.append,
                       estimate_s=est.point_s, engine_start_estimate_s=ENGINE_START_S,
                       budget=Budget(args.max_time), seed=args.seed,
+                      calibration=Calibration.from_rows(profile.rows(), est.point_s),
                       roofline=roofline_for(req.identity["gpu"], cfg, est), on_engine_start=on_start, progress=bar)
         try:
             outcome = sweep.run()

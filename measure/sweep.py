@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from measure.engines.base import EngineInfo
 from measure.points import Point
 from measure.stats import Measurement, metric_columns
+from planner.schema import InputError
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,23 @@ class Calibration:
     def add(self, measured_s: float, estimated_s: float) -> None:
         if estimated_s > 0 and measured_s > 0:
             self.ratios.append(measured_s / estimated_s)
+
+    @classmethod
+    def from_rows(cls, rows: list[dict], estimate_s: Callable[[Point], float]) -> Calibration:
+        """Seeded with the ok rows a profile folder already holds (their timed duration over the estimate),
+        so a resumed sweep plans with what this engine and GPU really took, not only with the prior."""
+        from measure.points import point_from_mapping  # noqa: PLC0415
+
+        calibration = cls()
+        for row in rows:
+            try:
+                duration = float(row.get("duration_s") or "nan")
+                point = point_from_mapping(row, "profile row")
+            except (ValueError, InputError):
+                continue
+            if row.get("status", "ok") in ("ok", "") and math.isfinite(duration):
+                calibration.add(duration, estimate_s(point))
+        return calibration
 
     def scale(self, estimate_s: float) -> float:
         if not self.ratios:

@@ -23,10 +23,10 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
   --format=csv -lms 1000 > "/tmp/bench/smi-call$call.csv" 2>&1 &
 smi=$!
 
-profile() {  # NAME MODEL PRECISION SHAPES [more `measure profile` args...]
-  local name=$1 model=$2 precision=$3 shapes=$4; shift 4
+profile() {  # NAME NEED_S MODEL PRECISION SHAPES [more `measure profile` args...]; starts only with NEED_S left
+  local name=$1 need=$2 model=$3 precision=$4 shapes=$5; shift 5
   [ -f "/tmp/prof/$name.done" ] && return 0
-  [ "$(left)" -lt 120 ] && { echo "== $name: not started, $(left) s left" >> "$log"; return 0; }
+  [ "$(left)" -lt "$need" ] && { echo "== $name: not started, $(left) s left" >> "$log"; return 0; }
   local resume=(); [ -f "/tmp/prof/$name/profile.csv" ] && resume=(--resume)
   python3 -P -m measure profile --gpu h200 --engine vllm --model "$model" --model-path "$PWD/profiles/models/$model" \
     --precision "$precision" --shapes "$shapes" --out "/tmp/prof/$name" --max-time $(( $(left) - 25 )) "${resume[@]}" "$@" >> "$log" 2>&1
@@ -61,12 +61,12 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
 
 check harness-i128-o128-n2000 240 3 128x128x2000
 bench i128-o128-n2000 128 128 2000
-profile llama-3.1-8b__fp8 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
+profile llama-3.1-8b__fp8 200 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
 # FP8 with settings matched to NVIDIA's TensorRT-LLM perf-overview runs as far as vLLM allows.
-profile llama-3.1-8b__fp8-tuned llama-3.1-8b fp8 tensorrt-llm-published --tag tuned \
+profile llama-3.1-8b__fp8-tuned 400 llama-3.1-8b fp8 tensorrt-llm-published --tag tuned \
   --engine-arg kv_cache_dtype=fp8 --engine-arg gpu_memory_utilization=0.95 --engine-arg max_num_seqs=2048 \
   --engine-arg max_num_batched_tokens=32768 --engine-arg 'compilation_config={"max_cudagraph_capture_size":1024}'
-profile qwen2.5-7b__bf16 qwen2.5-7b bf16 default
+profile qwen2.5-7b__bf16 300 qwen2.5-7b bf16 default
 check harness-i1024-o1024-n512 200 1 1024x1024x512
 
 kill $smi 2>/dev/null

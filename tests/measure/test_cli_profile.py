@@ -167,3 +167,16 @@ def test_resume_upgrades_an_older_header(fake_vllm, shapes, tmp_path):
     table = load_table(out / "profile.csv", PROFILE)
     assert len(table) == 3 and set(table["config"]) == {"default"}
     assert list(table["input_len"]) == [16, 40, 48] and table["output_tok_per_s"].notna().all()
+
+
+def test_resume_plans_with_the_durations_already_measured():
+    from measure.sweep import Calibration
+    rows = [{"mode": "offline", "input_len": "16", "output_len": "8", "batch_size": "2", "duration_s": "2.0",
+             "status": "ok"},
+            {"mode": "offline", "input_len": "40", "output_len": "8", "batch_size": "4", "duration_s": "",
+             "status": "failed"},
+            {"mode": "offline", "input_len": "48", "output_len": "4", "batch_size": "2", "duration_s": "3.0",
+             "status": "ok"}]
+    calibration = Calibration.from_rows(rows, lambda p: 10.0)
+    assert calibration.ratios == [0.2, 0.3]
+    assert calibration.scale(10.0) == 2.5 and Calibration().scale(10.0) == 10.0
