@@ -476,7 +476,8 @@ def curve_controls(result: PlanResult, routes: pd.DataFrame, key: str) -> tuple[
     gpus_for_model = sorted({k.gpu for k in inputs.curves if k.model == model})
     chosen = [g for g in result.plan["gpu"].dropna().unique() if g in gpus_for_model] or gpus_for_model[:1]
     gpus = st.multiselect("GPUs", gpus_for_model, default=chosen, key=f"{key}_gpus_{model}")
-    newest = st.toggle("Newest version of each engine only", value=True, key=f"{key}_newest")
+    newest = st.toggle("Newest version of each engine only", value=True, key=f"{key}_newest",
+                       help="Per engine settings (config): a tuned profile is kept beside the default one.")
     return model, tuple(gpus), newest
 
 

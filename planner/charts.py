@@ -18,9 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import altair as alt
 import numpy as np
 import pandas as pd
-from packaging.version import InvalidVersion, Version
 
 from planner.costs import breakeven_updates, monthly_total_vs_updates
+from planner.curves import engine_label, group_key, version_order
+from planner.plan import plan_option
 
 PROVENANCE = ("measured", "published", "predicted", "extrapolated")
 PROVENANCE_SHAPES = ("circle", "square", "diamond", "triangle-up")
@@ -59,13 +60,6 @@ def _per_gpu(tok_s: float, tp: int) -> float:
     return float(tok_s) / max(int(tp), 1)
 
 
-def _version_key(version: str) -> tuple:
-    try:
-        return (1, Version(str(version)))
-    except InvalidVersion:
-        return (0, Version("0"))
-
-
 # ---------------------------------------------------------------- throughput curves
 
 def available_shapes(profiles: pd.DataFrame, model: str, mode: str = "offline") -> list[tuple[int, int]]:
@@ -78,11 +72,15 @@ def available_shapes(profiles: pd.DataFrame, model: str, mode: str = "offline") 
 
 
 def newest_versions(keys: Iterable) -> list:
-    """Only the newest engine version of each (engine, gpu, model, precision, tp)."""
+    """Only the newest engine version of each (engine, config, gpu, model, precision, tp).
+
+    The config is part of the slot: tuned and default settings are not versions of each
+    other, so the newest tuned curve is drawn beside the newest default one.
+    """
     newest: dict[tuple, object] = {}
     for key in keys:
-        slot = (key.engine, key.gpu, key.model, key.precision, key.tp)
-        if slot not in newest or _version_key(key.engine_version) > _version_key(newest[slot].engine_version):
+        slot = (key.engine, key.config, key.gpu, key.model, key.precision, key.tp)
+        if slot not in newest or version_order(key.engine_version) > version_order(newest[slot].engine_version):
             newest[slot] = key
     return list(newest.values())
 
@@ -113,12 +111,12 @@ def throughput_table(curves: Mapping, model: str, input_len: float, output_len: 
                                                         "provenance"]))
 
 
-_KEY_COLUMNS = ("series", "engine", "engine_version", "gpu", "precision", "tp")
+_KEY_COLUMNS = ("series", "engine", "engine_version", "config", "gpu", "precision", "tp")
 
 
 def _key_columns(key) -> dict:
-    return {"series": key.label(), "engine": key.engine, "engine_version": key.engine_version, "gpu": key.gpu,
-            "precision": key.precision, "tp": int(key.tp)}
+    return {"series": key.label(), "engine": key.engine, "engine_version": key.engine_version,
+            "config": key.config, "gpu": key.gpu, "precision": key.precision, "tp": int(key.tp)}
 
 
 def _bridge_segments(table: pd.DataFrame) -> pd.DataFrame:
@@ -146,16 +144,12 @@ def profile_points(profiles: pd.DataFrame, model: str, input_len: float, output_
                     & (profiles["input_len"] == input_len) & (profiles["output_len"] == output_len)
                     & profiles["output_tok_per_s"].notna() & profiles[column].notna()]
     out = pd.DataFrame({
-        "series": [_label(r) for r in rows.itertuples()], "engine": rows["engine"].values,
+        "series": [group_key(r).label() for _, r in rows.iterrows()], "engine": rows["engine"].values,
         "gpu": rows["gpu"].values, "tp": rows["tp"].astype(int).values, "load": rows[column].astype(float).values,
         "tok_s_per_gpu": (rows["output_tok_per_s"] / rows["tp"].astype(float)).values,
         "provenance": rows["provenance"].values, "source": rows["source"].values,
     })
     return out
-
-
-def _label(row) -> str:
-    return f"{row.engine} {row.engine_version} / {row.gpu} x{int(row.tp)} / {row.model} {row.precision}"
 
 
 def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "offline") -> alt.Chart:
@@ -193,6 +187,9 @@ def head_to_head_table(curves: Mapping, profiles: pd.DataFrame, baseline: str = 
     """Same GPU, model, precision, input/output lengths: the challenger's published saturated
     throughput beside the baseline's (measured here where that shape was run, else predicted
     from its curve).  One row per engine per shape; `ratio` = challenger / baseline per GPU.
+
+    Each engine is compared at its best: where profiles of several configs (default, tuned)
+    cover a shape, the faster one is taken, and its `config` column says which settings it assumes.
     """
     published = _newest_published(profiles, challenger)
     rows = []
@@ -205,19 +202,21 @@ def head_to_head_table(curves: Mapping, profiles: pd.DataFrame, baseline: str = 
         shape = {"gpu": r.gpu, "model": r.model, "precision": r.precision,
                  "input_len": int(r.input_len), "output_len": int(r.output_len),
                  "shape": f"{int(r.input_len)}/{int(r.output_len)}", "ratio": ratio}
-        rows.append({**shape, "engine": challenger, "engine_version": r.engine_version, "tp": int(r.tp),
-                     "tok_s_per_gpu": challenger_tok, "provenance": r.provenance, "source": r.source})
+        rows.append({**shape, "engine": challenger, "engine_version": r.engine_version, "config": r.config,
+                     "tp": int(r.tp), "tok_s_per_gpu": challenger_tok, "provenance": r.provenance, "source": r.source})
         rows.append({**shape, **base})
     return pd.DataFrame(rows, columns=["gpu", "model", "precision", "input_len", "output_len", "shape", "ratio",
-                                       "engine", "engine_version", "tp", "tok_s_per_gpu", "provenance", "source"])
+                                       "engine", "engine_version", "config", "tp", "tok_s_per_gpu", "provenance",
+                                       "source"])
 
 
 def _newest_published(profiles: pd.DataFrame, engine: str) -> pd.DataFrame:
+    """Per shape, the newest version's published point (the fastest of its configs and TPs)."""
     rows = profiles[(profiles["engine"] == engine) & (profiles["provenance"] == "published")
                     & (profiles["mode"] == "offline") & profiles["output_tok_per_s"].notna()].copy()
     if rows.empty:
         return rows
-    rows["_v"] = rows["engine_version"].map(_version_key)
+    rows["_v"] = rows["engine_version"].map(version_order)
     rows = rows.sort_values(["_v", "output_tok_per_s"], kind="stable")
     shape = ["gpu", "model", "precision", "input_len", "output_len"]
     return rows.groupby(shape, sort=True).tail(1).sort_values(shape, kind="stable").drop(columns="_v")
@@ -230,16 +229,27 @@ def _baseline_at(curves: Mapping, profiles: pd.DataFrame, engine: str, r) -> dic
                     & (profiles["precision"] == r.precision) & (profiles["input_len"] == r.input_len)
                     & (profiles["output_len"] == r.output_len) & profiles["output_tok_per_s"].notna()]
     if not same.empty:
+        # The best point over every version, TP and config: a tuned profile wins where it is faster.
         best = same.assign(per_gpu=same["output_tok_per_s"] / same["tp"]).sort_values("per_gpu").iloc[-1]
-        return {"engine": engine, "engine_version": best.engine_version, "tp": int(best.tp),
+        return {"engine": engine, "engine_version": best.engine_version, "config": best.config, "tp": int(best.tp),
                 "tok_s_per_gpu": float(best.per_gpu), "provenance": best.provenance, "source": best.source}
+    return _predicted_baseline(curves, engine, r)
+
+
+def _predicted_baseline(curves: Mapping, engine: str, r) -> dict | None:
+    """The newest version's curve with the fewest GPUs per replica, predicting r's shape saturated.
+
+    Between that version's configs (default, tuned, ...) the faster prediction is taken, as the
+    measured branch takes the faster point: the two configs never overwrite each other silently,
+    and the row's config names the settings the number assumes.
+    """
     keys = [k for k in curves if (k.engine, k.gpu, k.model, k.precision) == (engine, r.gpu, r.model, r.precision)]
     if not keys:
         return None
-    key = max(keys, key=lambda k: (_version_key(k.engine_version), -k.tp))
-    pred = curves[key].saturated(float(r.input_len), float(r.output_len))
-    return {"engine": engine, "engine_version": key.engine_version, "tp": int(key.tp),
-            "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp), "provenance": pred.provenance,
+    preds = {k: curves[k].saturated(float(r.input_len), float(r.output_len)) for k in keys}
+    key = max(keys, key=lambda k: (version_order(k.engine_version), -k.tp, preds[k].output_tok_per_s))
+    return {"engine": engine, "engine_version": key.engine_version, "config": key.config, "tp": int(key.tp),
+            "tok_s_per_gpu": _per_gpu(preds[key].output_tok_per_s, key.tp), "provenance": preds[key].provenance,
             "source": f"predicted from the fitted curve {key.label()}"}
 
 
@@ -267,8 +277,8 @@ def head_to_head_chart(table: pd.DataFrame) -> alt.Chart:
                             title="number is", legend=alt.Legend(symbolType="square", symbolFillColor="#4c78a8",
                                                                  symbolStrokeColor="#4c78a8")),
         tooltip=[alt.Tooltip("gpu:N"), alt.Tooltip("model:N"), alt.Tooltip("precision:N"), alt.Tooltip("shape:N"),
-                 alt.Tooltip("engine:N"), alt.Tooltip("engine_version:N"), alt.Tooltip("tp:Q"),
-                 alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
+                 alt.Tooltip("engine:N"), alt.Tooltip("engine_version:N"), alt.Tooltip("config:N"),
+                 alt.Tooltip("tp:Q"), alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
                  alt.Tooltip("provenance:N"), alt.Tooltip("source:N")])
     ratio = table.drop_duplicates(["gpu", "model", "precision", "shape"]).assign(
         label=lambda d: [f"×{v:.2f}" for v in d["ratio"]], top=table.groupby("shape")["tok_s_per_gpu"].transform("max"))
@@ -345,8 +355,7 @@ def option_costs_table(options: pd.DataFrame, plan: pd.DataFrame,
     """The cheapest feasible options per route (the recommendation flagged), GPU and engineering $ split."""
     ok = options[options["feasible"].astype(bool)].copy()
     ok = ok.sort_values(["route", "total_usd_per_month"], kind="stable").groupby("route").head(per_route)
-    chosen = {(r.route, f"{r.engine}/{r.engine_version}/{r.gpu}/{r.precision}/tp{r.tp}")
-              for r in plan[plan["status"] == "ok"].itertuples()}
+    chosen = {(r["route"], plan_option(r)) for r in plan[plan["status"] == "ok"].to_dict("records")}
     ok["recommended"] = [(r, o) in chosen for r, o in zip(ok["route"], ok["option"], strict=True)]
     parts = []
     for part, column in (("GPUs", "gpu_usd_per_month"), ("engineering", "eng_usd_per_month")):
@@ -443,8 +452,8 @@ RECOMMENDATION_COLUMNS = {
 def recommendation_table(plan: pd.DataFrame) -> pd.DataFrame:
     """The plan as the app shows it: one row per route, the recommendation first, provenance kept."""
     view = plan.copy()
-    view["choice"] = [f"{e} {v}" if s == "ok" else "infeasible" for e, v, s in
-                      zip(view["engine"], view["engine_version"], view["status"], strict=True)]
+    view["choice"] = [engine_label(r["engine"], r["engine_version"], r.get("engine_config")) if r["status"] == "ok"
+                      else "infeasible" for r in view.to_dict("records")]
     view["tok_s"] = [_interval(m, lo, hi) for m, lo, hi in zip(view["replica_output_tok_per_s"],
                      view["replica_output_tok_per_s_low"], view["replica_output_tok_per_s_high"], strict=True)]
     return view[list(RECOMMENDATION_COLUMNS)].rename(columns=RECOMMENDATION_COLUMNS)

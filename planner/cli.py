@@ -128,6 +128,8 @@ def print_plan(result) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from planner.curves import engine_label
+
     table = Table(title="Fleetplan", show_lines=False)
     for name in ("route", "engine", "gpu", "precision", "tp", "replicas", "gpus", "$/month", "runner-up",
                  "savings/month", "break-even updates/mo", "provenance"):
@@ -136,11 +138,11 @@ def print_plan(result) -> None:
         if r["status"] != "ok":
             table.add_row(escape(str(r["route"])), "(infeasible)", *[""] * 10)
             continue
-        engine = f"{r['engine']} {r['engine_version']}"
+        engine = engine_label(r["engine"], r["engine_version"], r["engine_config"])
         breakeven = _num(r["breakeven_updates_per_month"], "{:.2f}") or ("never" if r["runner_up"] else "")
-        table.add_row(escape(str(r["route"])), engine, r["gpu"], r["precision"], _num(r["tp"]), _num(r["replicas"]),
-                      _num(r["gpus"]), _money(r["total_usd_per_month"]), escape(str(r["runner_up"])),
-                      _money(r["savings_usd_per_month"]), breakeven, str(r["provenance"]))
+        table.add_row(escape(str(r["route"])), escape(engine), r["gpu"], r["precision"], _num(r["tp"]),
+                      _num(r["replicas"]), _num(r["gpus"]), _money(r["total_usd_per_month"]),
+                      escape(str(r["runner_up"])), _money(r["savings_usd_per_month"]), breakeven, str(r["provenance"]))
     console = _console()
     console.print(table)
     ok = result.plan[result.plan["status"] == "ok"]
@@ -161,6 +163,8 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine-version", help="default: the newest profiled version")
     p.add_argument("--precision", type=slug, help="default: any profiled precision")
     p.add_argument("--tp", type=int, help="tensor-parallel GPUs per replica (default: the smallest profiled)")
+    p.add_argument("--config", type=slug, help="engine settings label of the profile, e.g. tuned (default: "
+                   "'default' where profiled, else any other)")
     p.add_argument("--input-len", type=int, required=True, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, required=True, help="output tokens per request")
     load = p.add_mutually_exclusive_group(required=True)
@@ -181,7 +185,8 @@ def _run_predict(args: argparse.Namespace) -> int:
     for name in ("input_len", "output_len", "batch_size", "concurrency", "tp"):
         _positive(name, getattr(args, name))
     curves = fit_curves(load_profiles(args.profiles))
-    curve = find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp, args.engine_version)
+    curve = find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp, args.engine_version,
+                       args.config)
     if args.batch_size is not None:
         pred = curve.predict_offline(args.input_len, args.output_len, args.batch_size)
     else:
@@ -199,10 +204,11 @@ def _prediction_record(curve, pred) -> dict[str, object]:
         return None if value is None or not math.isfinite(value) else float(value)
 
     return {
-        "group": curve.key.label(), "output_tok_per_s": clean(pred.output_tok_per_s), "low": clean(pred.low),
-        "high": clean(pred.high), "extrapolated": bool(pred.extrapolated), "provenance": pred.provenance,
-        "ttft_ms": clean(pred.ttft_ms), "tpot_ms": clean(pred.tpot_ms), "e2e_ms": clean(pred.e2e_ms),
-        "concurrency": clean(pred.concurrency), "per_gpu_output_tok_per_s": clean(pred.output_tok_per_s / curve.key.tp),
+        "group": curve.key.label(), "config": curve.key.config, "output_tok_per_s": clean(pred.output_tok_per_s),
+        "low": clean(pred.low), "high": clean(pred.high), "extrapolated": bool(pred.extrapolated),
+        "provenance": pred.provenance, "ttft_ms": clean(pred.ttft_ms), "tpot_ms": clean(pred.tpot_ms),
+        "e2e_ms": clean(pred.e2e_ms), "concurrency": clean(pred.concurrency),
+        "per_gpu_output_tok_per_s": clean(pred.output_tok_per_s / curve.key.tp),
         "source_provenance": curve.source_provenance, "has_latency": bool(curve.has_latency), "note": pred.note,
     }
 
@@ -237,14 +243,15 @@ def _run_validate(args: argparse.Namespace) -> int:
 
 def print_validation(table) -> None:
     """Leave-one-out errors per group as a table."""
+    from rich.markup import escape
     from rich.table import Table
 
     out = Table(title="leave-one-out throughput error")
     for name in ("group", "provenance", "points", "median %", "max %"):
         out.add_column(name, justify="left" if name in ("group", "provenance") else "right")
     for _, r in table.iterrows():
-        out.add_row(str(r["group"]), str(r["provenance"]), _num(r["n_points"]), _num(r["median_err_pct"], "{:.1f}"),
-                    _num(r["max_err_pct"], "{:.1f}"))
+        out.add_row(escape(str(r["group"])), str(r["provenance"]), _num(r["n_points"]),
+                    _num(r["median_err_pct"], "{:.1f}"), _num(r["max_err_pct"], "{:.1f}"))
     console = _console()
     console.print(out)
     if table.empty:

@@ -1,9 +1,11 @@
 """Fitted performance curves: one iteration-time model per profile group.
 
-A group is (engine, engine_version, gpu, model, precision, tp).  A
-continuous-batching engine (vLLM, TensorRT-LLM in-flight batching) spends its
-time in iterations; one iteration that decodes `b` sequences of mean context
-`c` tokens and prefills `p` prompt tokens of prompts `I` tokens long takes
+A group is (engine, engine_version, gpu, model, precision, tp, config): a
+profile measured with non-default engine settings (config, e.g. tuned) is its
+own curve, never merged with the defaults' one.  A continuous-batching engine
+(vLLM, TensorRT-LLM in-flight batching) spends its time in iterations; one
+iteration that decodes `b` sequences of mean context `c` tokens and prefills
+`p` prompt tokens of prompts `I` tokens long takes
 
     t(b, c, p) = t0 + a*b + k*b*c + q*p + r*p*I            [seconds]
 
@@ -37,9 +39,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from packaging.version import InvalidVersion, Version
 from scipy.optimize import lsq_linear
 
-from planner.schema import PROFILE, PROFILE_GROUP, InputError, load_tables
+from planner.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, InputError, load_tables
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +89,37 @@ class NoCurveError(LookupError):
 
 @dataclass(frozen=True)
 class GroupKey:
+    """The identity of one fitted curve (schema.PROFILE_GROUP, in the same order)."""
+
     engine: str
     engine_version: str
     gpu: str
     model: str
     precision: str
     tp: int
+    config: str = DEFAULT_CONFIG
+
+    @classmethod
+    def from_values(cls, values: tuple) -> GroupKey:
+        """The key of one PROFILE_GROUP tuple, e.g. as DataFrame.groupby yields it."""
+        fields = dict(zip(PROFILE_GROUP, values, strict=True))
+        return cls(**{**fields, "tp": int(fields["tp"])})
 
     def label(self) -> str:
-        return f"{self.engine} {self.engine_version} / {self.gpu} x{self.tp} / {self.model} {self.precision}"
+        """e.g. 'vllm 0.26.0 [tuned] / h200 x1 / llama-3.1-8b fp8' (the config only when not default)."""
+        engine = engine_label(self.engine, self.engine_version, self.config)
+        return f"{engine} / {self.gpu} x{self.tp} / {self.model} {self.precision}"
+
+
+def engine_label(engine: str, engine_version: str, config: object = DEFAULT_CONFIG) -> str:
+    """'vllm 0.26.0', or 'vllm 0.26.0 [tuned]' for a non-default config (blank counts as default)."""
+    text = f"{engine} {engine_version}"
+    return f"{text} [{config}]" if is_custom_config(config) else text
+
+
+def is_custom_config(config: object) -> bool:
+    """True for a named non-default config; default, blank or missing (older plan files) is not."""
+    return isinstance(config, str) and config not in ("", DEFAULT_CONFIG)
 
 
 @dataclass(frozen=True)
@@ -526,7 +551,7 @@ def load_profiles(directory: str | Path | None = None) -> pd.DataFrame:
 
 
 def group_key(row: pd.Series) -> GroupKey:
-    return GroupKey(*(row[c] for c in PROFILE_GROUP[:-1]), int(row["tp"]))
+    return GroupKey.from_values(tuple(row[c] for c in PROFILE_GROUP))
 
 
 def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
@@ -558,7 +583,7 @@ def fit_curves(profiles: pd.DataFrame) -> dict[GroupKey, Curve]:
     """Fit every group in `profiles` (rows as returned by load_profiles)."""
     curves = {}
     for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
-        key = GroupKey(*values[:-1], int(values[-1]))
+        key = GroupKey.from_values(values)
         curve = fit_group(key, group)
         if curve is not None:
             curves[key] = curve
@@ -566,33 +591,39 @@ def fit_curves(profiles: pd.DataFrame) -> dict[GroupKey, Curve]:
 
 
 def find_curve(curves: dict[GroupKey, Curve], engine: str, gpu: str, model: str, precision: str | None = None,
-               tp: int | None = None, engine_version: str | None = None) -> Curve:
-    """The curve matching the given identifiers (newest version when unspecified)."""
-    from packaging.version import InvalidVersion, Version
+               tp: int | None = None, engine_version: str | None = None, config: str | None = None) -> Curve:
+    """The curve matching the given identifiers; raises NoCurveError naming the available groups.
 
-    def version_order(key: GroupKey):
-        try:
-            return (1, Version(key.engine_version))
-        except InvalidVersion:
-            return (0, Version("0"))
-
+    Unspecified: the newest version, the smallest tp, and the default config when one
+    matches (else another config: settings the caller did not ask for are a last resort).
+    """
     wanted = [k for k in curves if k.engine == engine and k.gpu == gpu and k.model == model
               and (precision is None or k.precision == precision) and (tp is None or k.tp == tp)
-              and (engine_version is None or k.engine_version == engine_version)]
+              and (engine_version is None or k.engine_version == engine_version)
+              and (config is None or k.config == config)]
     if not wanted:
         available = sorted(k.label() for k in curves if k.model == model)
         hint = "; available for this model: " + ", ".join(available) if available else \
             f"; no curve for model {model!r} at all"
         raise NoCurveError(f"no fitted curve for {engine} on {gpu} / {model} "
-                           f"{precision or ''} tp={tp or 'any'}{hint}")
-    return curves[max(wanted, key=lambda k: (version_order(k), -k.tp))]
+                           f"{precision or ''} tp={tp or 'any'}{f' config={config}' if config else ''}{hint}")
+    defaults = [k for k in wanted if k.config == DEFAULT_CONFIG]
+    return curves[max(defaults or wanted, key=lambda k: (version_order(k.engine_version), -k.tp))]
+
+
+def version_order(version: str) -> tuple:
+    """Sort key of an engine version: PEP 440 versions after (newer than) unparseable ones."""
+    try:
+        return (1, Version(str(version)))
+    except InvalidVersion:
+        return (0, Version("0"))
 
 
 def leave_one_out(profiles: pd.DataFrame) -> pd.DataFrame:
     """Per group: leave each throughput point out, refit, predict it; median and max % error."""
     rows = []
     for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
-        key = GroupKey(*values[:-1], int(values[-1]))
+        key = GroupKey.from_values(values)
         errors = _loo_errors(key, group.reset_index(drop=True))
         if errors is None:
             continue

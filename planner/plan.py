@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,9 +27,10 @@ import numpy as np
 import pandas as pd
 
 from planner import costs, sizing
-from planner.curves import NoCurveError
+from planner.curves import NoCurveError, is_custom_config
 from planner.queueing import QueueingError
 from planner.schema import (
+    DEFAULT_CONFIG,
     ENGINE_OPS,
     PLAN,
     PRICES,
@@ -248,7 +250,7 @@ class PlanResult:
 
 
 OPTION_COLUMNS = (
-    "route", "option", "engine", "engine_version", "gpu", "precision", "tp", "replicas", "gpus",
+    "route", "option", "engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
     "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
     "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
     "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
@@ -305,9 +307,26 @@ def _candidates(row: dict, inputs: Inputs) -> list:
     return out
 
 
+def option_name(engine: str, engine_version: str, gpu: str, precision: str, tp: int,
+                config: object = DEFAULT_CONFIG) -> str:
+    """engine/version/gpu/precision/tpN[/config]: how an option is named in plans.
+
+    The config is appended only when it is not the default (blank counts as default), so
+    a tuned and a default profile of the same engine are two options with two names.
+    """
+    name = f"{engine}/{engine_version}/{gpu}/{precision}/tp{int(tp)}"
+    return f"{name}/{config}" if is_custom_config(config) else name
+
+
 def option_label(key) -> str:
-    """engine/version/gpu/precision/tpN: how an option is named in plans."""
-    return f"{key.engine}/{key.engine_version}/{key.gpu}/{key.precision}/tp{key.tp}"
+    """The option name of a curve's GroupKey."""
+    return option_name(key.engine, key.engine_version, key.gpu, key.precision, key.tp, key.config)
+
+
+def plan_option(row: Mapping[str, Any]) -> str:
+    """The option name of a PLAN row's recommendation (a plan without engine_config: the default)."""
+    return option_name(row["engine"], row["engine_version"], row["gpu"], row["precision"], row["tp"],
+                       row.get("engine_config", DEFAULT_CONFIG))
 
 
 def _evaluate(route: sizing.Route, row: dict, curve, inputs: Inputs, a: Assumptions) -> dict[str, Any]:
@@ -428,7 +447,8 @@ def _join(*parts: object) -> str:
 def _sizing_columns(route: sizing.Route, key, s: sizing.Sizing) -> dict[str, Any]:
     return {
         "route": route.name, "option": option_label(key), "engine": key.engine,
-        "engine_version": key.engine_version, "gpu": key.gpu, "precision": key.precision, "tp": key.tp,
+        "engine_version": key.engine_version, "engine_config": key.config, "gpu": key.gpu,
+        "precision": key.precision, "tp": key.tp,
         "replicas": s.replicas, "gpus": s.gpus, "operating_concurrency": s.concurrency,
         "replica_output_tok_per_s": s.replica_tok_s, "replica_output_tok_per_s_low": s.replica_tok_s_low,
         "replica_output_tok_per_s_high": s.replica_tok_s_high, "ttft_pred_ms": s.ttft_ms,
@@ -488,10 +508,11 @@ def _plan_row(route: sizing.Route, row: dict, options: list[dict[str, Any]], inp
             "notes": best["notes"]}
 
 
-_COPIED = ("engine", "engine_version", "gpu", "precision", "tp", "replicas", "gpus", "operating_concurrency",
-           "replica_output_tok_per_s", "replica_output_tok_per_s_low", "replica_output_tok_per_s_high",
-           "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation", "gpu_usd_per_month",
-           "eng_usd_per_month", "total_usd_per_month", "usd_per_1m_output_tok", "provenance", "price_source")
+_COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
+           "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
+           "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
+           "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "usd_per_1m_output_tok", "provenance",
+           "price_source")
 
 
 def _runner_up_columns(best: dict[str, Any], runner: dict[str, Any] | None) -> dict[str, Any]:

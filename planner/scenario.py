@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from planner.curves import engine_label
 from planner.plan import Assumptions, Inputs, PlanResult, make_plan, validate_routes, write_plan
 from planner.schema import ENGINE_OPS, PRICES, ROUTES, InputError, Schema, slug, split_list, validate_frame
 
@@ -464,4 +465,5 @@ def compare_plans(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 def _choice(row: pd.Series) -> str:
     if row.get("status") != "ok":
         return "infeasible"
-    return f"{row['engine']} {row['engine_version']} / {row['gpu']} {row['precision']} tp{row['tp']}"
+    engine = engine_label(row["engine"], row["engine_version"], row.get("engine_config"))
+    return f"{engine} / {row['gpu']} {row['precision']} tp{row['tp']}"

@@ -19,6 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# A profile's `config` when it names no settings: the engine's own defaults (published profiles too).
+DEFAULT_CONFIG = "default"
 
 # Characters that make a spreadsheet treat a cell as a formula (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -87,7 +89,7 @@ PROFILE = Schema(
         Column("tp", "int", True, "tensor-parallel GPUs per replica", minimum=1),
         Column("pp", "int", False, "pipeline-parallel stages per replica", minimum=1, default=1),
         Column("config", "slug", False, "engine settings label: default (the engine's defaults), or a name "
-               "such as tuned whose settings the profile's env.json records", default="default"),
+               "such as tuned whose settings the profile's env.json records", default=DEFAULT_CONFIG),
         Column("mode", "enum", True, "offline = N requests submitted at once; concurrency = N in flight; "
                "rate = arrivals per second", choices=("offline", "concurrency", "rate")),
         Column("input_len", "int", True, "prompt tokens per request", minimum=1),
@@ -119,7 +121,8 @@ PROFILE = Schema(
     ),
 )
 
-PROFILE_GROUP = ("engine", "engine_version", "gpu", "model", "precision", "tp")
+# One fitted curve per group: rows differing in any of these (engine settings included) are never merged.
+PROFILE_GROUP = ("engine", "engine_version", "gpu", "model", "precision", "tp", "config")
 
 ROUTES = Schema(
     "routes",
@@ -202,6 +205,8 @@ PLAN = Schema(
         Column("traffic", "enum", False, "online or batch", choices=("online", "batch")),
         Column("engine", "slug", False, "recommended engine"),
         Column("engine_version", "str", False, ""),
+        Column("engine_config", "slug", False, "engine settings the recommendation assumes: the profile's config "
+               "(default = the engine's defaults; another name, e.g. tuned, is described in that profile's env.json)"),
         Column("gpu", "slug", False, ""),
         Column("precision", "slug", False, ""),
         Column("tp", "int", False, "GPUs per replica", minimum=1),
@@ -221,7 +226,7 @@ PLAN = Schema(
                minimum=0),
         Column("total_usd_per_month", "float", False, "", minimum=0),
         Column("usd_per_1m_output_tok", "float", False, "", minimum=0),
-        Column("runner_up", "str", False, "engine/version/gpu/precision/tp of the second-cheapest option"),
+        Column("runner_up", "str", False, "engine/version/gpu/precision/tp[/config] of the second-cheapest option"),
         Column("runner_up_total_usd_per_month", "float", False, "", minimum=0),
         Column("savings_usd_per_month", "float", False, "runner-up total minus this total"),
         Column("breakeven_updates_per_month", "float", False, "model updates/month at which the runner-up "

@@ -918,6 +918,7 @@ def simulate_plan(routes: Any, plan: Any, curves: dict, requests_by_route: dict[
     curve is not fitted.
     """
     from planner.curves import find_curve
+    from planner.plan import plan_option
 
     by_name = {str(r["name"]): r for r in routes.to_dict("records")}
     out = []
@@ -927,9 +928,10 @@ def simulate_plan(routes: Any, plan: Any, curves: dict, requests_by_route: dict[
         row = by_name.get(str(p["route"]))
         if row is None:
             raise InputError(f"plan route {p['route']!r} is not in the routes file")
+        # A plan written before engine_config existed has none: find_curve then prefers the default config.
         curve = find_curve(curves, p["engine"], p["gpu"], row["model"], p["precision"], int(p["tp"]),
-                           str(p["engine_version"]))
-        option = f"{p['engine']}/{p['engine_version']}/{p['gpu']}/{p['precision']}/tp{int(p['tp'])}"
+                           str(p["engine_version"]), p.get("engine_config") or None)
+        option = plan_option(p)
         given = (requests_by_route or {}).get(str(p["route"]))
         out.append(_simulate_route(row, curve, int(p["replicas"]), option, given, seed, n_requests, router))
     return out

@@ -12,6 +12,9 @@ from planner import charts
 from planner.costs import breakeven_updates
 from planner.plan import Assumptions, load_inputs, load_routes, make_plan
 from planner.scenario import Settings, sensitivity_table
+from planner.schema import PROFILE, validate_frame
+from tests.planner import fakes
+from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile
 
 MODEL = "llama-3.1-8b"
 REPO_ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
@@ -157,3 +160,54 @@ def test_every_chart_builds_a_valid_spec(inputs, result):
         assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
         encodings = str(spec)
         assert "tooltip" in encodings
+
+
+# ---------------------------------------------------------------- engine config (tuned vs default settings)
+
+@pytest.fixture(scope="module")
+def tuned_result(tmp_path_factory):
+    files = write_synthetic_inputs(tmp_path_factory.mktemp("tuned"))
+    write_tuned_profile(files["profiles"])
+    tuned_inputs = load_inputs(files["profiles"], files["prices"], files["ops"])
+    routes = pd.DataFrame([online_route("chat", rate_rps=40, engines="vllm", gpus="h100")])
+    return make_plan(routes, tuned_inputs, Assumptions())
+
+
+def test_newest_versions_keeps_a_tuned_and_a_default_curve_apart():
+    keys = [fakes.key(version="0.25.0"), fakes.key(version="0.26.0"), fakes.key(version="0.26.0", config="tuned")]
+    assert set(charts.newest_versions(keys)) == set(keys[1:])
+
+
+def test_the_recommended_tuned_option_is_flagged_and_named(tuned_result):
+    costs = charts.option_costs_table(tuned_result.options, tuned_result.plan)
+    assert set(costs.loc[costs["recommended"], "option"]) == {"vllm/0.26.0/h100/bf16/tp1/tuned"}
+    assert "vllm/0.26.0/h100/bf16/tp1" in set(costs["option"])  # the default settings: a separate option
+    assert charts.recommendation_table(tuned_result.plan)["engine"].iloc[0] == "vllm 0.26.0 [tuned]"
+
+
+def h2h_profiles(*rows: dict) -> pd.DataFrame:
+    shape = dict(gpu="h100", model=MODEL, precision="bf16", tp=1, mode="offline", input_len=128, output_len=128,
+                 batch_size=512, date="2026-12-02", source="test")
+    frame = pd.DataFrame([{**shape, **row} for row in rows]).astype(str).replace("nan", "")
+    return validate_frame(frame, PROFILE, "test")
+
+
+TRT_PUBLISHED = dict(engine="trtllm", engine_version="1.0.0", output_tok_per_s=9000, provenance="published")
+
+
+def test_head_to_head_baseline_is_the_faster_config_and_says_so():
+    profiles = h2h_profiles(TRT_PUBLISHED,
+                            dict(engine="vllm", engine_version="0.26.0", output_tok_per_s=5000, provenance="measured"),
+                            dict(engine="vllm", engine_version="0.26.0", config="tuned", output_tok_per_s=6000,
+                                 provenance="measured"))
+    base = charts.head_to_head_table({}, profiles).set_index("engine").loc["vllm"]
+    assert (base["config"], base["tok_s_per_gpu"], base["ratio"]) == ("tuned", 6000, 1.5)
+
+
+def test_head_to_head_predicted_baseline_compares_configs_not_overwrites():
+    default = fakes.FakeCurve(fakes.key())
+    tuned = fakes.FakeCurve(fakes.key(config="tuned"), t0=default.t0 / 2, a=default.a / 2)
+    table = charts.head_to_head_table(fakes.fake_curves(default, tuned), h2h_profiles(TRT_PUBLISHED))
+    base = table.set_index("engine").loc["vllm"]
+    assert base["config"] == "tuned"
+    assert base["tok_s_per_gpu"] == pytest.approx(tuned.saturated(128, 128).output_tok_per_s)

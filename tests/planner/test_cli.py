@@ -11,7 +11,7 @@ import pytest
 
 from planner.plan import read_plan
 from tests.conftest import REPO
-from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
+from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 
 
 def run(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
@@ -137,3 +137,37 @@ def test_fresh_clone_command_works_with_bundled_data(tmp_path):
     assert proc.returncode == 0, proc.stderr
     plan, _ = read_plan(tmp_path / "plan.csv")
     assert len(plan) >= 1
+
+
+@pytest.fixture(scope="module")
+def tuned_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli_tuned")
+    paths = write_synthetic_inputs(root)
+    write_tuned_profile(paths["profiles"])
+    routes = root / "routes.csv"
+    pd.DataFrame([online_route("chat", rate_rps=200, engines="vllm", gpus="h100")]).to_csv(routes, index=False)
+    return {**paths, "routes": routes}
+
+
+def predict_json(files, *extra: str) -> dict:
+    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 1024,
+               "--output-len", 256, "--concurrency", 16, "--profiles", files["profiles"], "--json", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_predict_prefers_the_default_config_and_config_picks_another(tuned_files):
+    default, tuned = predict_json(tuned_files), predict_json(tuned_files, "--config", "TUNED")
+    assert default["config"] == "default" and "[" not in default["group"]
+    assert tuned["config"] == "tuned" and tuned["group"].startswith("vllm 0.26.0 [tuned] / h100")
+    assert tuned["output_tok_per_s"] > default["output_tok_per_s"]
+
+
+def test_plan_and_validate_tables_show_the_config(tuned_files, tmp_path):
+    proc = run("plan", "--routes", tuned_files["routes"], "--out", tmp_path / "plan.csv", "--profiles",
+               tuned_files["profiles"], "--prices", tuned_files["prices"], "--ops", tuned_files["ops"])
+    assert proc.returncode == 0, proc.stderr
+    assert "vllm 0.26.0 [tuned]" in proc.stdout  # not swallowed as console markup
+    assert read_plan(tmp_path / "plan.csv")[0]["engine_config"].iloc[0] == "tuned"
+    proc = run("validate", "--profiles", tuned_files["profiles"])
+    assert proc.returncode == 0 and "vllm 0.26.0 [tuned] / h100" in proc.stdout

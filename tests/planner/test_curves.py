@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +13,7 @@ from numpy.testing import assert_allclose
 from planner import curves
 from planner.curves import Caps, GroupKey, NoCurveError, find_curve, fit_curves, leave_one_out
 from planner.schema import PROFILE, validate_frame
+from tests.planner.fakes import TUNED_SPEEDUP, FakeCurve, fake_curves, key, synthetic_profile_rows, write_tuned_profile
 
 TRUE_THETA = np.array([6.5e-3, 4.0e-5, 1.5e-8, 6.0e-6, 1.0e-10, 2.0e-4, 2.0e-5])  # t0, a, k, q, r, h, g
 CAPS = Caps(max_num_seqs=1024, kv_cache_tokens=900_000, max_batched_tokens=16384, cuda_graph_max_batch=512)
@@ -103,3 +107,47 @@ def test_find_curve_reports_available_groups():
     with pytest.raises(NoCurveError, match="available for this model"):
         find_curve(fitted, "trtllm", "h200", "llama-3.1-8b")
     assert find_curve(fitted, "vllm", "h200", "llama-3.1-8b").key == GroupKey(**KEY)
+
+
+# ---------------------------------------------------------------- config: engine settings are part of the identity
+
+def write_default_and_tuned(directory) -> Path:
+    """A published-style default profile (no config column) and a tuned one of the same group, as CSV files."""
+    pd.DataFrame(synthetic_profile_rows("vllm", "h100")).to_csv(directory / "vllm_h100.csv", index=False)
+    write_tuned_profile(directory)
+    return directory
+
+
+def test_profiles_differing_only_in_config_are_two_curves(tmp_path):
+    fitted = fit_curves(curves.load_profiles(write_default_and_tuned(tmp_path)))
+    assert sorted(k.config for k in fitted) == ["default", "tuned"]
+    default, tuned = (next(c for k, c in fitted.items() if k.config == name) for name in ("default", "tuned"))
+    assert dataclasses.replace(tuned.key, config="default") == default.key  # nothing else differs
+    # Each curve is fitted to its own rows only: the tuned one recovers its own (faster) step times.
+    assert_allclose(tuned.fit.theta[:4] * TUNED_SPEEDUP, default.fit.theta[:4], rtol=1e-3)
+
+
+def test_a_profile_without_a_config_column_reads_as_default(tmp_path):
+    pd.DataFrame(synthetic_profile_rows("vllm", "h100")).to_csv(tmp_path / "published.csv", index=False)
+    assert "config" not in (tmp_path / "published.csv").read_text().splitlines()[0].split(",")
+    profiles = curves.load_profiles(tmp_path)
+    assert set(profiles["config"]) == {"default"}
+    (only,) = fit_curves(profiles)
+    assert only.config == "default" and "[" not in only.label()
+
+
+def test_label_names_the_config_only_when_it_is_not_the_default():
+    tuned = GroupKey("vllm", "0.26.0", "h200", "llama-3.1-8b", "fp8", 1, "tuned")
+    assert tuned.label() == "vllm 0.26.0 [tuned] / h200 x1 / llama-3.1-8b fp8"
+    assert GroupKey("vllm", "0.26.0", "h200", "llama-3.1-8b", "fp8", 1).label() == \
+        "vllm 0.26.0 / h200 x1 / llama-3.1-8b fp8"
+
+
+def test_find_curve_prefers_the_default_config_and_falls_back_to_others():
+    default, tuned = FakeCurve(key(config="default")), FakeCurve(key(config="tuned", version="0.27.0"))
+    both = fake_curves(default, tuned)
+    assert find_curve(both, "vllm", "h100", "llama-3.1-8b") is default  # even though tuned is newer
+    assert find_curve(both, "vllm", "h100", "llama-3.1-8b", config="tuned") is tuned
+    assert find_curve(fake_curves(tuned), "vllm", "h100", "llama-3.1-8b") is tuned
+    with pytest.raises(NoCurveError, match=r"config=fast.*\[tuned\]"):
+        find_curve(both, "vllm", "h100", "llama-3.1-8b", config="fast")

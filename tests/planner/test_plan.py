@@ -16,12 +16,13 @@ from planner.plan import (
     load_inputs,
     load_routes,
     make_plan,
+    plan_option,
     read_plan,
     validate_routes,
     write_plan,
 )
 from planner.schema import PLAN, InputError
-from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
+from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_breakeven_is_where_the_two_options_cost_the_same(inputs):
     u = plan["breakeven_updates_per_month"]
     assert not math.isnan(u)
     opts = result.options.set_index("option")
-    best = opts.loc[f"{plan['engine']}/{plan['engine_version']}/{plan['gpu']}/{plan['precision']}/tp{plan['tp']}"]
+    best = opts.loc[plan_option(plan)]
     runner = opts.loc[plan["runner_up"]]
     assert costs.monthly_total_vs_updates(best, [u])[0] == pytest.approx(costs.monthly_total_vs_updates(runner, [u])[0])
     # and the option's line passes through its own total at the route's update rate
@@ -275,3 +276,45 @@ def test_a_curve_that_cannot_predict_is_an_infeasible_option(inputs):
     result = make_plan(routes(online_route()), Inputs(curves, inputs.prices_df, inputs.ops_df, inputs.profiles_df))
     assert result.plan.iloc[0]["status"] == "infeasible"
     assert "cannot predict this shape" in result.plan.iloc[0]["notes"]
+
+
+# ---------------------------------------------------------------- engine config (tuned vs default settings)
+
+@pytest.fixture(scope="module")
+def tuned_inputs(tmp_path_factory) -> Inputs:
+    files = write_synthetic_inputs(tmp_path_factory.mktemp("tuned"))
+    write_tuned_profile(files["profiles"])
+    return load_inputs(files["profiles"], files["prices"], files["ops"])
+
+
+VLLM_H100 = dict(engines="vllm", gpus="h100")
+
+
+def test_a_tuned_and_a_default_profile_are_two_options(tuned_inputs):
+    options = make_plan(routes(online_route(**VLLM_H100)), tuned_inputs).options.set_index("option")
+    default, tuned = options.loc["vllm/0.26.0/h100/bf16/tp1"], options.loc["vllm/0.26.0/h100/bf16/tp1/tuned"]
+    assert (default["engine_config"], tuned["engine_config"]) == ("default", "tuned")
+    assert tuned["replica_output_tok_per_s"] > default["replica_output_tok_per_s"]
+    assert tuned["usd_per_update"] == default["usd_per_update"]  # engine-ops costs: engine and version only
+
+
+def test_the_plan_says_which_settings_its_recommendation_assumes(tuned_inputs, tmp_path):
+    result = make_plan(routes(online_route(rate_rps=40, **VLLM_H100)), tuned_inputs)
+    row = result.plan.iloc[0]
+    assert row["engine_config"] == "tuned"  # the faster settings, same price: cheaper
+    assert plan_option(row) in set(result.options.loc[result.options["feasible"], "option"])
+    write_plan(result, tmp_path / "plan.csv")
+    assert read_plan(tmp_path / "plan.csv")[0]["engine_config"].iloc[0] == "tuned"
+
+
+def test_simulating_a_plan_uses_the_curve_of_its_config(tuned_inputs):
+    from planner.simulate import simulate_plan
+
+    route = routes(online_route(rate_rps=40, **VLLM_H100))
+    plan = make_plan(route, tuned_inputs).plan
+    assert plan["engine_config"].iloc[0] == "tuned"
+    (tuned,) = simulate_plan(route, plan, tuned_inputs.curves, n_requests=200)
+    assert tuned.option == "vllm/0.26.0/h100/bf16/tp1/tuned"
+    # A plan written before the engine_config column existed means the default settings.
+    (old,) = simulate_plan(route, plan.drop(columns="engine_config"), tuned_inputs.curves, n_requests=200)
+    assert old.option == "vllm/0.26.0/h100/bf16/tp1"
