@@ -12,10 +12,10 @@ __all__ = ["EngineConfig", "EngineError", "EngineInfo", "EngineNotInstalled", "p
 
 
 def make_engine(config: EngineConfig):
-    """The adapter for `config.engine` (vllm, trtllm, openai), server mode where asked."""
-    if config.server and config.engine in ("vllm", "trtllm"):
-        raise EngineError(f"--server for {config.engine} is not implemented yet: start the server yourself and "
-                          f"use --engine openai --base-url URL --engine-name {config.engine}")
+    """The adapter for `config.engine` (vllm, trtllm, openai); a launched server for --server / --server-cmd."""
+    if config.server_cmd or (config.server and config.engine in ("vllm", "trtllm")):
+        from measure.engines.server import ServerEngine
+        return ServerEngine(config)
     if config.engine == "vllm":
         from measure.engines.vllm_offline import VllmOfflineEngine
         return VllmOfflineEngine(config)

@@ -48,6 +48,8 @@ class EngineConfig:
     point_timeout_s: float | None = None
     server_port: int = 8000
     server_start_timeout_s: float = 600.0
+    server_cmd: str = ""             # --server-cmd: the command line to launch, with {port} and {model}
+    server_log: str = ""             # where the launched server's stdout/stderr go (<profile folder>/server.log)
     engine_version: str | None = None  # openai engine: the version to record when the server does not say
 
     def is_dummy(self) -> bool:

@@ -17,6 +17,10 @@ import httpx
 import pytest
 
 SERVER_VENV = Path(os.environ.get("FLEETPLAN_SERVER_VENV", "/tmp/srv"))
+SERVE = SERVER_VENV / "bin" / "transformers"
+# `transformers serve` flags of the test server (CPU, continuous batching); the model path and port come first.
+SERVE_FLAGS = ("--device", "cpu", "--continuous-batching", "--cb-num-blocks", "256", "--cb-block-size", "32")
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 HERE = Path(__file__).resolve().parent
 # transformers serve is ready 6-9 s after launch on 2 cores; allow for a slow CI machine.
 SERVER_READY_TIMEOUT_S = 120
@@ -43,25 +47,28 @@ def _wait_health(url: str, proc: subprocess.Popen, log: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def tiny_server(tmp_path_factory):
-    """Base URL of `transformers serve` with a tiny random Llama, continuous batching, on 127.0.0.1."""
+def tiny_model(tmp_path_factory):
+    """A tiny random Llama + tokenizer dir for `transformers serve` (skips without the test-server venv)."""
     python = SERVER_VENV / "bin" / "python"
-    serve = SERVER_VENV / "bin" / "transformers"
-    if not python.exists() or not serve.exists():
+    if not python.exists() or not SERVE.exists():
         message = f"test server not installed in {SERVER_VENV}: run bash .ci/setup_test_server.sh"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
-    root = tmp_path_factory.mktemp("tiny")
-    model = root / "model"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    subprocess.run([str(python), str(HERE / "make_tiny_model.py"), str(model)], check=True, env=env,
-                   capture_output=True, timeout=300)
-    port, log = free_port(), root / "server.log"
+    model = tmp_path_factory.mktemp("tiny") / "model"
+    subprocess.run([str(python), str(HERE / "make_tiny_model.py"), str(model)], check=True,
+                   env={**os.environ, **OFFLINE_ENV}, capture_output=True, timeout=300)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tiny_model):
+    """Base URL of `transformers serve` with a tiny random Llama, continuous batching, on 127.0.0.1."""
+    model, env = tiny_model, {**os.environ, **OFFLINE_ENV}
+    port, log = free_port(), model.parent / "server.log"
     with open(log, "w") as handle:
-        proc = subprocess.Popen([str(serve), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
-                                 "--device", "cpu", "--continuous-batching", "--cb-num-blocks", "256",
-                                 "--cb-block-size", "32"], stdout=handle, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen([str(SERVE), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
+                                 *SERVE_FLAGS], stdout=handle, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_health(url, proc, log)
