@@ -59,15 +59,16 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
 # The FP8 profile of session 1 (default settings) stopped with two published pairs left: resume it.
 [ -d /tmp/prof/llama-3.1-8b__fp8 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-fp8-tp1 /tmp/prof/llama-3.1-8b__fp8
 
-check harness-i128-o128-n2000 240 3 128x128x2000
-bench i128-o128-n2000 128 128 2000
-profile llama-3.1-8b__fp8 200 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
+# Done in call 1 of session 2 (results in profiles/measured/h200/bench/): the harness checks and the bench.
+# check harness-i128-o128-n2000 240 3 128x128x2000
+# bench i128-o128-n2000 128 128 2000
+# check harness-i1024-o1024-n512 200 1 1024x1024x512
 # FP8 with settings matched to NVIDIA's TensorRT-LLM perf-overview runs as far as vLLM allows.
-profile llama-3.1-8b__fp8-tuned 400 llama-3.1-8b fp8 tensorrt-llm-published --tag tuned \
+profile llama-3.1-8b__fp8-tuned 300 llama-3.1-8b fp8 tensorrt-llm-published --tag tuned \
   --engine-arg kv_cache_dtype=fp8 --engine-arg gpu_memory_utilization=0.95 --engine-arg max_num_seqs=2048 \
   --engine-arg max_num_batched_tokens=32768 --engine-arg 'compilation_config={"max_cudagraph_capture_size":1024}'
 profile qwen2.5-7b__bf16 300 qwen2.5-7b bf16 default
-check harness-i1024-o1024-n512 200 1 1024x1024x512
+profile llama-3.1-8b__fp8 200 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench

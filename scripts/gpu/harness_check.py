@@ -94,9 +94,11 @@ def main() -> int:
     with open(args.out, "a", encoding="utf-8") as out:
         for input_len, output_len, num in args.shape:
             shape = {"input_len": input_len, "output_len": output_len, "num_prompts": num}
-            requests = vllm_bench_requests(args.model_dir, input_len, output_len, num, seed=0)
             point = Point("offline", input_len, output_len, batch_size=num, num_requests=num)
             for turn in range(args.repeats):
+                # New prompts every turn on both sides: a repeated prompt set hits the prefix cache
+                # (seen: 53% hit rate, 25% faster, when vLLM's requests were reused across turns).
+                requests = vllm_bench_requests(args.model_dir, input_len, output_len, num, seed=1000 + turn)
                 start = time.time()
                 m = engine.run_point(point, seed=turn)
                 record(out, harness="ours", turn=turn, **shape, elapsed_s=m.duration_s,
