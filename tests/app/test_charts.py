@@ -75,7 +75,7 @@ def test_profile_points_keep_their_provenance_and_source(inputs):
 def test_newest_versions_keeps_one_key_per_configuration(inputs):
     keys = [k for k in inputs.curves if k.model == MODEL]
     newest = charts.newest_versions(keys)
-    slots = [(k.engine, k.gpu, k.precision, k.tp) for k in newest]
+    slots = [(k.engine, k.gpu, k.precision, k.tp, k.config) for k in newest]
     assert len(slots) == len(set(slots)) and len(newest) < len(keys)
 
 
