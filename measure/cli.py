@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     tok = sub.add_parser("tokenizer", help="write an offline WordLevel tokenizer for a config-only model dir")
     tok.add_argument("--model-dir", required=True, help="dir with config.json (vocab_size is read from it)")
     tok.add_argument("--out", required=True, help="output dir: config.json copy + tokenizer.json")
+    roof = sub.add_parser("roofline", help="fill roofline_frac where a profile's ok rows lack it (older runs)")
+    roof.add_argument("profile_dirs", nargs="+", metavar="PROFILE_DIR")
     shapes = sub.add_parser("shapes", help="list presets, or print the points of one")
     shapes.add_argument("preset", nargs="?", help="preset name or shapes CSV")
     return parser
@@ -313,6 +315,17 @@ def run_tokenizer(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_roofline(args: argparse.Namespace) -> int:
+    from measure.roofline import fill_profile_roofline  # noqa: PLC0415
+
+    for directory in args.profile_dirs:
+        profile = ProfileDir(directory)
+        if not profile.exists():
+            raise InputError(f"{profile.csv_path}: not found (expected a profile folder)")
+        print(f"{profile.csv_path}: filled roofline_frac in {fill_profile_roofline(profile)} row(s)")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -323,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_profile(args, argv)
         if args.command == "tokenizer":
             return run_tokenizer(args)
+        if args.command == "roofline":
+            return run_roofline(args)
         return run_shapes(args)
     except (InputError, EngineError) as err:
         stderr(f"error: {err}")

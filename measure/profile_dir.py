@@ -42,6 +42,10 @@ def _cell(value: object) -> str:
     return str(escape_formula(value) if isinstance(value, str) else value)
 
 
+def _raw_or_cell(value: object) -> str:
+    return value if isinstance(value, str) else _cell(value)
+
+
 class ProfileDir:
     """Reads and appends one profile folder."""
 
@@ -106,13 +110,20 @@ class ProfileDir:
         unknown = [name for name in header if name not in PROFILE.names]
         if unknown:
             raise InputError(f"{self.csv_path}: unknown column(s) {', '.join(unknown)}; not appending to it")
+        self.rewrite(self.rows())
+
+    def rewrite(self, rows: list[dict]) -> None:
+        """Replace profile.csv with `rows` in today's PROFILE columns (missing cells: the schema default),
+        atomically: written to a temporary file, fsync'ed, then renamed over the old one.  Text cells are
+        written as read (already formula-escaped); other values are formatted as `append` formats them."""
         defaults = {c.name: "" if c.default is None else _cell(c.default) for c in PROFILE.columns}
         tmp = self.csv_path.with_suffix(".csv.tmp")
         with open(tmp, "w", newline="", encoding="utf-8") as out:
             writer = csv.DictWriter(out, fieldnames=PROFILE.names)
             writer.writeheader()
-            for row in self.rows():
-                writer.writerow({name: row.get(name, defaults[name]) for name in PROFILE.names})
+            for row in rows:
+                writer.writerow({name: _raw_or_cell(row[name]) if name in row else defaults[name]
+                                 for name in PROFILE.names})
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.csv_path)

@@ -58,29 +58,86 @@ def roofline_for(gpu: str, config, estimator=None):
     Needs the GPU in the spec table (planner/data/gpu_specs.csv) and the model's
     facts (config.json or model_specs.csv); the estimator's fallbacks are never used here.
     """
+    from measure.stats import summarize  # noqa: PLC0415
+
+    bound = _decode_bound(gpu, config.model, config.model_path, config.precision, config.tp, config.engine_args)
+    if bound is None:
+        return None
+
+    def compute(point, measurement, info) -> float | None:
+        tok_s = measurement.output_tokens / measurement.duration_s if measurement.duration_s > 0 else None
+        return bound(point, info, measurement.num_requests, summarize(measurement.tpot_ms)["mean"], tok_s)
+
+    return compute
+
+
+def _decode_bound(gpu: str, model: str, model_path: str, precision: str, tp: int, engine_args: dict):
+    """(point, info, num_requests, tpot_mean_ms, output_tok_per_s) -> fraction; None without GPU or model specs."""
     from pathlib import Path  # noqa: PLC0415
 
     from measure.specs import gpu_spec, model_facts  # noqa: PLC0415
 
     spec = gpu_spec(gpu)
-    model_dir = config.model_path if Path(config.model_path).is_dir() else None
-    facts = model_facts(config.model, model_dir)
+    facts = model_facts(model, model_path if model_path and Path(model_path).is_dir() else None)
     if spec is None or facts is None:
         return None
-    kv_bytes = 1.0 if str(config.engine_args.get("kv_cache_dtype", "")).startswith("fp8") else 2.0
+    kv_bytes = 1.0 if str(engine_args.get("kv_cache_dtype", "")).startswith("fp8") else 2.0
 
-    def compute(point, measurement, info) -> float | None:
-        batch = effective_batch(point, info, measurement.num_requests)
+    def bound(point, info, num_requests: int, tpot_mean_ms, output_tok_per_s) -> float | None:
+        batch = effective_batch(point, info, num_requests)
         if batch is None:
             return None
-        from measure.stats import summarize  # noqa: PLC0415
-
-        tpot = summarize(measurement.tpot_ms)["mean"]
-        tok_s = measurement.output_tokens / measurement.duration_s if measurement.duration_s > 0 else None
-        return roofline_fraction(weight_bytes=facts.weight_bytes_read_per_step(config.precision),
+        return roofline_fraction(weight_bytes=facts.weight_bytes_read_per_step(precision),
                                  kv_bytes_per_token=facts.kv_bytes_per_token(kv_bytes), batch=batch,
                                  input_len=point.input_len, output_len=point.output_len,
-                                 bandwidth_bytes_s=spec.mem_bandwidth_tb_s * 1e12, tp=config.tp,
-                                 tpot_mean_ms=tpot, output_tok_per_s=tok_s)
+                                 bandwidth_bytes_s=spec.mem_bandwidth_tb_s * 1e12, tp=tp,
+                                 tpot_mean_ms=tpot_mean_ms, output_tok_per_s=output_tok_per_s)
 
-    return compute
+    return bound
+
+
+def fill_profile_roofline(profile) -> int:
+    """Compute roofline_frac where an ok row of a profile folder has none (rows from before the column was
+    filled); the same formula as during a sweep, from the row's own measurements.  Returns rows filled."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from measure.points import point_from_mapping  # noqa: PLC0415
+
+    identity = profile.identity() or {}
+    rows = profile.rows()
+    if not rows:
+        return 0
+    first = rows[0]
+    bound = _decode_bound(first["gpu"], first["model"], identity.get("model_path", ""), first["precision"],
+                          int(first["tp"]), identity.get("engine_args") or {})
+    if bound is None:
+        return 0
+    filled = 0
+    for i, row in enumerate(rows):
+        if row.get("status", "ok") not in ("ok", "") or row.get("roofline_frac"):
+            continue
+        info = SimpleNamespace(max_num_seqs=_int(row.get("max_num_seqs")), kv_cache_tokens=_int(row.get("kv_cache_tokens")))
+        point = point_from_mapping(row, f"{profile.csv_path}, line {i + 2}")
+        value = bound(point, info, _int(row.get("num_requests")) or point.requests, _float(row.get("tpot_mean_ms")),
+                      _float(row.get("output_tok_per_s")))
+        if value is not None:
+            row["roofline_frac"] = value
+            filled += 1
+    if filled:
+        profile.rewrite(rows)
+    return filled
+
+
+def _int(text) -> int | None:
+    try:
+        return int(float(text))
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

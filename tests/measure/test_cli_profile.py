@@ -180,3 +180,22 @@ def test_resume_plans_with_the_durations_already_measured():
     calibration = Calibration.from_rows(rows, lambda p: 10.0)
     assert calibration.ratios == [0.2, 0.3]
     assert calibration.scale(10.0) == 2.5 and Calibration().scale(10.0) == 10.0
+
+
+def test_roofline_command_fills_older_rows_with_the_sweep_formula(fake_vllm, shapes, tmp_path, capsys):
+    out = tmp_path / "prof"
+    assert main(args(shapes, out)) == EXIT_OK
+    measured = [r["roofline_frac"] for r in rows(out)]
+    assert all(measured)
+    older = rows(out)
+    for row in older:
+        row["roofline_frac"] = ""
+    with open(out / "profile.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(older[0]))
+        writer.writeheader()
+        writer.writerows(older)
+    assert main(["roofline", str(out)]) == EXIT_OK
+    assert "filled roofline_frac in 3 row(s)" in capsys.readouterr().out
+    assert [float(r["roofline_frac"]) for r in rows(out)] == pytest.approx([float(v) for v in measured], rel=1e-5)
+    assert rows(out)[0]["source"] == older[0]["source"]
+    assert main(["roofline", str(tmp_path / "missing")]) == EXIT_USAGE
