@@ -34,11 +34,44 @@ IDENTITY_FIELDS = ("gpu", "engine", "model", "precision", "tp", "engine_args", "
 IDENTITY_DEFAULTS = {"config": "default"}
 
 
+PROFILE_DESCRIPTION = """\
+Measure an engine on this GPU across batch shapes and write a profile the planner reads (profiles/**.csv).
+
+Engines:
+  vllm     vllm.LLM in this process: offline batches (N token-id prompts in ONE generate() call, only that
+           call timed). Config-only model dir (config.json, no weights) => dummy weights, no download.
+  trtllm   tensorrt_llm.LLM (PyTorch backend) in this process, the same way (not verified on hardware).
+  openai   the load generator against a running OpenAI-compatible server (--base-url): offline, fixed
+           concurrency, and rate points (poisson, gamma:cv=X bursts, replay:LOG), streaming.
+  --server launches `vllm serve` / `trtllm-serve` (or --server-cmd) and drives it with the load generator.
+
+Output (one folder): profile.csv, one row per point, written and fsync'ed as each point ends (a killed run
+loses no completed point; --resume continues it, and every stop prints the resume command); a failed point
+(out of memory, timeout, engine error) is a row with status=failed and the reason, and the sweep goes on.
+env.json: engine and version, torch, CUDA, driver, GPU name and memory, engine arguments given and
+effective, command line (API keys removed), date; host name only with --record-hostname.
+"""
+
+PROFILE_EPILOG = """\
+Metrics per request (ms; mean/p50/p95/p99 per point): TTFT = request sent to first token; TPOT = (e2e - TTFT)
+/ (output tokens - 1), the first token excluded as vLLM defines it; ITL = gaps between streamed chunks
+(HTTP only); e2e = request sent to last token. output_tok_per_s = generated tokens / timed duration.
+roofline_frac = bandwidth-bound decode step (weights + KV read, GPU spec table) / measured TPOT.
+Presets: default (prompt 128-8192, output 64-2048, batch 1-1024, + concurrency/rate points for HTTP
+engines), tensorrt-llm-published (NVIDIA's ISL/OSL pairs). See `python -m measure shapes PRESET`.
+Exit codes: 0 done, 1 unexpected error, 2 usage or engine error, 3 stopped by --max-time (resume printed),
+130 interrupted.
+Details: docs/measure.md.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m measure", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_profile_args(sub.add_parser("profile", help="measure a sweep of shapes and write a profile folder"))
+    _add_profile_args(sub.add_parser("profile", help="measure a sweep of shapes and write a profile folder",
+                                     description=PROFILE_DESCRIPTION, epilog=PROFILE_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter))
     tok = sub.add_parser("tokenizer", help="write an offline WordLevel tokenizer for a config-only model dir")
     tok.add_argument("--model-dir", required=True, help="dir with config.json (vocab_size is read from it)")
     tok.add_argument("--out", required=True, help="output dir: config.json copy + tokenizer.json")

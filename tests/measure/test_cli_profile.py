@@ -199,3 +199,13 @@ def test_roofline_command_fills_older_rows_with_the_sweep_formula(fake_vllm, sha
     assert [float(r["roofline_frac"]) for r in rows(out)] == pytest.approx([float(v) for v in measured], rel=1e-5)
     assert rows(out)[0]["source"] == older[0]["source"]
     assert main(["roofline", str(tmp_path / "missing")]) == EXIT_USAGE
+
+
+def test_profile_help_documents_engines_output_metrics_and_presets(capsys):
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    text = capsys.readouterr().out
+    for needle in ("--resume", "--server", "--engine-arg", "--dry-run", "--max-time", "--tag", "dummy weights",
+                   "TPOT", "first token excluded", "roofline_frac", "tensorrt-llm-published", "env.json",
+                   "status=failed", "API keys removed", "gamma:cv=X"):
+        assert needle in text, needle
