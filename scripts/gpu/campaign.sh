@@ -8,7 +8,8 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is this session's (session 2); session 1's is in git history and profiles/measured/h200/RUNS.md.
+# The job list is for the next session (3); what sessions 1 and 2 ran is in profiles/measured/h200/RUNS.md
+# and in git history.
 set -uo pipefail
 code=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH=/tmp/site:$code VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
@@ -56,19 +57,17 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
 
 [ -f .tok/llama-3.1-8b/tokenizer.json ] || python3 -P -m measure tokenizer --model-dir profiles/models/llama-3.1-8b \
   --out .tok/llama-3.1-8b >> "$log" 2>&1
-# The FP8 profile of session 1 (default settings) stopped with two published pairs left: resume it.
+# Sessions 1-2 measured these; their folders are copied in so the jobs resume them.
 [ -d /tmp/prof/llama-3.1-8b__fp8 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-fp8-tp1 /tmp/prof/llama-3.1-8b__fp8
+[ -d /tmp/prof/llama-3.1-8b__bf16 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-bf16-tp1 /tmp/prof/llama-3.1-8b__bf16
 
-# Done in call 1 of session 2 (results in profiles/measured/h200/bench/): the harness checks and the bench.
-# check harness-i128-o128-n2000 240 3 128x128x2000
-# bench i128-o128-n2000 128 128 2000
-# check harness-i1024-o1024-n512 200 1 1024x1024x512
-# FP8 with settings matched to NVIDIA's TensorRT-LLM perf-overview runs as far as vLLM allows.
-profile llama-3.1-8b__fp8-tuned 300 llama-3.1-8b fp8 tensorrt-llm-published --tag tuned \
-  --engine-arg kv_cache_dtype=fp8 --engine-arg gpu_memory_utilization=0.95 --engine-arg max_num_seqs=2048 \
-  --engine-arg max_num_batched_tokens=32768 --engine-arg 'compilation_config={"max_cudagraph_capture_size":1024}'
-profile qwen2.5-7b__bf16 300 qwen2.5-7b bf16 default
+# FP8, default settings: the two published pairs session 1 did not reach (2048/2048, 5000/500).
 profile llama-3.1-8b__fp8 200 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
+# bf16, default settings: the seven published pairs.
+profile llama-3.1-8b__bf16 300 llama-3.1-8b bf16 scripts/gpu/shapes-default-plus-published.csv
+# Session 2's harness checks, for reference (new prompts every turn since then):
+# check harness-i128-o128-n2000 240 3 128x128x2000
+# check harness-i1024-o1024-n512 200 1 1024x1024x512
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
