@@ -199,8 +199,10 @@ def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
 
 
 def print_plan(points: list[Point], all_points: tuple[Point, ...], est: Estimator, notes: list[str],
-               engine_modes: tuple[str, ...]) -> None:
-    """The dry-run table: each point, its state and estimated GPU seconds (an assumption)."""
+               engine_modes: tuple[str, ...], calibration: Calibration | None = None) -> None:
+    """The dry-run table: each point, its state and estimated GPU seconds (an assumption, rescaled by the
+    durations the folder already holds when resuming, as the run itself plans)."""
+    calibration = calibration or Calibration()
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
@@ -213,14 +215,15 @@ def print_plan(points: list[Point], all_points: tuple[Point, ...], est: Estimato
         runnable = p.mode in engine_modes
         state = "skip (mode not run by this engine)" if not runnable else (
             "pending" if p.key() in pending else "done")
-        secs = est.point_s(p) if runnable and p.key() in pending else 0.0
+        secs = calibration.scale(est.point_s(p)) if runnable and p.key() in pending else 0.0
         total += secs
         table.add_row(str(i), p.label(), p.purpose, state, f"{secs:.0f}" if secs else "")
     console = Console(stderr=False, width=CONSOLE_WIDTH)
     console.print(table)
     start = ENGINE_START_S if total else 0.0
+    basis = f"rescaled by {len(calibration.ratios)} measured point(s)" if calibration.ratios else "assumption-based"
     console.print(f"estimate: {total:.0f} s of points + {start:.0f} s engine start = "
-                  f"{(total + start) / 60:.1f} GPU-minutes (assumption-based)")
+                  f"{(total + start) / 60:.1f} GPU-minutes ({basis})")
     for note in notes:
         console.print(f"note: {note}")
 
@@ -257,7 +260,7 @@ def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
     est, notes = make_point_estimator(req)
     engine = make_engine(req.config)
     if args.dry_run:
-        print_plan(pending, req.points, est, notes, engine.modes)
+        print_plan(pending, req.points, est, notes, engine.modes, Calibration.from_rows(profile.rows(), est.point_s))
         return EXIT_OK
     engine.version()  # fails fast (exit 2, install hint) when the engine package is missing
     if not [p for p in pending if p.mode in engine.modes]:

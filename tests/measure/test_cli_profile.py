@@ -209,3 +209,12 @@ def test_profile_help_documents_engines_output_metrics_and_presets(capsys):
                    "TPOT", "first token excluded", "roofline_frac", "tensorrt-llm-published", "env.json",
                    "status=failed", "API keys removed", "gamma:cv=X"):
         assert needle in text, needle
+
+
+def test_dry_run_on_resume_plans_with_measured_durations(fake_vllm, shapes, tmp_path, capsys):
+    out = tmp_path / "prof"
+    fake_vllm.LLM.fail_input_len = 40
+    assert main(args(shapes, out)) == EXIT_OK
+    capsys.readouterr()
+    assert main(args(shapes, out, "--resume", "--retry-failed", "--dry-run")) == EXIT_OK
+    assert "rescaled by 2 measured point(s)" in capsys.readouterr().out
