@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from measure.engines.base import EngineInfo
-from measure.points import Point
+from measure.points import Point, point_from_mapping
 from measure.stats import Measurement, metric_columns
 from planner.schema import InputError
 
@@ -87,8 +87,6 @@ class Calibration:
     def from_rows(cls, rows: list[dict], estimate_s: Callable[[Point], float]) -> Calibration:
         """Seeded with the ok rows a profile folder already holds (their timed duration over the estimate),
         so a resumed sweep plans with what this engine and GPU really took, not only with the prior."""
-        from measure.points import point_from_mapping  # noqa: PLC0415
-
         calibration = cls()
         for row in rows:
             try:
