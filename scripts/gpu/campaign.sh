@@ -8,8 +8,9 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is for the next session (3); what sessions 1 and 2 ran is in profiles/measured/h200/RUNS.md
-# and in git history.
+# The job list is session 3's; what sessions 1 and 2 ran is in profiles/measured/h200/RUNS.md and in git history.
+# Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
+# are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
 code=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH=/tmp/site:$code VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
@@ -29,7 +30,8 @@ profile() {  # NAME NEED_S MODEL PRECISION SHAPES [more `measure profile` args..
   [ -f "/tmp/prof/$name.done" ] && return 0
   [ "$(left)" -lt "$need" ] && { echo "== $name: not started, $(left) s left" >> "$log"; return 0; }
   local resume=(); [ -f "/tmp/prof/$name/profile.csv" ] && resume=(--resume)
-  python3 -P -m measure profile --gpu h200 --engine vllm --model "$model" --model-path "$PWD/profiles/models/$model" \
+  python3 -P -m measure profile --gpu h200 --engine vllm --model "$model" \
+    --model-path "${MODEL_PATH:-$PWD/profiles/models/$model}" \
     --precision "$precision" --shapes "$shapes" --out "/tmp/prof/$name" --max-time $(( $(left) - 25 )) "${resume[@]}" "$@" >> "$log" 2>&1
   local rc=$?; echo "== $name rc=$rc at $(date -u +%T), $(left) s left" >> "$log"
   [ $rc = 0 ] && touch "/tmp/prof/$name.done"
@@ -57,6 +59,12 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
 
 [ -f .tok/llama-3.1-8b/tokenizer.json ] || python3 -P -m measure tokenizer --model-dir profiles/models/llama-3.1-8b \
   --out .tok/llama-3.1-8b >> "$log" 2>&1
+if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'); import prometheus_fastapi_instrumentator" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl >> "$log" 2>&1
+  python3 -m pip show prometheus-client aiohttp starlette fastapi uvicorn 2>/dev/null | grep -E "^(Name|Version|Location)" >> "$log"
+  PYTHONPATH=/tmp/site python3 -c "import vllm.entrypoints.openai.api_server" >> "$log" 2>&1 \
+    && echo "== vllm.entrypoints.openai.api_server imports" >> "$log"
+fi
 # Sessions 1-2 measured these; their folders are copied in so the jobs resume them.
 [ -d /tmp/prof/llama-3.1-8b__fp8 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-fp8-tp1 /tmp/prof/llama-3.1-8b__fp8
 [ -d /tmp/prof/llama-3.1-8b__bf16 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-bf16-tp1 /tmp/prof/llama-3.1-8b__bf16
@@ -65,6 +73,10 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
 profile llama-3.1-8b__fp8 200 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
 # bf16, default settings: the seven published pairs.
 profile llama-3.1-8b__bf16 300 llama-3.1-8b bf16 scripts/gpu/shapes-default-plus-published.csv
+# vLLM's OpenAI server, bf16 default settings, driven by the load generator: latency curves. Model dir with the
+# tokenizer (dummy weights still): the server detokenizes as in production; prompts go as token ids (exact lengths).
+MODEL_PATH=$PWD/.tok/llama-3.1-8b profile llama-3.1-8b__bf16__server 250 llama-3.1-8b bf16 \
+  scripts/gpu/shapes-server-latency.csv --server --prompt-format tokens --served-model llama-3.1-8b
 # Session 2's harness checks, for reference (new prompts every turn since then):
 # check harness-i128-o128-n2000 240 3 128x128x2000
 # check harness-i1024-o1024-n512 200 1 1024x1024x512
