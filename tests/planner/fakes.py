@@ -113,11 +113,11 @@ def synthetic_profile_rows(engine: str, gpu: str, model: str = "llama-3.1-8b", v
         seconds = float(curves.offline_features(caps, n, i, o) @ theta)
         rows.append({**base, "mode": "offline", "input_len": i, "output_len": o, "batch_size": n,
                      "num_requests": n, "output_tok_per_s": n * o / seconds})
-    for c in (1, 4, 16, 64, 128, 256):
-        ttft, tpot, e2e = (float(f @ theta) for f in curves.concurrency_features(caps, c, 1024, 256))
+    for c in (1, 4, 16, 64, 128, 256):  # benchmark loops of 4 rounds, clients in step (closed_loop_features)
+        ttft, tpot, run = (float(f @ theta) for f in curves.closed_loop_features(caps, c, 4 * c, 1024, 256))
         rows.append({**base, "mode": "concurrency", "input_len": 1024, "output_len": 256, "concurrency": c,
-                     "num_requests": 4 * c, "output_tok_per_s": c * 256 / e2e, "tpot_mean_ms": tpot * 1000,
-                     "ttft_mean_ms": ttft * 1000, "e2e_mean_ms": e2e * 1000})
+                     "num_requests": 4 * c, "output_tok_per_s": 4 * c * 256 / run, "tpot_mean_ms": tpot * 1000,
+                     "ttft_mean_ms": ttft * 1000, "e2e_mean_ms": (ttft + 255 * tpot) * 1000})
     return rows
 
 

@@ -96,6 +96,38 @@ def test_concurrency_beyond_kv_cap_only_adds_queueing():
     assert ttft_over @ TRUE_THETA > ttft_cap @ TRUE_THETA
 
 
+def test_closed_loop_of_clients_in_step_runs_as_offline_waves_of_its_concurrency():
+    concurrency, rounds = 128, 3
+    _, _, run = curves.closed_loop_features(CAPS, concurrency, rounds * concurrency, 512, 256)
+    waves_of_c = dataclasses.replace(CAPS, max_num_seqs=concurrency)
+    assert_allclose(run, curves.offline_features(waves_of_c, rounds * concurrency, 512, 256))
+
+
+def test_closed_loop_ttft_is_the_place_in_the_prefill_burst():
+    ttft = {c: curves.closed_loop_features(CAPS, c, 2 * c, 512, 256)[0] @ TRUE_THETA for c in (8, 32, 256)}
+    steady = curves.concurrency_features(CAPS, 256, 512, 256)[0] @ TRUE_THETA
+    # 8 and 32 prompts of 512 tokens fit one 16k-token chunk; 256 need 8 chunks: the mean waits 4.5 of them.
+    assert ttft[8] < ttft[32] < ttft[256]
+    assert ttft[256] > 3 * ttft[32] and ttft[256] > 10 * steady
+
+
+def test_closed_loop_ttft_and_tpot_add_up_to_one_wave():
+    ttft, tpot, run = curves.closed_loop_features(CAPS, 64, 64, 1024, 300)
+    assert_allclose(ttft + 299 * tpot, run)
+
+
+def test_benchmark_loop_rows_with_a_request_count_fit_exactly():
+    rows = synthetic_profile(noise=0.0)
+    loops = rows["mode"] == "concurrency"
+    for index in rows.index[loops]:
+        c = int(rows.at[index, "concurrency"])
+        ttft, tpot, run = (f @ TRUE_THETA for f in curves.closed_loop_features(CAPS, c, 4 * c, 512, 256))
+        rows.loc[index, ["num_requests", "output_tok_per_s", "ttft_mean_ms", "tpot_mean_ms"]] = \
+            [4 * c, 4 * c * 256 / run, ttft * 1000, tpot * 1000]
+    curve = fit_curves(rows)[GroupKey(**KEY)]
+    assert_allclose(curve.fit.theta, TRUE_THETA, rtol=1e-3)
+
+
 def test_leave_one_out_on_model_generated_points_is_within_noise():
     table = leave_one_out(synthetic_profile(noise=0.01, seed=2))
     assert len(table) == 1
