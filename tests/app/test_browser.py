@@ -155,6 +155,7 @@ def test_page_plans_edits_replans_and_downloads(app_url, page, tmp_path):
     open_tab(page, "Import routes CSV")
     upload(page, "Routes CSV", routes_csv(tmp_path, 50.0))
     page.get_by_text("Imported 4 routes").wait_for()
+    wait_idle(page)  # the notice can show before the rerun has redrawn the metrics
     assert int(metric(page, "GPUs")) > int(gpus_before)
 
     # Edit an input: a dearer engineer changes the bill.
