@@ -14,6 +14,7 @@ from measure.loadgen import (
     LoadSpec,
     RequestResult,
     RequestSpec,
+    SSEReader,
     arrival_times,
     load_request_log,
     run_load_sync,
@@ -155,3 +156,21 @@ def test_profile_failed_point_recorded_against_real_server(tiny_server, tmp_path
             "--shapes", str(shapes), "--out", str(out)]
     assert main(argv) == 2
     assert not (out / "profile.csv").exists()
+
+
+def test_sse_reader_times_events_by_chunk_arrival_across_split_lines():
+    reader = SSEReader(chat=False)
+    reader.feed(b'data: {"choices":[{"index":0,"text":"a"}]}\r\n\r\ndata: {"choices":[{"in', 1.0)
+    reader.feed(b'dex":0,"text":"b"}]}\n\ndata: {"choices":[{"index":0,"text":"c"}]}\n\n', 2.0)
+    reader.feed(b'data: {"choices":[],"usage":{"completion_tokens":3}}\n\ndata: [DONE]\n\n', 3.0)
+    assert reader.times == [1.0, 2.0, 2.0]  # "b" completed in the second chunk; "c" arrived with it
+    assert reader.usage == {"completion_tokens": 3} and reader.done
+
+
+def test_sse_reader_reads_a_last_line_without_newline_and_nothing_after_done():
+    reader = SSEReader(chat=True)
+    reader.feed(b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}', 1.0)
+    reader.close(2.0)
+    assert reader.times == [2.0]  # the role-only opener is not a token
+    reader.feed(b'\ndata: [DONE]\n\ndata: {"choices":[{"delta":{"content":"late"}}]}\n\n', 3.0)
+    assert reader.times == [2.0] and reader.done
