@@ -20,7 +20,7 @@ import streamlit as st
 from planner import charts
 from planner import scenario as sc
 from planner.plan import Assumptions, Inputs, PlanResult, load_inputs, load_routes, validate_routes
-from planner.schema import ENGINE_OPS, PRICES, ROUTES, InputError
+from planner.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES, InputError
 
 log = logging.getLogger("fleetplan.app")
 
@@ -30,7 +30,7 @@ CHEAPEST = ""  # provider choice meaning "the cheapest provider listed for each 
 # Routes editor: the columns a capacity review changes; the rest behind "all columns".
 EDITOR_COLUMNS = ("name", "model", "traffic", "rate_rps", "peak_to_mean", "num_requests", "deadline_hours",
                   "input_len_mean", "output_len_mean", "slo_percentile", "ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms",
-                  "model_updates_per_month", "engines", "gpus", "precisions")
+                  "model_updates_per_month", "engines", "gpus", "precisions", "configs")
 GROWTH_RANGE = (0.1, 10.0)
 PRICE_RANGE = (0.25, 4.0)
 PROVENANCE_NOTE = ("**measured**: run by this project (command recorded) · **published**: vendor or project "
@@ -119,7 +119,7 @@ def put_settings(settings: sc.Settings, inputs: Inputs) -> None:
                                      else ASSUMED.engineer_usd_per_hour)
     ss.traffic_growth = float(np.clip(settings.traffic_growth, *GROWTH_RANGE))
     ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
-    for name in ("engines", "gpus", "precisions"):
+    for name in sc.ALLOW_SETTINGS:
         ss[name] = [v for v in getattr(settings, name) if v in options[name]]
 
 
@@ -127,7 +127,7 @@ def current_settings() -> sc.Settings:
     ss = st.session_state
     rate = None if ss.engineer_usd_per_hour == ASSUMED.engineer_usd_per_hour else float(ss.engineer_usd_per_hour)
     return sc.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
-                       engines=tuple(ss.engines), gpus=tuple(ss.gpus), precisions=tuple(ss.precisions),
+                       **{name: tuple(ss[name]) for name in sc.ALLOW_SETTINGS},
                        traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor))
 
 
@@ -138,7 +138,8 @@ def providers(prices: pd.DataFrame) -> list[str]:
 def allowed_options(inputs: Inputs) -> dict[str, list[str]]:
     keys = list(inputs.curves)
     return {"engines": sorted({k.engine for k in keys}), "gpus": sorted({k.gpu for k in keys}),
-            "precisions": sorted({k.precision for k in keys})}
+            "precisions": sorted({k.precision for k in keys}),
+            "configs": sorted({k.config or DEFAULT_CONFIG for k in keys})}
 
 
 def set_base(name: str, frame: pd.DataFrame) -> None:
@@ -215,6 +216,9 @@ def allow_controls(inputs: Inputs) -> None:
     st.multiselect("Engines", options["engines"], key="engines")
     st.multiselect("GPUs", options["gpus"], key="gpus")
     st.multiselect("Precisions", options["precisions"], key="precisions")
+    st.multiselect("Engine settings", options["configs"], key="configs",
+                   help="A profile's config: `default` (the engine's own settings) or a named set such as "
+                        "`tuned`, whose settings its env.json records. A plan on `tuned` assumes you deploy them.")
 
 
 # ---------------------------------------------------------------- inputs
@@ -413,7 +417,7 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}
     for r in result.plan[result.plan["status"] != "ok"].itertuples():
         st.error(f"Route '{r.route}' (row {rows.get(r.route, '?')}) cannot be planned: {r.notes}. "
-                 f"To fix: relax its SLOs, lower its rate, or allow more engines, GPUs or precisions.")
+                 f"To fix: relax its SLOs, lower its rate, or allow more engines, GPUs, precisions or engine settings.")
 
 
 # ---------------------------------------------------------------- charts

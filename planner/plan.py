@@ -261,6 +261,8 @@ OPTION_COLUMNS = (
 
 # Simulation check: keep simulating the cheapest unchecked option until the SIM_CHECK_TOP cheapest
 # (after re-pricing) are all simulated, at most SIM_CHECK_MAX per route (each simulates a few fleets).
+# Route columns that restrict which options (fitted curves) a route may use.
+ALLOW_LISTS = ("engines", "gpus", "precisions", "tps", "configs")
 SIM_CHECK_TOP = 2
 SIM_CHECK_MAX = 8
 
@@ -293,7 +295,7 @@ def make_plan(routes_df: pd.DataFrame, inputs: Inputs, assumptions: Assumptions 
 
 
 def _candidates(row: dict, inputs: Inputs) -> list:
-    allowed = {name: split_list(row[name]) for name in ("engines", "gpus", "precisions", "tps")}
+    allowed = {name: split_list(row[name]) for name in ALLOW_LISTS}
     out = []
     for key, curve in inputs.curves.items():
         if key.model != row["model"]:
@@ -301,7 +303,8 @@ def _candidates(row: dict, inputs: Inputs) -> list:
         if ((allowed["engines"] and key.engine not in allowed["engines"])
                 or (allowed["gpus"] and key.gpu not in allowed["gpus"])
                 or (allowed["precisions"] and key.precision not in allowed["precisions"])
-                or (allowed["tps"] and str(key.tp) not in allowed["tps"])):
+                or (allowed["tps"] and str(key.tp) not in allowed["tps"])
+                or (allowed["configs"] and (key.config or DEFAULT_CONFIG).lower() not in allowed["configs"])):
             continue
         out.append(curve)
     return out
@@ -541,7 +544,7 @@ def _no_profile_reason(route: sizing.Route, row: dict, inputs: Inputs) -> str:
     profiled = sorted({f"{k.engine}/{k.gpu}/{k.precision}/tp{k.tp}" for k in inputs.curves if k.model == route.model})
     if not profiled:
         return f"no profile for model {route.model} on any GPU"
-    limits = ", ".join(f"{c}={row[c]}" for c in ("engines", "gpus", "precisions", "tps") if split_list(row[c]))
+    limits = ", ".join(f"{c}={row[c]}" for c in ALLOW_LISTS if split_list(row[c]))
     return (f"no profile for model {route.model} on any allowed GPU/engine ({limits}); "
             f"profiled: {', '.join(profiled)}")
 

@@ -39,10 +39,13 @@ QUERY_KEYS = {
     "engines": "engines",
     "gpus": "gpus",
     "precisions": "precisions",
+    "configs": "configs",
     "traffic_growth": "growth",
     "gpu_price_factor": "gpu_price_x",
 }
 PRICING_TYPES = PRICES.column("pricing_type").choices
+# Settings that narrow every route's allow-list column of the same name.
+ALLOW_SETTINGS = ("engines", "gpus", "precisions", "configs")
 # Growth and price factors outside this range are typos, not what-ifs.
 FACTOR_RANGE = (0.01, 100.0)
 # An uploaded file larger than this is not a routes/prices table (protects the app's memory).
@@ -57,7 +60,7 @@ class Settings:
 
     provider: "" = the cheapest provider per GPU; pricing_type: on-demand /
     reserved / spot; engineer_usd_per_hour: None = the planner's labelled
-    default; engines/gpus/precisions: allow-lists applied to every route
+    default; engines/gpus/precisions/configs: allow-lists applied to every route
     (() = no restriction); traffic_growth multiplies every route's load;
     gpu_price_factor multiplies every GPU price.
     """
@@ -68,6 +71,7 @@ class Settings:
     engines: tuple[str, ...] = ()
     gpus: tuple[str, ...] = ()
     precisions: tuple[str, ...] = ()
+    configs: tuple[str, ...] = ()
     traffic_growth: float = 1.0
     gpu_price_factor: float = 1.0
 
@@ -219,7 +223,7 @@ def apply_settings(routes: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     out["rate_rps"] = out["rate_rps"] * growth
     batch = out["num_requests"].notna()
     out.loc[batch, "num_requests"] = [max(1, math.ceil(n * growth)) for n in out.loc[batch, "num_requests"]]
-    for column in ("engines", "gpus", "precisions"):
+    for column in ALLOW_SETTINGS:
         allowed = getattr(settings, column)
         if allowed:
             out[column] = [_narrow(cell, allowed, column, name) for cell, name in zip(out[column], out["name"], strict=True)]
@@ -345,7 +349,7 @@ def settings_from_query(params: Mapping[str, object], base: Settings | None = No
 
 
 def _parse_setting(name: str, raw: str) -> object:
-    if name in ("engines", "gpus", "precisions"):
+    if name in ALLOW_SETTINGS:
         return tuple(dict.fromkeys(slug(v) for v in raw.split(",") if v.strip()))
     if name in ("traffic_growth", "gpu_price_factor", "engineer_usd_per_hour"):
         try:

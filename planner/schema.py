@@ -158,6 +158,8 @@ ROUTES = Schema(
         Column("gpus", "str", False, "allowed GPUs, ';'-separated (empty = all)"),
         Column("precisions", "str", False, "allowed precisions, ';'-separated (empty = all)"),
         Column("tps", "str", False, "allowed tensor-parallel sizes, ';'-separated (empty = all)"),
+        Column("configs", "str", False, "allowed engine settings (a profile's `config`: `default` or a name such "
+               "as `tuned`), ';'-separated (empty = all)"),
         Column("log", "str", False, "online: request log replayed by the simulation check (path relative to "
                "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv)"),
         Column("notes", "str", False, "where the route's numbers come from"),

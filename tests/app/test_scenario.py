@@ -86,6 +86,15 @@ def test_apply_settings_scales_load_and_narrows_allow_lists():
     assert out["engines"].tolist() == ["vllm", "vllm"]
 
 
+def test_apply_settings_narrows_the_engine_settings_too():
+    frame = routes()
+    frame.loc[1, "configs"] = "tuned;default"
+    out = apply_settings(frame, Settings(configs=("default",)))
+    assert out["configs"].tolist() == ["default", "default"]
+    back, warnings = settings_from_query(settings_to_query(Settings(configs=("default",))))
+    assert back.configs == ("default",) and warnings == []
+
+
 def test_apply_settings_refuses_an_empty_allow_list():
     frame = routes()
     frame.loc[1, "engines"] = "trtllm"

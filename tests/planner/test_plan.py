@@ -318,3 +318,14 @@ def test_simulating_a_plan_uses_the_curve_of_its_config(tuned_inputs):
     # A plan written before the engine_config column existed means the default settings.
     (old,) = simulate_plan(route, plan.drop(columns="engine_config"), tuned_inputs.curves, n_requests=200)
     assert old.option == "vllm/0.26.0/h100/bf16/tp1"
+
+
+def test_a_configs_allow_list_keeps_a_route_on_the_settings_it_can_deploy(tuned_inputs):
+    route = online_route(rate_rps=40, configs="Default", **VLLM_H100)
+    result = make_plan(routes(route), tuned_inputs)
+    assert set(result.options["option"]) == {"vllm/0.26.0/h100/bf16/tp1"}
+    assert result.plan.iloc[0]["engine_config"] == "default"
+    only_tuned = make_plan(routes(online_route(configs="tuned", **VLLM_H100)), tuned_inputs).options
+    assert set(only_tuned["option"]) == {"vllm/0.26.0/h100/bf16/tp1/tuned"}
+    nothing = make_plan(routes(online_route(configs="fast", **VLLM_H100)), tuned_inputs).plan.iloc[0]
+    assert nothing["status"] == "infeasible" and "configs=fast" in nothing["notes"]
