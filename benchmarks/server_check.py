@@ -17,6 +17,7 @@ test: it prints, it does not assert.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from planner import arrivals  # noqa: E402
-from planner.curves import GroupKey, closed_loop_features, fit_group, load_profiles  # noqa: E402
+from planner.curves import GroupKey, closed_loop_features, fit_group, load_profiles, row_caps  # noqa: E402
 from planner.schema import PROFILE_GROUP, InputError  # noqa: E402
 from planner.simulate import simulate  # noqa: E402
 
@@ -73,7 +74,10 @@ def compare(profiles: pd.DataFrame, label: str, seeds: int) -> pd.DataFrame:
         raise InputError(f"{label}: needs offline rows to fit and server rows to check")
     rows = []
     for _, row in served.iterrows():
-        pred = (predict_rate_row(curve, row, seeds) if row["mode"] == "rate" else predict_concurrency_row(curve, row))
+        # The server's own caps (its token budget and KV cache differ from the offline engine's).
+        served_curve = dataclasses.replace(curve, caps=row_caps(row, curve.caps))
+        pred = (predict_rate_row(served_curve, row, seeds) if row["mode"] == "rate"
+                else predict_concurrency_row(served_curve, row))
         load = f"{row['request_rate']:g}/s {row['arrival']}" if row["mode"] == "rate" else f"c={row['concurrency']:g}"
         rows.append({"shape": f"{row['input_len']}/{row['output_len']}", "load": load,
                      "tok_s": row["output_tok_per_s"], "pred_tok_s": pred["tok_s"],

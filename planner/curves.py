@@ -301,11 +301,24 @@ def _specs():
 
 
 def observations(group: pd.DataFrame, caps: Caps) -> list[Observation]:
-    """Turn a group's profile rows into linear observations of step-time parameters."""
+    """Turn a group's profile rows into linear observations of step-time parameters.
+
+    Each row is modelled with the caps it reports, else the group's: one engine and settings can
+    still run with different caps, e.g. vLLM's OpenAI server defaults to half the offline LLM
+    class's token budget (8192 vs 16384 on an H200), and each start sizes its own KV cache.
+    """
     obs: list[Observation] = []
     for row, point in group.iterrows():
-        obs.extend(_point_observations(point, caps, int(row)))
+        obs.extend(_point_observations(point, row_caps(point, caps), int(row)))
     return obs
+
+
+def row_caps(point: pd.Series, caps: Caps) -> Caps:
+    def reported(column: str, default: int) -> int:
+        value = point.get(column)
+        return int(value) if _ok(value) and float(value) >= 1 else default
+    return Caps(reported("max_num_seqs", caps.max_num_seqs), reported("kv_cache_tokens", caps.kv_cache_tokens),
+                reported("max_num_batched_tokens", caps.max_batched_tokens), caps.cuda_graph_max_batch)
 
 
 def _point_observations(p: pd.Series, caps: Caps, row: int) -> list[Observation]:

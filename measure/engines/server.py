@@ -64,6 +64,7 @@ LOG_HEADER = "=== measure launched at"
 LOG_TAIL_LINES, LOG_TAIL_CHARS, LOG_TAIL_BYTES = 5, 600, 65536
 # vLLM's Prometheus info gauge carrying the allocated KV cache (num_gpu_blocks, block_size labels).
 VLLM_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
+VLLM_TOKEN_BUDGET = re.compile(r"max_num_batched_tokens=(\d+)")
 METRICS_TIMEOUT_S = 5.0
 # Linux prctl(PR_SET_PDEATHSIG): the server gets SIGTERM when measure dies, even by SIGKILL (no cleanup runs then).
 PR_SET_PDEATHSIG = 1
@@ -229,6 +230,14 @@ def kv_cache_tokens_from_metrics(text: str) -> int | None:
     return int(blocks) * int(size) if blocks.isdigit() and size.isdigit() else None
 
 
+def token_budget_from_log(text: str) -> int | None:
+    """max_num_batched_tokens as vLLM's scheduler logs it at start ("Chunked prefill is enabled with
+    max_num_batched_tokens=8192."); None if absent.  vLLM's OpenAI server defaults to a smaller budget
+    than its offline LLM class (8192 vs 16384 on an H200), so the server's own figure is recorded."""
+    found = VLLM_TOKEN_BUDGET.findall(text)
+    return int(found[-1]) if found else None
+
+
 def vllm_kv_cache_tokens(base_url: str) -> int | None:
     """The KV-cache size a running vLLM server allocated (its /metrics), best effort."""
     try:
@@ -298,8 +307,16 @@ class ServerEngine:
             raise
         self._version = info.version if info.version != "unknown" else self.version()
         kv = vllm_kv_cache_tokens(self.base_url) if self.kind == "vllm" else None
+        budget = self._logged_token_budget() if self.kind == "vllm" else None
         return replace(info, version=self._version, start_s=time.perf_counter() - t0, kv_cache_tokens=kv,
+                       max_num_batched_tokens=budget or info.max_num_batched_tokens,
                        effective_args=self._effective_args(info))
+
+    def _logged_token_budget(self) -> int | None:
+        try:
+            return token_budget_from_log(Path(self.log_path).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            return None
 
     def _launch(self) -> None:
         check_port_free(self.config.server_port)

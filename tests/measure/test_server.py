@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from measure.engines.server import (
     check_port_free,
     custom_command,
     kv_cache_tokens_from_metrics,
+    token_budget_from_log,
     trtllm_command,
     trtllm_options,
     vllm_command,
@@ -160,6 +162,15 @@ def test_kv_cache_tokens_from_vllm_metrics():
     assert kv_cache_tokens_from_metrics(text) == 480000
     assert kv_cache_tokens_from_metrics("vllm:num_requests_running 0\n") is None
     assert kv_cache_tokens_from_metrics('vllm:cache_config_info{num_gpu_blocks="None",block_size="16"} 1') is None
+
+
+def test_token_budget_from_a_real_vllm_server_log():
+    log = (Path(__file__).resolve().parents[2] / "profiles" / "measured" / "h200"
+           / "vllm-llama-3.1-8b-bf16-tp1-server" / "server.log").read_text(encoding="utf-8")
+    assert token_budget_from_log(log) == 8192  # vLLM 0.26's OpenAI-server default on the H200
+    relaunched = log + "\nINFO [scheduler.py:252] Chunked prefill is enabled with max_num_batched_tokens=4096.\n"
+    assert token_budget_from_log(relaunched) == 4096  # a resumed profile appends: the last launch counts
+    assert token_budget_from_log("no scheduler line") is None
 
 
 # ------------------------------------------------------------------ lifecycle (real processes)

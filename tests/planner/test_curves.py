@@ -128,6 +128,19 @@ def test_benchmark_loop_rows_with_a_request_count_fit_exactly():
     assert_allclose(curve.fit.theta, TRUE_THETA, rtol=1e-3)
 
 
+def test_each_row_is_modelled_with_the_caps_it_reports():
+    rows = synthetic_profile(noise=0.0)
+    server = dataclasses.replace(CAPS, max_batched_tokens=8192)  # e.g. vLLM's OpenAI server default
+    for index in rows.index[rows["mode"] == "concurrency"]:
+        c = int(rows.at[index, "concurrency"])
+        ttft, tpot, run = (f @ TRUE_THETA for f in curves.closed_loop_features(server, c, 4 * c, 512, 256))
+        rows.loc[index, ["num_requests", "max_num_batched_tokens", "output_tok_per_s", "ttft_mean_ms",
+                         "tpot_mean_ms"]] = [4 * c, 8192, 4 * c * 256 / run, ttft * 1000, tpot * 1000]
+    curve = fit_curves(rows)[GroupKey(**KEY)]
+    assert curve.caps.max_batched_tokens == CAPS.max_batched_tokens  # the group's (first row's) caps
+    assert_allclose(curve.fit.theta, TRUE_THETA, rtol=1e-3)
+
+
 def test_leave_one_out_on_model_generated_points_is_within_noise():
     table = leave_one_out(synthetic_profile(noise=0.01, seed=2))
     assert len(table) == 1
