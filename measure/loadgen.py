@@ -216,6 +216,7 @@ class SSEReader:
         self.chat = chat
         self.times: list[float] = []
         self.usage: dict = {}
+        self.error: str | None = None  # an error event inside a 200 stream (vLLM sends these)
         self.done = False
         self._rest = b""
 
@@ -237,6 +238,11 @@ class SSEReader:
             self.done = True
             return
         payload = json.loads(data)
+        if payload.get("error"):
+            error = payload["error"]
+            self.error = str(error.get("message", error) if isinstance(error, dict) else error)
+            self.done = True
+            return
         if payload.get("usage"):
             self.usage = payload["usage"]
         if _token_event(payload, self.chat):
@@ -262,6 +268,8 @@ async def stream_request(session: aiohttp.ClientSession, spec: LoadSpec, body: d
     except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError, OSError) as err:
         return RequestResult(False, start, time.perf_counter(), error=f"{type(err).__name__}: {err}"[:300])
     end = time.perf_counter()
+    if reader.error:
+        return RequestResult(False, start, end, error=f"error in stream: {reader.error}"[:300])
     return _result(start, end, reader.times, reader.usage)
 
 

@@ -8,7 +8,8 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is the one sessions 3 and 4 ran (session 3's results were lost; see profiles/measured/h200/RUNS.md).
+# The job list is the next session's (RUNS.md, "Next device session"); what sessions 1-4 ran is in
+# profiles/measured/h200/RUNS.md and in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -57,6 +58,39 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
   [ $rc = 0 ] && touch "/tmp/bench/$name.done"
 }
 
+serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaults) and `vllm bench serve` (vLLM's own
+  # aiohttp client) at each load given, 512/256, beside our load generator's points at the same loads.
+  local name=$1 need=$2; shift 2
+  [ -f "/tmp/bench/$name.done" ] && return 0; [ "$(left)" -lt "$need" ] && return 0
+  local port=8100 server_log="/tmp/bench/$name-server.log"
+  ${PY:-python3} -m vllm.entrypoints.openai.api_server --model "${SERVE_MODEL:-.tok/llama-3.1-8b}" --host 127.0.0.1 \
+    --port $port --served-model-name llama-3.1-8b --seed 0 ${SERVE_ARGS:---dtype bfloat16 --load-format dummy} \
+    --max-model-len 3072 > "$server_log" 2>&1 &
+  local server=$! waited=0
+  until curl -sf "http://127.0.0.1:$port/health" > /dev/null; do
+    sleep 2; waited=$((waited + 2))
+    if [ $waited -gt 240 ] || ! kill -0 $server 2>/dev/null; then
+      echo "== serve_bench $name: server not ready" >> "$log"; kill $server 2>/dev/null; return 0
+    fi
+  done
+  echo "== serve_bench $name: server ready after ${waited} s" >> "$log"
+  local i=0
+  for load in "$@"; do
+    i=$((i + 1)); [ "$(left)" -lt 60 ] && break
+    # shellcheck disable=SC2086  # $load is a list of flags
+    timeout $(( $(left) - 30 )) ${PY:-python3} -m vllm.entrypoints.cli.main bench serve --backend vllm \
+      --base-url "http://127.0.0.1:$port" --endpoint /v1/completions --model llama-3.1-8b \
+      --tokenizer "${SERVE_MODEL:-.tok/llama-3.1-8b}" --dataset-name random --random-input-len 512 \
+      --random-output-len 256 --random-range-ratio 0 --ignore-eos --seed $i --percentile-metrics ttft,tpot,itl,e2el \
+      --metric-percentiles 50,95,99 --save-result --result-dir /tmp/bench --result-filename "$name-$i.json" \
+      $load > "/tmp/bench/$name-$i.log" 2>&1
+    echo "== serve_bench $name $i ($load) rc=$?: $(grep -E "Output token throughput|Median TTFT|Median TPOT" \
+      "/tmp/bench/$name-$i.log" | tr -s ' ' | tr '\n' ';')" >> "$log"
+  done
+  kill $server 2>/dev/null; wait $server 2>/dev/null
+  [ $i = $# ] && touch "/tmp/bench/$name.done"
+}
+
 [ -f .tok/llama-3.1-8b/tokenizer.json ] || python3 -P -m measure tokenizer --model-dir profiles/models/llama-3.1-8b \
   --out .tok/llama-3.1-8b >> "$log" 2>&1
 if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'); import prometheus_fastapi_instrumentator" 2>/dev/null; then
@@ -65,21 +99,20 @@ if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'
   PYTHONPATH=/tmp/site python3 -c "import vllm.entrypoints.openai.api_server" >> "$log" 2>&1 \
     && echo "== vllm.entrypoints.openai.api_server imports" >> "$log"
 fi
-# Sessions 1-2 measured these; their folders are copied in so the jobs resume them.
-[ -d /tmp/prof/llama-3.1-8b__fp8 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-fp8-tp1 /tmp/prof/llama-3.1-8b__fp8
-[ -d /tmp/prof/llama-3.1-8b__bf16 ] || cp -r profiles/measured/h200/vllm-llama-3.1-8b-bf16-tp1 /tmp/prof/llama-3.1-8b__bf16
-
-# FP8, default settings: the two published pairs session 1 did not reach (2048/2048, 5000/500).
-profile llama-3.1-8b__fp8 200 llama-3.1-8b fp8 scripts/gpu/shapes-default-plus-published.csv
-# bf16, default settings: the seven published pairs.
-profile llama-3.1-8b__bf16 300 llama-3.1-8b bf16 scripts/gpu/shapes-default-plus-published.csv
-# vLLM's OpenAI server, bf16 default settings, driven by the load generator: latency curves. Model dir with the
-# tokenizer (dummy weights still): the server detokenizes as in production; prompts go as token ids (exact lengths).
-MODEL_PATH=$PWD/.tok/llama-3.1-8b profile llama-3.1-8b__bf16__server 250 llama-3.1-8b bf16 \
-  scripts/gpu/shapes-server-latency.csv --server --prompt-format tokens --served-model llama-3.1-8b
-# Session 2's harness checks, for reference (new prompts every turn since then):
-# check harness-i128-o128-n2000 240 3 128x128x2000
-# check harness-i1024-o1024-n512 200 1 1024x1024x512
+# 1. How many streamed tokens per second our load generator (aiohttp) times on this host, against a minimal server.
+[ -f /tmp/bench/loadgen-capacity.txt ] || python3 -P "$code/benchmarks/loadgen_capacity.py" --concurrency 32 128 256 512 \
+  > /tmp/bench/loadgen-capacity.txt 2>&1
+cat /tmp/bench/loadgen-capacity.txt >> "$log"
+# 2. vLLM's OpenAI server, bf16, defaults: the latency curves again with the aiohttp client, plus 1 and 2 req/s.
+MODEL_PATH=$PWD/.tok/llama-3.1-8b profile llama-3.1-8b__bf16__server2 250 llama-3.1-8b bf16 \
+  scripts/gpu/shapes-server-latency-v2.csv --server --prompt-format tokens --served-model llama-3.1-8b
+# 3. The same server and loads through vLLM's own client (burstiness 0.25 = gamma CV 2).
+serve_bench vllm-bench-serve-bf16 200 "--request-rate 4 --num-prompts 120" "--request-rate 16 --num-prompts 320" \
+  "--request-rate 16 --burstiness 0.25 --num-prompts 320" "--request-rate 32 --num-prompts 480" \
+  "--max-concurrency 128 --num-prompts 384"
+# 4. FP8 (online quantisation, defaults) through the server.
+MODEL_PATH=$PWD/.tok/llama-3.1-8b profile llama-3.1-8b__fp8__server 250 llama-3.1-8b fp8 \
+  scripts/gpu/shapes-server-latency-v2.csv --server --prompt-format tokens --served-model llama-3.1-8b
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench

@@ -174,3 +174,9 @@ def test_sse_reader_reads_a_last_line_without_newline_and_nothing_after_done():
     assert reader.times == [2.0]  # the role-only opener is not a token
     reader.feed(b'\ndata: [DONE]\n\ndata: {"choices":[{"delta":{"content":"late"}}]}\n\n', 3.0)
     assert reader.times == [2.0] and reader.done
+
+
+def test_sse_reader_reports_an_error_event_inside_a_200_stream():
+    reader = SSEReader(chat=False)
+    reader.feed(b'data: {"error": {"message": "Token id 326 is out of vocabulary", "code": 400}}\n\n', 1.0)
+    assert reader.done and reader.error == "Token id 326 is out of vocabulary" and reader.times == []
