@@ -314,6 +314,7 @@ def observations(group: pd.DataFrame, caps: Caps) -> list[Observation]:
 
 
 def row_caps(point: pd.Series, caps: Caps) -> Caps:
+    """The caps one profile row reports (max_num_seqs, KV tokens, token budget), else `caps`'."""
     def reported(column: str, default: int) -> int:
         value = point.get(column)
         return int(value) if _ok(value) and float(value) >= 1 else default
