@@ -27,7 +27,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from planner import arrivals  # noqa: E402
+from measure.loadgen import arrival_times  # noqa: E402
 from planner.curves import GroupKey, closed_loop_features, fit_group, load_profiles, row_caps  # noqa: E402
 from planner.schema import PROFILE_GROUP, InputError  # noqa: E402
 from planner.simulate import simulate  # noqa: E402
@@ -35,16 +35,12 @@ from planner.simulate import simulate  # noqa: E402
 DEFAULT_GROUP = "vllm 0.26.0 / h200 x1 / llama-3.1-8b bf16"
 
 
-def arrival_times(row: pd.Series, seed: int) -> np.ndarray:
-    """The row's arrival process: 'poisson' or 'gamma:cv=X' at its request rate."""
-    arrival = str(row["arrival"] or "poisson")
-    cv = float(arrival.split("cv=")[1]) if arrival.startswith("gamma") else 1.0
-    return arrivals.gamma(float(row["request_rate"]), cv, int(row["num_requests"]), seed)
-
-
 def predict_rate_row(curve, row: pd.Series, seeds: int) -> dict[str, float]:
     n, i, o = int(row["num_requests"]), int(row["input_len"]), int(row["output_len"])
-    runs = [simulate(curve, arrival_times(row, seed), [i] * n, [o] * n) for seed in range(seeds)]
+    # The same arrival process the load generator drew ('poisson' or 'gamma:cv=X'), over several seeds.
+    draws = [arrival_times(n, float(row["request_rate"]), str(row["arrival"] or "poisson"), seed)
+             for seed in range(seeds)]
+    runs = [simulate(curve, times, [i] * n, [o] * n) for times in draws]
     return {
         "tok_s": float(np.mean([n * o / r.makespan_s for r in runs])),
         "ttft_p50": float(np.mean([r.percentile_ms("ttft", 50) for r in runs])),

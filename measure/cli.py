@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    # httpx logs every request at INFO: thousands of lines per load-generator point drown the progress.
+    # httpx (readiness and /metrics polls) logs every request at INFO, which drowns the progress bar.
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         if args.command == "profile":

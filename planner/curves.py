@@ -224,18 +224,17 @@ def closed_loop_features(caps: Caps, concurrency: float, n: int, input_len: floa
     with staggered arrivals (`concurrency_features`) would put it near 20-40 ms.
     """
     w = max(1, min(int(concurrency), caps.max_batch(input_len, output_len)))
+    wave = _wave_features(caps, w, input_len, output_len)
     full, rest = divmod(int(n), w)
-    run = full * _wave_features(caps, w, input_len, output_len)
-    if rest:
-        run = run + _wave_features(caps, rest, input_len, output_len)
+    run = full * wave + (_wave_features(caps, rest, input_len, output_len) if rest else 0.0)
     run[5] += n
     steps = math.ceil(w * input_len / caps.max_batched_tokens)
     chunk = w * input_len / steps
     ttft = (steps + 1) / 2 * np.array([1.0, 0.0, 0.0, chunk, chunk * input_len, 0.0, 0.0])
     ttft[5] = (w + 1) / 2
-    wave = _wave_features(caps, w, input_len, output_len)
-    wave[5] = w
-    tpot = (wave - ttft) / max(output_len - 1, 1.0)
+    wave_with_overheads = wave.copy()
+    wave_with_overheads[5] = w
+    tpot = (wave_with_overheads - ttft) / max(output_len - 1, 1.0)
     return ttft, tpot, run
 
 
