@@ -33,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+from measure import server_metrics
 from measure.engines import trtllm_offline, vllm_offline
 from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled
 from measure.engines.openai_engine import OpenAIEngine, wait_ready
@@ -359,11 +360,37 @@ class ServerEngine:
         return EngineError(f"{head}; {self.log_path}: {log_tail(self.log_path)}")
 
     def run_point(self, point: Point, seed: int) -> Measurement:
-        """One point through the load generator; EngineError (then a restart) if the server died meanwhile."""
-        measurement = self.client.run_point(point, seed)
+        """One point through the load generator; EngineError (then a restart) if the server died meanwhile.
+
+        The server's /metrics is scraped before and after the point (and its scheduler gauges once a second
+        in between); the difference goes to server_metrics.jsonl beside server.log (measure/server_metrics.py),
+        one line per point, and the row's notes get the server's mean queue/prefill/decode times.
+        """
+        recorder = server_metrics.PointRecorder(lambda: server_metrics.fetch_metrics(self.base_url))
+        started = dt.datetime.now(dt.timezone.utc)
+        scraping = recorder.begin()
+        try:
+            measurement = self.client.run_point(point, seed)
+        except BaseException as err:
+            if scraping:
+                self._record(server_metrics.build_record(point, seed, started, recorder.end(),
+                                                         error=f"{type(err).__name__}: {err}"))
+            raise
+        if scraping:
+            server = recorder.end()
+            self._record(server_metrics.build_record(point, seed, started, server, measurement))
+            note = server_metrics.summary_note(server or {})
+            if note:
+                measurement = replace(measurement, notes="; ".join(n for n in (measurement.notes, note) if n))
         if not self._alive():
             raise self._failure("during the point")
         return measurement
+
+    def _record(self, record: dict) -> None:
+        try:
+            server_metrics.append_record(self.log_path.parent / server_metrics.FILE_NAME, record)
+        except OSError as err:
+            log.warning("cannot write %s: %s", server_metrics.FILE_NAME, err)
 
     def needs_restart(self, error: BaseException) -> bool:
         return not self._alive()

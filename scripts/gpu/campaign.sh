@@ -8,8 +8,9 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is the next session's (RUNS.md, "Next device session"); what sessions 1-4 ran is in
-# profiles/measured/h200/RUNS.md and in git history.
+# The job list is session 5's (issue 13 section 1: server latency under open-loop load, bf16 and FP8, with
+# the server's own /metrics per point); what sessions 1-4 ran is in profiles/measured/h200/RUNS.md and in git
+# history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -59,7 +60,8 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
 }
 
 serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaults) and `vllm bench serve` (vLLM's own
-  # aiohttp client) at each load given, 512/256, beside our load generator's points at the same loads.
+  # aiohttp client) at each load given, beside our load generator's points at the same loads. Each ARGS holds
+  # `--random-input-len I --random-output-len O` and the load flags.
   local name=$1 need=$2; shift 2
   [ -f "/tmp/bench/$name.done" ] && return 0; [ "$(left)" -lt "$need" ] && return 0
   local port=8100 server_log="/tmp/bench/$name-server.log"
@@ -80,12 +82,13 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
     # shellcheck disable=SC2086  # $load is a list of flags
     timeout $(( $(left) - 30 )) ${PY:-python3} -m vllm.entrypoints.cli.main bench serve --backend vllm \
       --base-url "http://127.0.0.1:$port" --endpoint /v1/completions --model llama-3.1-8b \
-      --tokenizer "${SERVE_MODEL:-.tok/llama-3.1-8b}" --dataset-name random --random-input-len 512 \
-      --random-output-len 256 --random-range-ratio 0 --ignore-eos --seed $i --percentile-metrics ttft,tpot,itl,e2el \
+      --tokenizer "${SERVE_MODEL:-.tok/llama-3.1-8b}" --dataset-name random \
+      --random-range-ratio 0 --ignore-eos --seed $i --percentile-metrics ttft,tpot,itl,e2el \
       --metric-percentiles 50,95,99 --save-result --result-dir /tmp/bench --result-filename "$name-$i.json" \
       $load > "/tmp/bench/$name-$i.log" 2>&1
-    echo "== serve_bench $name $i ($load) rc=$?: $(grep -E "Output token throughput|Median TTFT|Median TPOT" \
+    echo "== serve_bench $name $i ($load) rc=$?: $(grep -E "Output token throughput|Median TTFT|P99 TTFT|Median TPOT" \
       "/tmp/bench/$name-$i.log" | tr -s ' ' | tr '\n' ';')" >> "$log"
+    curl -s "http://127.0.0.1:$port/metrics" > "/tmp/bench/$name-$i-metrics.txt"  # cumulative: difference i and i-1
   done
   kill $server 2>/dev/null; wait $server 2>/dev/null
   [ $i = $# ] && touch "/tmp/bench/$name.done"
@@ -99,20 +102,28 @@ if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'
   PYTHONPATH=/tmp/site python3 -c "import vllm.entrypoints.openai.api_server" >> "$log" 2>&1 \
     && echo "== vllm.entrypoints.openai.api_server imports" >> "$log"
 fi
-# 1. How many streamed tokens per second our load generator (aiohttp) times on this host, against a minimal server.
-[ -f /tmp/bench/loadgen-capacity.txt ] || python3 -P "$code/benchmarks/loadgen_capacity.py" --concurrency 32 128 256 512 \
-  > /tmp/bench/loadgen-capacity.txt 2>&1
-cat /tmp/bench/loadgen-capacity.txt >> "$log"
-# 2. vLLM's OpenAI server, bf16, defaults: the latency curves again with the aiohttp client, plus 1 and 2 req/s.
-MODEL_PATH=$PWD/.tok/llama-3.1-8b profile llama-3.1-8b__bf16__server2 250 llama-3.1-8b bf16 \
-  scripts/gpu/shapes-server-latency-v2.csv --server --prompt-format tokens --served-model llama-3.1-8b
-# 3. The same server and loads through vLLM's own client (burstiness 0.25 = gamma CV 2).
-serve_bench vllm-bench-serve-bf16 200 "--request-rate 4 --num-prompts 120" "--request-rate 16 --num-prompts 320" \
-  "--request-rate 16 --burstiness 0.25 --num-prompts 320" "--request-rate 32 --num-prompts 480" \
-  "--max-concurrency 128 --num-prompts 384"
-# 4. FP8 (online quantisation, defaults) through the server.
-MODEL_PATH=$PWD/.tok/llama-3.1-8b profile llama-3.1-8b__fp8__server 250 llama-3.1-8b fp8 \
-  scripts/gpu/shapes-server-latency-v2.csv --server --prompt-format tokens --served-model llama-3.1-8b
+# Session 5 (issue 13 section 1). Every --server point also writes the server's /metrics deltas to
+# server_metrics.jsonl in its profile folder (measure/server_metrics.py).
+srv=(--server --prompt-format tokens --served-model llama-3.1-8b)
+# 1. bf16, defaults: 4 shapes x 6 Poisson rates + gamma CV 2/4 (36 points).
+MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-openloop 150 llama-3.1-8b bf16 \
+  "$code/scripts/gpu/shapes-server-openloop-bf16.csv" "${srv[@]}"
+# 2. The same server settings through vLLM's own client (`vllm bench serve`, fresh server) at 3 of those points;
+#    burstiness 0.25 = gamma CV 2.
+serve_bench vllm-bench-serve-bf16 150 \
+  "--random-input-len 256 --random-output-len 256 --request-rate 24 --num-prompts 200" \
+  "--random-input-len 256 --random-output-len 256 --request-rate 15 --burstiness 0.25 --num-prompts 120" \
+  "--random-input-len 2048 --random-output-len 256 --request-rate 7 --num-prompts 70"
+# 3. FP8 (online quantisation, defaults): the reduced grid (16 points).
+MODEL_PATH=$PWD/.tok/llama-3.1-8b profile fp8-openloop 150 llama-3.1-8b fp8 \
+  "$code/scripts/gpu/shapes-server-openloop-fp8.csv" "${srv[@]}"
+# 4. bf16 again in a fresh server: one ~55% point per shape (run-to-run spread), then 512/256 at c=1, 16, 64.
+MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-repeat 110 llama-3.1-8b bf16 \
+  "$code/scripts/gpu/shapes-server-openloop-repeat.csv" "${srv[@]}"
+# 5. If time is left: the load generator's own capacity on this host (CPU only, ~30 s).
+[ "$(left)" -gt 60 ] && { [ -f /tmp/bench/loadgen-capacity.txt ] || timeout $(( $(left) - 20 )) python3 -P \
+  "$code/benchmarks/loadgen_capacity.py" --concurrency 128 256 512 > /tmp/bench/loadgen-capacity.txt 2>&1; \
+  cat /tmp/bench/loadgen-capacity.txt >> "$log"; }
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
