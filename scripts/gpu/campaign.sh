@@ -59,6 +59,11 @@ check() {  # NAME NEED_S REPEATS SHAPE...: scripts/gpu/harness_check.py (ours an
   [ $rc = 0 ] && touch "/tmp/bench/$name.done"
 }
 
+http_get() {  # URL: its body on stdout, status 0 on HTTP 200 (python, in case the image has no curl)
+  python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())" \
+    "$1" 2>/dev/null
+}
+
 serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaults) and `vllm bench serve` (vLLM's own
   # aiohttp client) at each load given, beside our load generator's points at the same loads. Each ARGS holds
   # `--random-input-len I --random-output-len O` and the load flags.
@@ -69,7 +74,7 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
     --port $port --served-model-name llama-3.1-8b --seed 0 ${SERVE_ARGS:---dtype bfloat16 --load-format dummy} \
     --max-model-len 3072 > "$server_log" 2>&1 &
   local server=$! waited=0
-  until curl -sf "http://127.0.0.1:$port/health" > /dev/null; do
+  until http_get "http://127.0.0.1:$port/health" > /dev/null; do
     sleep 2; waited=$((waited + 2))
     if [ $waited -gt 240 ] || ! kill -0 $server 2>/dev/null; then
       echo "== serve_bench $name: server not ready" >> "$log"; kill $server 2>/dev/null; return 0
@@ -88,7 +93,7 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
       $load > "/tmp/bench/$name-$i.log" 2>&1
     echo "== serve_bench $name $i ($load) rc=$?: $(grep -E "Output token throughput|Median TTFT|P99 TTFT|Median TPOT" \
       "/tmp/bench/$name-$i.log" | tr -s ' ' | tr '\n' ';')" >> "$log"
-    curl -s "http://127.0.0.1:$port/metrics" > "/tmp/bench/$name-$i-metrics.txt"  # cumulative: difference i and i-1
+    http_get "http://127.0.0.1:$port/metrics" > "/tmp/bench/$name-$i-metrics.txt"  # cumulative: difference i and i-1
   done
   kill $server 2>/dev/null; wait $server 2>/dev/null
   [ $i = $# ] && touch "/tmp/bench/$name.done"
