@@ -37,6 +37,11 @@ profile() {  # NAME NEED_S MODEL PRECISION SHAPES [more `measure profile` args..
     --precision "$precision" --shapes "$shapes" --out "/tmp/prof/$name" --max-time $(( $(left) - 25 )) "${resume[@]}" "$@" >> "$log" 2>&1
   local rc=$?; echo "== $name rc=$rc at $(date -u +%T), $(left) s left" >> "$log"
   [ $rc = 0 ] && touch "/tmp/prof/$name.done"
+  snapshot
+}
+
+snapshot() {  # the results so far into $OUT, so a call cut by its limit still brings them back
+  tar -C /tmp -czf "$OUT/results.tgz.tmp" prof bench && mv "$OUT/results.tgz.tmp" "$OUT/results.tgz"
 }
 
 bench() {  # NAME INPUT OUTPUT N: `vllm bench throughput`, fresh engine, the bf16 profile's engine settings
@@ -110,18 +115,19 @@ fi
 # Session 5 (issue 13 section 1). Every --server point also writes the server's /metrics deltas to
 # server_metrics.jsonl in its profile folder (measure/server_metrics.py).
 srv=(--server --prompt-format tokens --served-model llama-3.1-8b)
-# 1. bf16, defaults: 4 shapes x 6 Poisson rates + gamma CV 2/4 (36 points).
+# 1. bf16, defaults: 4 shapes x 6 Poisson rates + gamma CV 2/4 (36 points), then 4 repeats (gamma CV 1 = Poisson)
+#    measured in whatever server the resumed sweep runs in (call 2 ran on a fresh machine).
 MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-openloop 150 llama-3.1-8b bf16 \
   "$code/scripts/gpu/shapes-server-openloop-bf16.csv" "${srv[@]}"
-# 2. The same server settings through vLLM's own client (`vllm bench serve`, fresh server) at 3 of those points;
+# 2. FP8 (online quantisation, defaults): the reduced grid (16 points, ~55% loads first).
+MODEL_PATH=$PWD/.tok/llama-3.1-8b profile fp8-openloop 200 llama-3.1-8b fp8 \
+  "$code/scripts/gpu/shapes-server-openloop-fp8.csv" "${srv[@]}"
+# 3. The same server settings through vLLM's own client (`vllm bench serve`, fresh server) at 3 of those points;
 #    burstiness 0.25 = gamma CV 2.
 serve_bench vllm-bench-serve-bf16 150 \
   "--random-input-len 256 --random-output-len 256 --request-rate 24 --num-prompts 200" \
   "--random-input-len 256 --random-output-len 256 --request-rate 15 --burstiness 0.25 --num-prompts 120" \
   "--random-input-len 2048 --random-output-len 256 --request-rate 7 --num-prompts 70"
-# 3. FP8 (online quantisation, defaults): the reduced grid (16 points).
-MODEL_PATH=$PWD/.tok/llama-3.1-8b profile fp8-openloop 150 llama-3.1-8b fp8 \
-  "$code/scripts/gpu/shapes-server-openloop-fp8.csv" "${srv[@]}"
 # 4. bf16 again in a fresh server: one ~55% point per shape (run-to-run spread), then 512/256 at c=1, 16, 64.
 MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-repeat 110 llama-3.1-8b bf16 \
   "$code/scripts/gpu/shapes-server-openloop-repeat.csv" "${srv[@]}"
