@@ -115,15 +115,16 @@ fi
 # Session 5 (issue 13 section 1). Every --server point also writes the server's /metrics deltas to
 # server_metrics.jsonl in its profile folder (measure/server_metrics.py).
 srv=(--server --prompt-format tokens --served-model llama-3.1-8b)
-# 1. bf16, defaults: 4 shapes x 6 Poisson rates + gamma CV 2/4 (36 points), then 4 repeats (gamma CV 1 = Poisson)
-#    measured in whatever server the resumed sweep runs in (call 2 ran on a fresh machine).
-MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-openloop 150 llama-3.1-8b bf16 \
+# 1. bf16, defaults: 4 shapes x 6 Poisson rates + gamma CV 2/4 (36 points), then 4 repeats (gamma CV 1 = Poisson).
+#    Done in session 5 (profiles/measured/h200/vllm-llama-3.1-8b-bf16-tp1-server-openloop, 40 rows); set
+#    BF16_OPENLOOP=1 to run it again (copy the committed folder to /tmp/prof/bf16-openloop first to resume it).
+[ "${BF16_OPENLOOP:-0}" = 1 ] && MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-openloop 150 llama-3.1-8b bf16 \
   "$code/scripts/gpu/shapes-server-openloop-bf16.csv" "${srv[@]}"
 # 2. FP8 (online quantisation, defaults): the reduced grid (16 points, ~55% loads first).
 MODEL_PATH=$PWD/.tok/llama-3.1-8b profile fp8-openloop 200 llama-3.1-8b fp8 \
   "$code/scripts/gpu/shapes-server-openloop-fp8.csv" "${srv[@]}"
 # 3. The same server settings through vLLM's own client (`vllm bench serve`, fresh server) at 3 of those points;
-#    burstiness 0.25 = gamma CV 2.
+#    burstiness 0.25 = gamma CV 2. Session 5 ran the first load only (bench/session5-vllm-bench-serve-bf16-1.*).
 serve_bench vllm-bench-serve-bf16 150 \
   "--random-input-len 256 --random-output-len 256 --request-rate 24 --num-prompts 200" \
   "--random-input-len 256 --random-output-len 256 --request-rate 15 --burstiness 0.25 --num-prompts 120" \
