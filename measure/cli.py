@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.schema import slug
 from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, parse_engine_args
 from measure.envinfo import command_line, environment_record
 from measure.estimate import ENGINE_START_S, Estimator, make_estimator
@@ -18,7 +20,6 @@ from measure.points import Point, list_presets, load_shapes
 from measure.profile_dir import ProfileDir, default_out_dir, pending_points
 from measure.specs import MODELS_DIR, gpu_spec, model_facts
 from measure.sweep import Budget, Calibration, Identity, Outcome, Sweep, resume_command, stderr
-from planner.schema import InputError, slug
 
 log = logging.getLogger("measure")
 
@@ -377,6 +378,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "roofline":
             return run_roofline(args)
         return run_shapes(args)
-    except (InputError, EngineError) as err:
+    except FleetplanError as err:
         stderr(f"error: {err}")
         return EXIT_USAGE

@@ -28,7 +28,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from planner.schema import InputError
+from fleetfacts.errors import InputError
 
 log = logging.getLogger(__name__)
 

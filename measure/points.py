@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from planner.schema import InputError
+from fleetfacts.errors import InputError
 
 PRESET_DIR = Path(__file__).resolve().parent / "shapes"
 SHAPE_COLUMNS = ("mode", "input_len", "output_len", "batch_size", "concurrency", "request_rate", "arrival",

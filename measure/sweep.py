@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fleetfacts.errors import InputError
 from measure.engines.base import EngineInfo
 from measure.points import Point, point_from_mapping
 from measure.stats import Measurement, metric_columns
-from planner.schema import InputError
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,8 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 from scipy.optimize import lsq_linear
 
-from planner.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, InputError, load_tables
+from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ KV_ADMISSION_OUTPUT_SHARE = 1.0
 MIN_POINTS_FULL_FIT = 8
 
 
-class NoCurveError(LookupError):
+class NoCurveError(FleetplanError, LookupError):
     """No fitted curve exists for the requested group, or it cannot predict this shape."""
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from planner.schema import InputError, read_csv_text, slug
+from fleetfacts.errors import InputError
+from fleetfacts.schema import read_csv_text, slug
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.schema import InputError
+from fleetfacts.errors import FleetplanError, InputError
 
 # Weight files whose presence means a real checkpoint (else the dir is config-only: dummy weights).
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 
 
-class EngineError(RuntimeError):
+class EngineError(FleetplanError, RuntimeError):
     """The engine could not be started or driven (reported without a traceback)."""
 
 

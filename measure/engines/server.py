@@ -33,13 +33,13 @@ from pathlib import Path
 
 import httpx
 
+from fleetfacts.errors import InputError
 from measure.engines import trtllm_offline, vllm_offline
 from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled
 from measure.engines.openai_engine import OpenAIEngine, wait_ready
 from measure.envinfo import redacted_argv
 from measure.points import Point
 from measure.stats import Measurement
-from planner.schema import InputError
 
 log = logging.getLogger(__name__)
 

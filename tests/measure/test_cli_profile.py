@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from fleetfacts.schema import PROFILE, load_table
 from measure.cli import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, main
-from planner.schema import PROFILE, load_table
 
 SHAPES = """mode,input_len,output_len,batch_size,concurrency,request_rate,arrival,num_requests,purpose
 offline,16,8,2,,,,,a

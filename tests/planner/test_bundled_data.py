@@ -10,8 +10,9 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import ENGINE_OPS, PRICES, PROFILE, PROFILE_GROUP, ROUTES, load_table
 from planner import specs
-from planner.schema import ENGINE_OPS, PRICES, PROFILE, PROFILE_GROUP, ROUTES, InputError, load_table
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "profiles" / "published"
