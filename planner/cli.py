@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from fleetfacts.errors import InputError
+from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import slug
 
 log = logging.getLogger(__name__)
@@ -47,11 +47,7 @@ def register(command: Command) -> Command:
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix: reported in one line, no traceback."""
-    from planner.costs import CostLookupError
-    from planner.curves import NoCurveError
-    from planner.queueing import QueueingError
-
-    return (InputError, NoCurveError, CostLookupError, QueueingError, FileNotFoundError, IsADirectoryError)
+    return (FleetplanError, FileNotFoundError, IsADirectoryError)
 
 
 # ---------------------------------------------------------------- plan
