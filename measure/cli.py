@@ -13,12 +13,13 @@ from pathlib import Path
 
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import slug
-from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, parse_engine_args
+from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
+from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, kv_cache_precision, parse_engine_args
 from measure.envinfo import command_line, environment_record
 from measure.estimate import ENGINE_START_S, Estimator, make_estimator
 from measure.points import Point, list_presets, load_shapes
 from measure.profile_dir import ProfileDir, default_out_dir, pending_points
-from measure.specs import MODELS_DIR, gpu_spec, model_facts
+from measure.roofline import fill_profile_roofline, roofline_for
 from measure.sweep import Budget, Calibration, Identity, Outcome, Sweep, resume_command, stderr
 
 log = logging.getLogger("measure")
@@ -193,10 +194,10 @@ def check_folder(profile: ProfileDir, req: ProfileRequest, args: argparse.Namesp
 
 def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
     cfg = req.config
-    kv_bytes = 1.0 if str(cfg.engine_args.get("kv_cache_dtype", "")).startswith("fp8") else 2.0
     model_dir = cfg.model_path if Path(cfg.model_path).is_dir() else None
     return make_estimator(gpu_spec(req.identity["gpu"]), model_facts(cfg.model, model_dir), cfg.precision,
-                          cfg.tp, kv_dtype_bytes=kv_bytes, max_num_seqs=cfg.engine_args.get("max_num_seqs"))
+                          cfg.tp, kv_precision=kv_cache_precision(cfg.engine_args),
+                          max_num_seqs=cfg.engine_args.get("max_num_seqs"))
 
 
 def print_plan(points: list[Point], all_points: tuple[Point, ...], est: Estimator, notes: list[str],
@@ -274,8 +275,6 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
            engine) -> int:
     from tqdm import tqdm  # noqa: PLC0415
 
-    from measure.roofline import roofline_for  # noqa: PLC0415
-
     resume = resume_command(argv, str(req.out))
     runs = profile.env_runs()
     cfg = req.config
@@ -302,7 +301,7 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
                       estimate_s=est.point_s, engine_start_estimate_s=ENGINE_START_S,
                       budget=Budget(args.max_time), seed=args.seed,
                       calibration=Calibration.from_rows(profile.rows(), est.point_s),
-                      roofline=roofline_for(req.identity["gpu"], cfg, est), on_engine_start=on_start, progress=bar)
+                      roofline=roofline_for(req.identity["gpu"], cfg), on_engine_start=on_start, progress=bar)
         try:
             outcome = sweep.run()
         except KeyboardInterrupt:
@@ -353,8 +352,6 @@ def run_tokenizer(args: argparse.Namespace) -> int:
 
 
 def run_roofline(args: argparse.Namespace) -> int:
-    from measure.roofline import fill_profile_roofline  # noqa: PLC0415
-
     for directory in args.profile_dirs:
         profile = ProfileDir(directory)
         if not profile.exists():

@@ -9,8 +9,8 @@ profiles/published/*.csv (PROFILE schema), planner/data/prices.csv (PRICES),
 examples/routes.csv (ROUTES) and examples/traces/ (with the trace's attribution).
 Every written frame is validated against fleetfacts.schema before it is written.
 The planner and the tests never read `../shared`; they read only what this
-script wrote into the repository.  planner/data/gpu_specs.csv,
-model_specs.csv and engine_ops.csv are maintained by hand (see docs/data.md).
+script wrote into the repository.  fleetfacts/data/gpu_specs.csv,
+fleetfacts/data/model_specs.csv and planner/data/engine_ops.csv are maintained by hand (see docs/data.md).
 """
 
 from __future__ import annotations

@@ -96,6 +96,11 @@ def parse_engine_args(items: list[str]) -> dict:
     return out
 
 
+def kv_cache_precision(engine_args: dict) -> str:
+    """Precision slug of the KV cache: fp8 under --engine-arg kv_cache_dtype=fp8..., else 16-bit (bf16)."""
+    return "fp8" if str(engine_args.get("kv_cache_dtype", "")).startswith("fp8") else "bf16"
+
+
 def random_token_prompts(num: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
     """`num` distinct prompts of `length` random token ids, seeded; the first id makes each unique.
 

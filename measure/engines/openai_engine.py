@@ -13,10 +13,10 @@ import time
 
 import httpx
 
+from fleetfacts.specs import load_model_config
 from measure.engines.base import EngineConfig, EngineError, EngineInfo
 from measure.loadgen import LoadSpec, RequestSpec, arrival_times, load_request_log, run_load_sync, summarize_results
 from measure.points import Point
-from measure.specs import load_model_config
 from measure.stats import Measurement
 
 log = logging.getLogger(__name__)

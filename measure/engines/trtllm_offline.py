@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from fleetfacts.specs import load_model_config
 from measure.engines.base import (
     EngineConfig,
     EngineError,
@@ -28,7 +29,6 @@ from measure.engines.base import (
     token_id_prompts,
 )
 from measure.points import Point
-from measure.specs import load_model_config
 from measure.stats import Measurement
 
 log = logging.getLogger(__name__)

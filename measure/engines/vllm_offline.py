@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from fleetfacts.specs import load_model_config
 from measure.engines.base import (
     EngineConfig,
     EngineError,
@@ -24,7 +25,6 @@ from measure.engines.base import (
     token_id_prompts,
 )
 from measure.points import Point
-from measure.specs import load_model_config
 from measure.stats import Measurement, tpot_ms
 
 log = logging.getLogger(__name__)

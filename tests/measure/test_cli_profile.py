@@ -119,9 +119,9 @@ def test_dry_run_prints_plan_without_engine(shapes, tmp_path, capsys):
 
 
 def test_presets_load_and_default_fits_budget():
+    from fleetfacts.specs import GpuSpec, model_facts
     from measure.estimate import ENGINE_START_S, Estimator
     from measure.points import load_shapes
-    from measure.specs import GpuSpec, model_facts
     h200 = GpuSpec("h200", 141, 4.8, 989, "test figures")
     est = Estimator(gpu=h200, model=model_facts("llama-3.1-8b"))
     default = load_shapes("default")
