@@ -17,9 +17,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fleetfacts.errors import InputError
-from measure.engines.base import EngineInfo
+from measure.engines.base import Engine, EngineInfo
 from measure.points import Point, point_from_mapping
 from measure.stats import Measurement, metric_columns
 
@@ -32,6 +33,14 @@ SAFETY_MIN_S = 10.0
 CALIBRATION_RANGE = (0.25, 8.0)
 # Failure reasons are cut to this many characters (one line in the CSV).
 MAX_ERROR_CHARS = 400
+
+
+class Progress(Protocol):
+    """What the sweep asks of a progress bar (tqdm's interface)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -144,7 +153,7 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
 class Sweep:
     """Runs `points` on `engine`, appending rows via `write_row`; see the module docstring."""
 
-    engine: object
+    engine: Engine
     identity: Identity
     points: list[Point]
     write_row: Callable[[dict], None]
@@ -154,7 +163,7 @@ class Sweep:
     seed: int = 0
     roofline: Callable[[Point, Measurement, EngineInfo], float | None] | None = None
     on_engine_start: Callable[[EngineInfo], None] | None = None
-    progress: object = None
+    progress: Progress | None = None
     calibration: Calibration = field(default_factory=Calibration)
 
     def run(self) -> Outcome:

@@ -15,6 +15,7 @@ import httpx
 
 from fleetfacts.specs import load_model_config
 from measure.engines.base import EngineConfig, EngineError, EngineInfo
+from measure.engines.registry import register
 from measure.loadgen import LoadSpec, RequestSpec, arrival_times, load_request_log, run_load_sync, summarize_results
 from measure.points import Point
 from measure.stats import Measurement
@@ -78,6 +79,7 @@ def load_for_point(config: EngineConfig, point: Point, seed: int, vocab: int) ->
                     ignore_eos=config.ignore_eos, prompt_format=config.prompt_format, vocab_size=vocab, seed=seed)
 
 
+@register("openai")
 class OpenAIEngine:
     """Drives a running server; start() only waits for it and asks its version."""
 

@@ -37,6 +37,7 @@ from fleetfacts.errors import InputError
 from measure.engines import trtllm_offline, vllm_offline
 from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled
 from measure.engines.openai_engine import OpenAIEngine, wait_ready
+from measure.engines.registry import register
 from measure.envinfo import redacted_argv
 from measure.points import Point
 from measure.stats import Measurement
@@ -256,6 +257,7 @@ def package_version(name: str) -> str | None:
 
 # ------------------------------------------------------------------ the adapter
 
+@register("server")
 class ServerEngine:
     """Launches the server in start(), measures points through OpenAIEngine, ends the server in stop()."""
 
