@@ -200,16 +200,16 @@ def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
                           max_num_seqs=cfg.engine_args.get("max_num_seqs"))
 
 
-def print_plan(points: list[Point], all_points: tuple[Point, ...], est: Estimator, notes: list[str],
+def print_schedule(points: list[Point], all_points: tuple[Point, ...], est: Estimator, notes: list[str],
                engine_modes: tuple[str, ...], calibration: Calibration | None = None) -> None:
     """The dry-run table: each point, its state and estimated GPU seconds (an assumption, rescaled by the
-    durations the folder already holds when resuming, as the run itself plans)."""
+    durations the folder already holds when resuming, as the run itself does)."""
     calibration = calibration or Calibration()
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     pending = {p.key() for p in points}
-    table = Table(title="sweep plan (GPU time is an ESTIMATE from labelled assumptions, see measure/estimate.py)")
+    table = Table(title="sweep schedule (GPU time is an ESTIMATE from labelled assumptions, see measure/estimate.py)")
     for col in ("#", "point", "purpose", "state", "est. s"):
         table.add_column(col)
     total = 0.0
@@ -262,7 +262,7 @@ def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
     est, notes = make_point_estimator(req)
     engine = make_engine(req.config)
     if args.dry_run:
-        print_plan(pending, req.points, est, notes, engine.modes, Calibration.from_rows(profile.rows(), est.point_s))
+        print_schedule(pending, req.points, est, notes, engine.modes, Calibration.from_rows(profile.rows(), est.point_s))
         return EXIT_OK
     engine.version()  # fails fast (exit 2, install hint) when the engine package is missing
     if not [p for p in pending if p.mode in engine.modes]:

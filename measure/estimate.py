@@ -1,6 +1,6 @@
 """Rough GPU-time estimates for a sweep's points (dry run and the --max-time guard).
 
-Every number here is an `assumption:` used only to plan and to stop before a
+Every number here is an `assumption:` used only to schedule and to stop before a
 device call's limit; none of it is written into a profile.  A decode step of
 `b` sequences at context `c` is taken as
     STEP_OVERHEAD_S + (weights + b*c*kv_per_token) / (tp * bandwidth * BANDWIDTH_EFFICIENCY)

@@ -95,7 +95,7 @@ class Calibration:
     @classmethod
     def from_rows(cls, rows: list[dict], estimate_s: Callable[[Point], float]) -> Calibration:
         """Seeded with the ok rows a profile folder already holds (their timed duration over the estimate),
-        so a resumed sweep plans with what this engine and GPU really took, not only with the prior."""
+        so a resumed sweep schedules with what this engine and GPU really took, not only with the prior."""
         calibration = cls()
         for row in rows:
             try:
