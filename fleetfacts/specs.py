@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -137,9 +137,10 @@ def _load(path: Path, columns: dict[str, str], key: str) -> list[dict]:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
     rows, seen = [], set()
     for index, raw in frame.iterrows():
-        row = {name: _value(raw[name], kind, path, int(index) + 2, name) for name, kind in columns.items()}
+        line = int(cast(int, index)) + 2  # the frame keeps read_csv's RangeIndex; +1 header, +1 one-based
+        row = {name: _value(raw[name], kind, path, line, name) for name, kind in columns.items()}
         if row[key] in seen:
-            raise InputError(f"{path}, line {int(index) + 2}, column {key!r}: duplicate {key} {row[key]!r}")
+            raise InputError(f"{path}, line {line}, column {key!r}: duplicate {key} {row[key]!r}")
         seen.add(row[key])
         rows.append(row)
     return rows

@@ -53,7 +53,7 @@ class Point:
         return f"{self.mode} I={self.input_len} O={self.output_len} {load} N={self.requests}"
 
 
-def _int_or_none(text: str, where: str, column: str) -> int | None:
+def _int_or_none(text: str | float | None, where: str, column: str) -> int | None:
     if text is None or str(text).strip() == "":
         return None
     try:
@@ -65,7 +65,7 @@ def _int_or_none(text: str, where: str, column: str) -> int | None:
     return int(value)
 
 
-def _float_or_none(text: str, where: str, column: str) -> float | None:
+def _float_or_none(text: str | float | None, where: str, column: str) -> float | None:
     if text is None or str(text).strip() == "":
         return None
     try:

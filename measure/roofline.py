@@ -126,14 +126,18 @@ def fill_profile_roofline(profile: ProfileDir) -> int:
     return filled
 
 
-def _int(text: object) -> int | None:
+def _int(text: str | float | None) -> int | None:
+    if text is None:
+        return None
     try:
         return int(float(text))
     except (TypeError, ValueError):
         return None
 
 
-def _float(text: object) -> float | None:
+def _float(text: str | float | None) -> float | None:
+    if text is None:
+        return None
     try:
         value = float(text)
     except (TypeError, ValueError):

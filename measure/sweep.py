@@ -203,9 +203,10 @@ class Sweep:
             outcome.rows.append(row)
             self._tick(point, row)
             if died:
-                info = self._restart(outcome, len(points) - index - 1)
-                if info is None:
+                restarted = self._restart(outcome, len(points) - index - 1)
+                if restarted is None:
                     return
+                info = restarted
 
     def _measure(self, point: Point, info: EngineInfo, index: int) -> tuple[dict, bool]:
         started = time.monotonic()

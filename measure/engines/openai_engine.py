@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import cast
 
 import httpx
 
@@ -71,7 +72,7 @@ def load_for_point(config: EngineConfig, point: Point, seed: int, vocab: int) ->
     elif point.arrival.startswith("replay:"):
         requests = load_request_log(point.arrival.split(":", 1)[1])[:n]
     else:
-        times = arrival_times(n, float(point.request_rate), point.arrival, seed)
+        times = arrival_times(n, float(cast(float, point.request_rate)), point.arrival, seed)
         requests = tuple(RequestSpec(point.input_len, point.output_len, t) for t in times)
     return LoadSpec(base_url=config.base_url, requests=requests, endpoint=config.endpoint, model=config.served_model,
                     concurrency=concurrency, max_duration_s=config.point_timeout_s,

@@ -60,8 +60,8 @@ def llm_kwargs(config: EngineConfig) -> dict:
     return kwargs
 
 
-def _vllm_config(llm) -> object | None:
-    engine = getattr(llm, "llm_engine", None)
+def _vllm_config(llm: Any) -> object | None:
+    engine: Any = getattr(llm, "llm_engine", None)
     cfg = getattr(engine, "vllm_config", None)
     if cfg is None and callable(getattr(engine, "get_vllm_config", None)):
         try:
@@ -119,8 +119,9 @@ def request_latencies(metrics: object, output_tokens: int) -> tuple[float | None
         ttft = ftl * 1000.0
         e2e = ttft + (last - first) * 1000.0
         return ttft, tpot_ms(e2e, ttft, output_tokens), e2e
-    arrival, first_t = getattr(metrics, "arrival_time", None), getattr(metrics, "first_token_time", None)
-    done = getattr(metrics, "finished_time", None) or getattr(metrics, "last_token_time", None)
+    arrival: Any = getattr(metrics, "arrival_time", None)
+    first_t: Any = getattr(metrics, "first_token_time", None)
+    done: Any = getattr(metrics, "finished_time", None) or getattr(metrics, "last_token_time", None)
     if all(isinstance(v, (int, float)) and v > 0 for v in (arrival, first_t, done)):
         ttft, e2e = (first_t - arrival) * 1000.0, (done - arrival) * 1000.0
         return ttft, tpot_ms(e2e, ttft, output_tokens), e2e
@@ -130,7 +131,9 @@ def request_latencies(metrics: object, output_tokens: int) -> tuple[float | None
 def measurement_from_outputs(outputs: Sequence, duration_s: float) -> Measurement:
     """Token counts and per-request latencies of one generate() call."""
     in_tokens = out_tokens = 0
-    ttfts, tpots, e2es = [], [], []
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    e2es: list[float] = []
     for out in outputs:
         n_out = sum(len(c.token_ids) for c in out.outputs)
         in_tokens += len(out.prompt_token_ids or ())
