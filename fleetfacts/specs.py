@@ -37,6 +37,10 @@ MODELS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "models"
 # fraction of a percent of the weights and are ignored).
 BYTES_PER_VALUE = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 
+# assumption: a precision the table does not know (awq, gptq, ...) counted at 16 bits per weight, where a
+# caller asks for a default (measure's time estimates and roofline_frac); the planner raises instead.
+UNKNOWN_PRECISION_BYTES = 2.0
+
 GPU_COLUMNS = {"gpu": "slug", "name": "str", "memory_gib": "pos", "mem_bandwidth_tb_s": "pos",
                "bf16_dense_tflops": "pos", "fp8_dense_tflops": "pos?", "source": "str", "date": "str"}
 MODEL_COLUMNS = {"model": "slug", "params_b": "pos", "num_layers": "int", "hidden_size": "int",

@@ -15,7 +15,14 @@ import math
 from dataclasses import dataclass
 
 from fleetfacts.roofline import kv_cache_tokens, min_step_time_s, replica_memory_bytes
-from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, weight_bytes, weight_bytes_read_per_step
+from fleetfacts.specs import (
+    UNKNOWN_PRECISION_BYTES,
+    GpuSpec,
+    ModelSpec,
+    kv_bytes_per_token,
+    weight_bytes,
+    weight_bytes_read_per_step,
+)
 from measure.points import Point
 
 # assumption: vLLM V1 spends a few ms of scheduling and launch per step beside the GPU work.
@@ -38,8 +45,6 @@ FALLBACK_GPU = GpuSpec(gpu="unknown", memory_gib=80.0, mem_bandwidth_tb_s=3.35, 
 FALLBACK_MODEL = ModelSpec(model="unknown", params_b=8.0, num_layers=32, hidden_size=4096, num_attention_heads=32,
                            num_kv_heads=8, head_dim=128, vocab_size=128256, is_moe=False, active_params_b=8.0,
                            source="assumption: model unknown, estimated as an 8B Llama-like dense model")
-# assumption: a precision the spec table does not know (awq, gptq, ...) is estimated at 2 bytes per weight.
-FALLBACK_BYTES_PER_WEIGHT = 2.0
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class Estimator:
         """KV-cache tokens of the replica: as reported, else what the memory share leaves after the weights."""
         if self.kv_cache_tokens:
             return float(self.kv_cache_tokens)
-        weights = weight_bytes(self.model, self.precision, FALLBACK_BYTES_PER_WEIGHT)
+        weights = weight_bytes(self.model, self.precision, UNKNOWN_PRECISION_BYTES)
         return kv_cache_tokens(replica_memory_bytes(self.gpu.memory_gib, self.tp), weights,
                                kv_bytes_per_token(self.model, self.kv_precision),
                                memory_fraction=DEFAULT_GPU_MEMORY_UTILIZATION)
@@ -68,7 +73,7 @@ class Estimator:
 
     def step_s(self, batch: float, context: float) -> float:
         """One decode step of `batch` sequences at mean `context`, s: the roofline at the assumed efficiency."""
-        weights = weight_bytes_read_per_step(self.model, self.precision, FALLBACK_BYTES_PER_WEIGHT)
+        weights = weight_bytes_read_per_step(self.model, self.precision, UNKNOWN_PRECISION_BYTES)
         kv = kv_bytes_per_token(self.model, self.kv_precision)
         bandwidth = self.gpu.mem_bandwidth_tb_s * 1e12 * BANDWIDTH_EFFICIENCY
         return STEP_OVERHEAD_S + min_step_time_s(weights, kv, batch, context, bandwidth, self.tp)

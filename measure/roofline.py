@@ -3,8 +3,8 @@
 The formula is fleetfacts.roofline.roofline_fraction; this module applies it to a
 sweep's points (as each is measured) and to the rows of an existing profile folder
 (`python -m measure roofline DIR`).  It needs the GPU in the spec table and the
-model's facts (config.json or the model table); the estimator's fallbacks are never
-used here, so a missing spec leaves the column blank instead of inventing a number.
+model's facts (config.json or the model table); the estimator's fallback GPU and model
+are never used here, so a missing spec leaves the column blank instead of inventing a number.
 """
 
 from __future__ import annotations
@@ -16,9 +16,14 @@ from pathlib import Path
 from typing import Protocol
 
 from fleetfacts.roofline import roofline_fraction
-from fleetfacts.specs import gpu_spec, kv_bytes_per_token, model_facts, weight_bytes_read_per_step
+from fleetfacts.specs import (
+    UNKNOWN_PRECISION_BYTES,
+    gpu_spec,
+    kv_bytes_per_token,
+    model_facts,
+    weight_bytes_read_per_step,
+)
 from measure.engines.base import EngineConfig, EngineInfo, kv_cache_precision
-from measure.estimate import FALLBACK_BYTES_PER_WEIGHT
 from measure.points import Point, point_from_mapping
 from measure.profile_dir import ProfileDir
 from measure.stats import Measurement, summarize
@@ -82,7 +87,7 @@ def _decode_bound(gpu: str, model: str, model_path: str, precision: str, tp: int
     facts = model_facts(model, model_path if model_path and Path(model_path).is_dir() else None)
     if spec is None or facts is None:
         return None
-    weights = weight_bytes_read_per_step(facts, precision, FALLBACK_BYTES_PER_WEIGHT)
+    weights = weight_bytes_read_per_step(facts, precision, UNKNOWN_PRECISION_BYTES)
     kv_bytes = kv_bytes_per_token(facts, kv_cache_precision(engine_args))
 
     def bound(point: Point, info: EngineCaps | None, num_requests: int, tpot_mean_ms: float | None,
