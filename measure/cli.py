@@ -14,6 +14,7 @@ from pathlib import Path
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import slug
 from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
+from measure.engines import make_engine
 from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, kv_cache_precision, parse_engine_args
 from measure.envinfo import command_line, environment_record
 from measure.estimate import ENGINE_START_S, Estimator, make_estimator
@@ -21,6 +22,7 @@ from measure.points import Point, list_presets, load_shapes
 from measure.profile_dir import ProfileDir, default_out_dir, pending_points
 from measure.roofline import fill_profile_roofline, roofline_for
 from measure.sweep import Budget, Calibration, Identity, Outcome, Sweep, resume_command, stderr
+from measure.tokenizer import write_wordlevel_tokenizer
 
 log = logging.getLogger("measure")
 
@@ -253,8 +255,6 @@ def _fmt(value: object, spec: str) -> str:
 
 def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
     """The profile command: resolve, dry-run or sweep, summary; returns the exit code."""
-    from measure.engines import make_engine  # noqa: PLC0415
-
     req = resolve(args)
     profile = ProfileDir(req.out)
     check_folder(profile, req, args)
@@ -344,8 +344,6 @@ def run_shapes(args: argparse.Namespace) -> int:
 
 
 def run_tokenizer(args: argparse.Namespace) -> int:
-    from measure.tokenizer import write_wordlevel_tokenizer  # noqa: PLC0415
-
     path = write_wordlevel_tokenizer(Path(args.model_dir), Path(args.out))
     print(f"wrote {path}")
     return EXIT_OK

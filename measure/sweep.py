@@ -21,6 +21,7 @@ from typing import Protocol
 
 from fleetfacts.errors import InputError
 from measure.engines.base import Engine, EngineInfo
+from measure.envinfo import command_line, redacted_argv
 from measure.points import Point, point_from_mapping
 from measure.stats import Measurement, metric_columns
 
@@ -238,8 +239,6 @@ class Sweep:
 
 def resume_command(argv: list[str], out_dir: str) -> str:
     """The command that continues this sweep (secret flags removed; --resume and --out added)."""
-    from measure.envinfo import command_line, redacted_argv  # noqa: PLC0415
-
     args = redacted_argv(argv)
     if "--resume" not in args:
         args.append("--resume")
