@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner import charts
 from planner import scenario as sc
 from planner.plan import Assumptions, Inputs, PlanResult, load_inputs, load_routes, validate_routes
-from planner.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES, InputError
 
 log = logging.getLogger("fleetplan.app")
 

@@ -20,9 +20,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from fleetfacts.errors import InputError  # noqa: E402
 from planner.curves import fit_curves, load_profiles  # noqa: E402
 from planner.plan import Assumptions, Inputs, load_inputs, load_routes, make_plan  # noqa: E402
-from planner.schema import InputError  # noqa: E402
 
 ROUTES = 20
 # Rate / job-size multipliers cycled over the replicated routes (spread over 1/4x .. 4x).

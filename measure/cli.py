@@ -11,14 +11,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, parse_engine_args
+from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.schema import slug
+from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
+from measure.engines import make_engine
+from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, kv_cache_precision, parse_engine_args
 from measure.envinfo import command_line, environment_record
 from measure.estimate import ENGINE_START_S, Estimator, make_estimator
 from measure.points import Point, list_presets, load_shapes
 from measure.profile_dir import ProfileDir, default_out_dir, pending_points
-from measure.specs import MODELS_DIR, gpu_spec, model_facts
+from measure.roofline import fill_profile_roofline, roofline_for
 from measure.sweep import Budget, Calibration, Identity, Outcome, Sweep, resume_command, stderr
-from planner.schema import InputError, slug
+from measure.tokenizer import write_wordlevel_tokenizer
 
 log = logging.getLogger("measure")
 
@@ -192,22 +196,22 @@ def check_folder(profile: ProfileDir, req: ProfileRequest, args: argparse.Namesp
 
 def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
     cfg = req.config
-    kv_bytes = 1.0 if str(cfg.engine_args.get("kv_cache_dtype", "")).startswith("fp8") else 2.0
     model_dir = cfg.model_path if Path(cfg.model_path).is_dir() else None
     return make_estimator(gpu_spec(req.identity["gpu"]), model_facts(cfg.model, model_dir), cfg.precision,
-                          cfg.tp, kv_dtype_bytes=kv_bytes, max_num_seqs=cfg.engine_args.get("max_num_seqs"))
+                          cfg.tp, kv_precision=kv_cache_precision(cfg.engine_args),
+                          max_num_seqs=cfg.engine_args.get("max_num_seqs"))
 
 
-def print_plan(points: list[Point], all_points: tuple[Point, ...], est: Estimator, notes: list[str],
+def print_schedule(points: list[Point], all_points: tuple[Point, ...], est: Estimator, notes: list[str],
                engine_modes: tuple[str, ...], calibration: Calibration | None = None) -> None:
     """The dry-run table: each point, its state and estimated GPU seconds (an assumption, rescaled by the
-    durations the folder already holds when resuming, as the run itself plans)."""
+    durations the folder already holds when resuming, as the run itself does)."""
     calibration = calibration or Calibration()
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     pending = {p.key() for p in points}
-    table = Table(title="sweep plan (GPU time is an ESTIMATE from labelled assumptions, see measure/estimate.py)")
+    table = Table(title="sweep schedule (GPU time is an ESTIMATE from labelled assumptions, see measure/estimate.py)")
     for col in ("#", "point", "purpose", "state", "est. s"):
         table.add_column(col)
     total = 0.0
@@ -251,8 +255,6 @@ def _fmt(value: object, spec: str) -> str:
 
 def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
     """The profile command: resolve, dry-run or sweep, summary; returns the exit code."""
-    from measure.engines import make_engine  # noqa: PLC0415
-
     req = resolve(args)
     profile = ProfileDir(req.out)
     check_folder(profile, req, args)
@@ -260,7 +262,7 @@ def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
     est, notes = make_point_estimator(req)
     engine = make_engine(req.config)
     if args.dry_run:
-        print_plan(pending, req.points, est, notes, engine.modes, Calibration.from_rows(profile.rows(), est.point_s))
+        print_schedule(pending, req.points, est, notes, engine.modes, Calibration.from_rows(profile.rows(), est.point_s))
         return EXIT_OK
     engine.version()  # fails fast (exit 2, install hint) when the engine package is missing
     if not [p for p in pending if p.mode in engine.modes]:
@@ -272,8 +274,6 @@ def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
 def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[Point], est: Estimator,
            engine) -> int:
     from tqdm import tqdm  # noqa: PLC0415
-
-    from measure.roofline import roofline_for  # noqa: PLC0415
 
     resume = resume_command(argv, str(req.out))
     runs = profile.env_runs()
@@ -301,7 +301,7 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
                       estimate_s=est.point_s, engine_start_estimate_s=ENGINE_START_S,
                       budget=Budget(args.max_time), seed=args.seed,
                       calibration=Calibration.from_rows(profile.rows(), est.point_s),
-                      roofline=roofline_for(req.identity["gpu"], cfg, est), on_engine_start=on_start, progress=bar)
+                      roofline=roofline_for(req.identity["gpu"], cfg), on_engine_start=on_start, progress=bar)
         try:
             outcome = sweep.run()
         except KeyboardInterrupt:
@@ -344,16 +344,12 @@ def run_shapes(args: argparse.Namespace) -> int:
 
 
 def run_tokenizer(args: argparse.Namespace) -> int:
-    from measure.tokenizer import write_wordlevel_tokenizer  # noqa: PLC0415
-
     path = write_wordlevel_tokenizer(Path(args.model_dir), Path(args.out))
     print(f"wrote {path}")
     return EXIT_OK
 
 
 def run_roofline(args: argparse.Namespace) -> int:
-    from measure.roofline import fill_profile_roofline  # noqa: PLC0415
-
     for directory in args.profile_dirs:
         profile = ProfileDir(directory)
         if not profile.exists():
@@ -377,6 +373,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "roofline":
             return run_roofline(args)
         return run_shapes(args)
-    except (InputError, EngineError) as err:
+    except FleetplanError as err:
         stderr(f"error: {err}")
         return EXIT_USAGE

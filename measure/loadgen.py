@@ -24,11 +24,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import aiohttp
 import numpy as np
 
-from planner.schema import InputError
+from fleetfacts.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +103,11 @@ def arrival_times(n: int, rate: float, arrival: str, seed: int) -> list[float]:
         raise InputError(f"request rate must be > 0, got {rate}")
     rng = np.random.default_rng(seed)
     kind = arrival.strip().lower()
+    gamma = GAMMA_RE.match(kind)
     if kind == "poisson":
         gaps = rng.exponential(1.0 / rate, size=n)
-    elif GAMMA_RE.match(kind):
-        cv = float(GAMMA_RE.match(kind).group("cv") or 1.0)
+    elif gamma:
+        cv = float(gamma.group("cv") or 1.0)
         if cv <= 0:
             raise InputError(f"arrival {arrival!r}: cv must be > 0")
         shape = 1.0 / cv**2
@@ -309,7 +311,7 @@ async def run_load(spec: LoadSpec) -> LoadResult:
     async with _client(spec, width) as client:
         start = time.perf_counter()
         if open_loop:
-            tasks = [asyncio.create_task(_send_at(client, spec, b, start + r.send_at_s, results))
+            tasks = [asyncio.create_task(_send_at(client, spec, b, start + cast(float, r.send_at_s), results))
                      for b, r in zip(bodies, spec.requests, strict=True)]
         else:
             queue: asyncio.Queue = asyncio.Queue()

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from planner.schema import InputError
+from fleetfacts.errors import InputError
 
 PRESET_DIR = Path(__file__).resolve().parent / "shapes"
 SHAPE_COLUMNS = ("mode", "input_len", "output_len", "batch_size", "concurrency", "request_rate", "arrival",
@@ -53,7 +53,7 @@ class Point:
         return f"{self.mode} I={self.input_len} O={self.output_len} {load} N={self.requests}"
 
 
-def _int_or_none(text: str, where: str, column: str) -> int | None:
+def _int_or_none(text: str | float | None, where: str, column: str) -> int | None:
     if text is None or str(text).strip() == "":
         return None
     try:
@@ -65,7 +65,7 @@ def _int_or_none(text: str, where: str, column: str) -> int | None:
     return int(value)
 
 
-def _float_or_none(text: str, where: str, column: str) -> float | None:
+def _float_or_none(text: str | float | None, where: str, column: str) -> float | None:
     if text is None or str(text).strip() == "":
         return None
     try:

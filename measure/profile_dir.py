@@ -1,6 +1,6 @@
 """One profile folder: profile.csv (PROFILE rows, appended one at a time) and env.json.
 
-Each row is validated against planner.schema.PROFILE before it is written,
+Each row is validated against fleetfacts.schema.PROFILE before it is written,
 then flushed and fsync'ed, so a killed run loses no completed point and never
 leaves a row the planner cannot read.  env.json keeps one record per run
 (invocation) of the sweep into this folder.
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import PROFILE, escape_formula, validate_frame
 from measure.points import Point, point_from_mapping
-from planner.schema import PROFILE, InputError, escape_formula, validate_frame
 
 log = logging.getLogger(__name__)
 

@@ -1,43 +1,58 @@
-"""Share of the GPU's memory-bandwidth limit that a measured decode reached.
+"""Share of the GPU's memory-bandwidth limit that a measured decode reached (the profile's roofline_frac).
 
-A decode step of `b` sequences with mean context `c` must read the weights
-once and every sequence's KV cache:  bytes = W + b * c * kv_per_token.  At
-`bandwidth` bytes/s over `tp` GPUs the fastest possible step is
-t_min = bytes / (tp * bandwidth).  The roofline fraction is t_min over the
-measured step time (TPOT, which excludes the first token); without a TPOT it
-is measured output tokens/s over the bound b / t_min (that includes prefill
-time, so it is a lower bound on decode efficiency).
+The formula is fleetfacts.roofline.roofline_fraction; this module applies it to a
+sweep's points (as each is measured) and to the rows of an existing profile folder
+(`python -m measure roofline DIR`).  It needs the GPU in the spec table and the
+model's facts (config.json or the model table); the estimator's fallback GPU and model
+are never used here, so a missing spec leaves the column blank instead of inventing a number.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from fleetfacts.roofline import roofline_fraction
+from fleetfacts.specs import (
+    UNKNOWN_PRECISION_BYTES,
+    gpu_spec,
+    kv_bytes_per_token,
+    model_facts,
+    weight_bytes_read_per_step,
+)
+from measure.engines.base import EngineConfig, EngineInfo, kv_cache_precision
+from measure.points import Point, point_from_mapping
+from measure.profile_dir import ProfileDir
+from measure.stats import Measurement, summarize
 
 
-def min_step_time_s(weight_bytes: float, kv_bytes_per_token: float, batch: float, mean_context: float,
-                    bandwidth_bytes_s: float, tp: int = 1) -> float:
-    """Fastest possible decode step, s: (weights + KV read) / aggregate bandwidth."""
-    if bandwidth_bytes_s <= 0 or tp < 1:
-        raise ValueError(f"bandwidth must be > 0 and tp >= 1, got {bandwidth_bytes_s}, {tp}")
-    return (weight_bytes + batch * mean_context * kv_bytes_per_token) / (tp * bandwidth_bytes_s)
+class EngineCaps(Protocol):
+    """The engine caps that bound a decode batch (EngineInfo, or a profile row's columns)."""
+
+    @property
+    def max_num_seqs(self) -> int | None: ...
+
+    @property
+    def kv_cache_tokens(self) -> int | None: ...
 
 
-def roofline_fraction(*, weight_bytes: float, kv_bytes_per_token: float, batch: float, input_len: float,
-                      output_len: float, bandwidth_bytes_s: float, tp: int = 1, tpot_mean_ms: float | None = None,
-                      output_tok_per_s: float | None = None) -> float | None:
-    """Measured decode speed over the bandwidth bound (0..~1); None without a usable measurement."""
-    if batch <= 0:
-        return None
-    t_min = min_step_time_s(weight_bytes, kv_bytes_per_token, batch, input_len + output_len / 2.0,
-                            bandwidth_bytes_s, tp)
-    if tpot_mean_ms is not None and math.isfinite(tpot_mean_ms) and tpot_mean_ms > 0:
-        return t_min / (tpot_mean_ms / 1000.0)
-    if output_tok_per_s is not None and math.isfinite(output_tok_per_s) and output_tok_per_s > 0:
-        return output_tok_per_s / (batch / t_min)
-    return None
+@dataclass(frozen=True)
+class RowCaps:
+    """The caps a profile row recorded."""
+
+    max_num_seqs: int | None
+    kv_cache_tokens: int | None
 
 
-def effective_batch(point, info, num_requests: int) -> float | None:
+# (point, caps, num_requests, tpot_mean_ms, output_tok_per_s) -> fraction, or None
+DecodeBound = Callable[[Point, EngineCaps | None, int, float | None, float | None], float | None]
+RooflineFn = Callable[[Point, Measurement, EngineInfo], float | None]
+
+
+def effective_batch(point: Point, info: EngineCaps | None, num_requests: int) -> float | None:
     """Sequences decoding together: the load, capped by max_num_seqs and by KV-cache room."""
     if point.mode == "offline":
         load = float(min(point.batch_size or num_requests, num_requests))
@@ -52,43 +67,35 @@ def effective_batch(point, info, num_requests: int) -> float | None:
     return load
 
 
-def roofline_for(gpu: str, config, estimator=None):
-    """A callable (point, measurement, engine info) -> roofline fraction, or None when specs are missing.
-
-    Needs the GPU in the spec table (planner/data/gpu_specs.csv) and the model's
-    facts (config.json or model_specs.csv); the estimator's fallbacks are never used here.
-    """
-    from measure.stats import summarize  # noqa: PLC0415
-
+def roofline_for(gpu: str, config: EngineConfig) -> RooflineFn | None:
+    """A callable (point, measurement, engine info) -> roofline fraction, or None when specs are missing."""
     bound = _decode_bound(gpu, config.model, config.model_path, config.precision, config.tp, config.engine_args)
     if bound is None:
         return None
 
-    def compute(point, measurement, info) -> float | None:
+    def compute(point: Point, measurement: Measurement, info: EngineInfo) -> float | None:
         tok_s = measurement.output_tokens / measurement.duration_s if measurement.duration_s > 0 else None
         return bound(point, info, measurement.num_requests, summarize(measurement.tpot_ms)["mean"], tok_s)
 
     return compute
 
 
-def _decode_bound(gpu: str, model: str, model_path: str, precision: str, tp: int, engine_args: dict):
+def _decode_bound(gpu: str, model: str, model_path: str, precision: str, tp: int,
+                  engine_args: dict) -> DecodeBound | None:
     """(point, info, num_requests, tpot_mean_ms, output_tok_per_s) -> fraction; None without GPU or model specs."""
-    from pathlib import Path  # noqa: PLC0415
-
-    from measure.specs import gpu_spec, model_facts  # noqa: PLC0415
-
     spec = gpu_spec(gpu)
     facts = model_facts(model, model_path if model_path and Path(model_path).is_dir() else None)
     if spec is None or facts is None:
         return None
-    kv_bytes = 1.0 if str(engine_args.get("kv_cache_dtype", "")).startswith("fp8") else 2.0
+    weights = weight_bytes_read_per_step(facts, precision, UNKNOWN_PRECISION_BYTES)
+    kv_bytes = kv_bytes_per_token(facts, kv_cache_precision(engine_args))
 
-    def bound(point, info, num_requests: int, tpot_mean_ms, output_tok_per_s) -> float | None:
+    def bound(point: Point, info: EngineCaps | None, num_requests: int, tpot_mean_ms: float | None,
+              output_tok_per_s: float | None) -> float | None:
         batch = effective_batch(point, info, num_requests)
         if batch is None:
             return None
-        return roofline_fraction(weight_bytes=facts.weight_bytes_read_per_step(precision),
-                                 kv_bytes_per_token=facts.kv_bytes_per_token(kv_bytes), batch=batch,
+        return roofline_fraction(weight_bytes=weights, kv_bytes_per_token=kv_bytes, batch=batch,
                                  input_len=point.input_len, output_len=point.output_len,
                                  bandwidth_bytes_s=spec.mem_bandwidth_tb_s * 1e12, tp=tp,
                                  tpot_mean_ms=tpot_mean_ms, output_tok_per_s=output_tok_per_s)
@@ -96,13 +103,9 @@ def _decode_bound(gpu: str, model: str, model_path: str, precision: str, tp: int
     return bound
 
 
-def fill_profile_roofline(profile) -> int:
+def fill_profile_roofline(profile: ProfileDir) -> int:
     """Compute roofline_frac where an ok row of a profile folder has none (rows from before the column was
     filled); the same formula as during a sweep, from the row's own measurements.  Returns rows filled."""
-    from types import SimpleNamespace  # noqa: PLC0415
-
-    from measure.points import point_from_mapping  # noqa: PLC0415
-
     identity = profile.identity() or {}
     rows = profile.rows()
     if not rows:
@@ -116,7 +119,7 @@ def fill_profile_roofline(profile) -> int:
     for i, row in enumerate(rows):
         if row.get("status", "ok") not in ("ok", "") or row.get("roofline_frac"):
             continue
-        info = SimpleNamespace(max_num_seqs=_int(row.get("max_num_seqs")), kv_cache_tokens=_int(row.get("kv_cache_tokens")))
+        info = RowCaps(max_num_seqs=_int(row.get("max_num_seqs")), kv_cache_tokens=_int(row.get("kv_cache_tokens")))
         point = point_from_mapping(row, f"{profile.csv_path}, line {i + 2}")
         value = bound(point, info, _int(row.get("num_requests")) or point.requests, _float(row.get("tpot_mean_ms")),
                       _float(row.get("output_tok_per_s")))
@@ -128,14 +131,18 @@ def fill_profile_roofline(profile) -> int:
     return filled
 
 
-def _int(text) -> int | None:
+def _int(text: str | float | None) -> int | None:
+    if text is None:
+        return None
     try:
         return int(float(text))
     except (TypeError, ValueError):
         return None
 
 
-def _float(text) -> float | None:
+def _float(text: str | float | None) -> float | None:
+    if text is None:
+        return None
     try:
         value = float(text)
     except (TypeError, ValueError):

@@ -17,11 +17,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from measure.engines.base import EngineInfo
+from fleetfacts.errors import InputError
+from measure.engines.base import Engine, EngineInfo
+from measure.envinfo import command_line, redacted_argv
 from measure.points import Point, point_from_mapping
 from measure.stats import Measurement, metric_columns
-from planner.schema import InputError
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,14 @@ SAFETY_MIN_S = 10.0
 CALIBRATION_RANGE = (0.25, 8.0)
 # Failure reasons are cut to this many characters (one line in the CSV).
 MAX_ERROR_CHARS = 400
+
+
+class Progress(Protocol):
+    """What the sweep asks of a progress bar (tqdm's interface)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +96,7 @@ class Calibration:
     @classmethod
     def from_rows(cls, rows: list[dict], estimate_s: Callable[[Point], float]) -> Calibration:
         """Seeded with the ok rows a profile folder already holds (their timed duration over the estimate),
-        so a resumed sweep plans with what this engine and GPU really took, not only with the prior."""
+        so a resumed sweep schedules with what this engine and GPU really took, not only with the prior."""
         calibration = cls()
         for row in rows:
             try:
@@ -144,7 +154,7 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
 class Sweep:
     """Runs `points` on `engine`, appending rows via `write_row`; see the module docstring."""
 
-    engine: object
+    engine: Engine
     identity: Identity
     points: list[Point]
     write_row: Callable[[dict], None]
@@ -154,7 +164,7 @@ class Sweep:
     seed: int = 0
     roofline: Callable[[Point, Measurement, EngineInfo], float | None] | None = None
     on_engine_start: Callable[[EngineInfo], None] | None = None
-    progress: object = None
+    progress: Progress | None = None
     calibration: Calibration = field(default_factory=Calibration)
 
     def run(self) -> Outcome:
@@ -194,9 +204,10 @@ class Sweep:
             outcome.rows.append(row)
             self._tick(point, row)
             if died:
-                info = self._restart(outcome, len(points) - index - 1)
-                if info is None:
+                restarted = self._restart(outcome, len(points) - index - 1)
+                if restarted is None:
                     return
+                info = restarted
 
     def _measure(self, point: Point, info: EngineInfo, index: int) -> tuple[dict, bool]:
         started = time.monotonic()
@@ -228,8 +239,6 @@ class Sweep:
 
 def resume_command(argv: list[str], out_dir: str) -> str:
     """The command that continues this sweep (secret flags removed; --resume and --out added)."""
-    from measure.envinfo import command_line, redacted_argv  # noqa: PLC0415
-
     args = redacted_argv(argv)
     if "--resume" not in args:
         args.append("--resume")

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from planner.schema import InputError
+from fleetfacts.errors import InputError
 
 
 def word(i: int) -> str:

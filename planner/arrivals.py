@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from planner.schema import InputError
+from fleetfacts.errors import InputError
 
 HOURS_PER_DAY = 24
 SECONDS_PER_HOUR = 3600.0

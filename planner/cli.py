@@ -16,7 +16,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from planner.schema import InputError, slug
+from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.schema import slug
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,7 @@ def register(command: Command) -> Command:
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix: reported in one line, no traceback."""
-    from planner.costs import CostLookupError
-    from planner.curves import NoCurveError
-    from planner.queueing import QueueingError
-
-    return (InputError, NoCurveError, CostLookupError, QueueingError, FileNotFoundError, IsADirectoryError)
+    return (FleetplanError, FileNotFoundError, IsADirectoryError)
 
 
 # ---------------------------------------------------------------- plan
@@ -280,7 +277,7 @@ def _traffic_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_traffic(args: argparse.Namespace) -> int:
-    from planner.schema import ROUTES, write_table
+    from fleetfacts.schema import ROUTES, write_table
     from planner.traffic import log_to_routes
 
     routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,

@@ -23,10 +23,12 @@ import pandas as pd
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from fleetfacts.errors import FleetplanError
+
 log = logging.getLogger(__name__)
 
 
-class CostLookupError(LookupError):
+class CostLookupError(FleetplanError, LookupError):
     """No price or engine-operations row applies; the message says what was looked for."""
 
 

@@ -42,7 +42,10 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 from scipy.optimize import lsq_linear
 
-from planner.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, InputError, load_tables
+from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.roofline import kv_cache_tokens, replica_memory_bytes, weights_read_s
+from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
+from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, load_gpu_specs, load_model_specs, weight_bytes
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,7 @@ KV_ADMISSION_OUTPUT_SHARE = 1.0
 MIN_POINTS_FULL_FIT = 8
 
 
-class NoCurveError(LookupError):
+class NoCurveError(FleetplanError, LookupError):
     """No fitted curve exists for the requested group, or it cannot predict this shape."""
 
 
@@ -267,13 +270,13 @@ def _estimate_kv_tokens(key: GroupKey) -> int:
     specs = _specs()
     if specs is None:
         return 10**9  # unknown: the batch is then capped by max_num_seqs alone
-    gpus, models, weight_bytes, kv_bytes = specs
+    gpus, models = specs
     gpu, model = gpus.get(key.gpu), models.get(key.model)
     if gpu is None or model is None:
         return 10**9
-    free = key.tp * gpu.memory_gib * 2**30 - weight_bytes(model, key.precision)
-    per_token = kv_bytes(model, key.precision)
-    return max(1, int(KV_FREE_MEMORY_FRACTION * free / per_token)) if free > 0 else 1
+    tokens = kv_cache_tokens(replica_memory_bytes(gpu.memory_gib, key.tp), weight_bytes(model, key.precision),
+                             kv_bytes_per_token(model, key.precision), free_fraction=KV_FREE_MEMORY_FRACTION)
+    return max(1, int(tokens))
 
 
 def _t0_floor(key: GroupKey) -> float:
@@ -281,20 +284,19 @@ def _t0_floor(key: GroupKey) -> float:
     specs = _specs()
     if specs is None:
         return 0.0
-    gpus, models, weight_bytes, _ = specs
+    gpus, models = specs
     gpu, model = gpus.get(key.gpu), models.get(key.model)
     if gpu is None or model is None:
         return 0.0
-    return weight_bytes(model, key.precision) / (key.tp * gpu.mem_bandwidth_tb_s * 1e12)
+    return weights_read_s(weight_bytes(model, key.precision), gpu.mem_bandwidth_tb_s, key.tp)
 
 
 @lru_cache(maxsize=1)
-def _specs():
-    """GPU and model spec tables (planner/specs.py); None when unavailable."""
+def _specs() -> tuple[dict[str, GpuSpec], dict[str, ModelSpec]] | None:
+    """GPU and model spec tables (fleetfacts/specs.py); None when unavailable."""
     try:
-        from planner import specs
-        return specs.load_gpu_specs(), specs.load_model_specs(), specs.weight_bytes, specs.kv_bytes_per_token
-    except (ImportError, InputError, OSError, AttributeError) as err:
+        return load_gpu_specs(), load_model_specs()
+    except (InputError, OSError) as err:
         log.warning("GPU/model spec tables unavailable (%s): no roofline bound on t0", err)
         return None
 

@@ -26,16 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner import costs, sizing
-from planner.curves import NoCurveError, is_custom_config
-from planner.queueing import QueueingError
-from planner.schema import (
+from fleetfacts.errors import InputError
+from fleetfacts.schema import (
     DEFAULT_CONFIG,
     ENGINE_OPS,
     PLAN,
     PRICES,
     ROUTES,
-    InputError,
     load_table,
     read_csv_text,
     split_list,
@@ -43,6 +40,9 @@ from planner.schema import (
     validate_frame,
     write_table,
 )
+from planner import costs, sizing
+from planner.curves import NoCurveError, is_custom_config
+from planner.queueing import QueueingError
 
 log = logging.getLogger(__name__)
 

@@ -27,13 +27,15 @@ from dataclasses import dataclass
 
 from scipy.special import gammaincc
 
+from fleetfacts.errors import FleetplanError
+
 # Searching for replicas stops here: a route needing more is a data error, not a plan.
 MAX_REPLICAS = 1_000_000
 # Replica counts above the load bound tried one by one before doubling (the answer is usually within).
 LINEAR_STEPS = 4
 
 
-class QueueingError(ValueError):
+class QueueingError(FleetplanError, ValueError):
     """Queueing inputs are outside the model's domain (non-positive rates, percentile outside (0, 1))."""
 
 

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import ENGINE_OPS, PRICES, ROUTES, Schema, slug, split_list, validate_frame
 from planner.curves import engine_label
 from planner.plan import Assumptions, Inputs, PlanResult, make_plan, validate_routes, write_plan
-from planner.schema import ENGINE_OPS, PRICES, ROUTES, InputError, Schema, slug, split_list, validate_frame
 
 SCENARIO_FORMAT = "fleetplan-scenario"
 SCENARIO_VERSION = 1

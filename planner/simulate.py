@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from planner.schema import InputError
+from fleetfacts.errors import InputError
 
 log = logging.getLogger(__name__)
 

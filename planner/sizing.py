@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
+from fleetfacts.errors import InputError
 from planner import queueing
-from planner.schema import InputError
 
 log = logging.getLogger(__name__)
 

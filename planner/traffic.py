@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from planner.schema import ROUTES, InputError, slug, validate_frame
+from fleetfacts.errors import InputError
+from fleetfacts.schema import ROUTES, slug, validate_frame
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ A developer runs this by hand when the shared reference material changes:
 It reads `<shared>/refdata/*.csv` and `<shared>/traces/`, and writes
 profiles/published/*.csv (PROFILE schema), planner/data/prices.csv (PRICES),
 examples/routes.csv (ROUTES) and examples/traces/ (with the trace's attribution).
-Every written frame is validated against planner.schema before it is written.
+Every written frame is validated against fleetfacts.schema before it is written.
 The planner and the tests never read `../shared`; they read only what this
-script wrote into the repository.  planner/data/gpu_specs.csv,
-model_specs.csv and engine_ops.csv are maintained by hand (see docs/data.md).
+script wrote into the repository.  fleetfacts/data/gpu_specs.csv,
+fleetfacts/data/model_specs.csv and planner/data/engine_ops.csv are maintained by hand (see docs/data.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import pandas as pd
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from planner.schema import PRICES, PROFILE, ROUTES, InputError, validate_frame, write_table  # noqa: E402
+from fleetfacts.errors import InputError  # noqa: E402
+from fleetfacts.schema import PRICES, PROFILE, ROUTES, validate_frame, write_table  # noqa: E402
 
 log = logging.getLogger(__name__)
 

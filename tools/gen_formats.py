@@ -1,4 +1,4 @@
-"""Write docs/formats.md from the declared schemas (planner/schema.py), so the docs match the code.
+"""Write docs/formats.md from the declared schemas (fleetfacts/schema.py), so the docs match the code.
 
     python tools/gen_formats.py          (tests/planner/test_formats_doc.py checks it is up to date)
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner.schema import ENGINE_OPS, PLAN, PRICES, PROFILE, ROUTES, schema_markdown  # noqa: E402
+from fleetfacts.schema import ENGINE_OPS, PLAN, PRICES, PROFILE, ROUTES, schema_markdown  # noqa: E402
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "formats.md"
 
@@ -32,7 +32,7 @@ INTRO = {
 
 def render() -> str:
     parts = ["# File formats", "",
-             "Generated from `planner/schema.py` by `python tools/gen_formats.py`; do not edit by hand. Every file "
+             "Generated from `fleetfacts/schema.py` by `python tools/gen_formats.py`; do not edit by hand. Every file "
              "is validated on load: a mistake gives a one-line error naming the file, the line and the column. "
              "Identifiers (`slug`) are lowercase and accepted case-insensitively.", ""]
     for schema in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN):

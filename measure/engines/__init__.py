@@ -1,28 +1,38 @@
 """Engine adapters: each starts one engine configuration and measures points in it.
 
-Adapters import their engine lazily (only `start()` imports it), so
-`python -m measure` works without any engine installed.
+Adapters register in `measure.engines.registry` (`@register("vllm")`); `make_engine`
+picks the one a configuration asks for.  Adapters import their engine lazily (only
+`start()` imports it), so `python -m measure` works without any engine installed.
 """
 
 from __future__ import annotations
 
-from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled, parse_engine_args
+# Imported for their @register side effect: every adapter is then known to the registry.
+from measure.engines import openai_engine, server, trtllm_offline, vllm_offline  # noqa: F401
+from measure.engines.base import (
+    Engine,
+    EngineConfig,
+    EngineError,
+    EngineInfo,
+    EngineNotInstalled,
+    parse_engine_args,
+)
+from measure.engines.registry import create, register, registered
 
-__all__ = ["EngineConfig", "EngineError", "EngineInfo", "EngineNotInstalled", "parse_engine_args", "make_engine"]
+__all__ = ["Engine", "EngineConfig", "EngineError", "EngineInfo", "EngineNotInstalled", "adapter_name", "create",
+           "make_engine", "parse_engine_args", "register", "registered"]
+
+# Engines whose own OpenAI server --server launches (any other server: --server-cmd).
+LAUNCHABLE_SERVERS = ("vllm", "trtllm")
 
 
-def make_engine(config: EngineConfig):
+def adapter_name(config: EngineConfig) -> str:
+    """The registered adapter for `config`: the launched server for --server / --server-cmd, else the engine."""
+    if config.server_cmd or (config.server and config.engine in LAUNCHABLE_SERVERS):
+        return "server"
+    return config.engine
+
+
+def make_engine(config: EngineConfig) -> Engine:
     """The adapter for `config.engine` (vllm, trtllm, openai); a launched server for --server / --server-cmd."""
-    if config.server_cmd or (config.server and config.engine in ("vllm", "trtllm")):
-        from measure.engines.server import ServerEngine
-        return ServerEngine(config)
-    if config.engine == "vllm":
-        from measure.engines.vllm_offline import VllmOfflineEngine
-        return VllmOfflineEngine(config)
-    if config.engine == "trtllm":
-        from measure.engines.trtllm_offline import TrtllmOfflineEngine
-        return TrtllmOfflineEngine(config)
-    if config.engine == "openai":
-        from measure.engines.openai_engine import OpenAIEngine
-        return OpenAIEngine(config)
-    raise EngineError(f"unknown engine {config.engine!r}: expected vllm, trtllm or openai")
+    return create(adapter_name(config), config)

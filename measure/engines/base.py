@@ -1,4 +1,4 @@
-"""What every engine adapter shares: its configuration, what it reports, its errors."""
+"""What every engine adapter shares: the `Engine` protocol, its configuration, what it reports, its errors."""
 
 from __future__ import annotations
 
@@ -6,17 +6,20 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
-from planner.schema import InputError
+from fleetfacts.errors import FleetplanError, InputError
+from measure.points import Point
+from measure.stats import Measurement
 
 # Weight files whose presence means a real checkpoint (else the dir is config-only: dummy weights).
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 
 
-class EngineError(RuntimeError):
+class EngineError(FleetplanError, RuntimeError):
     """The engine could not be started or driven (reported without a traceback)."""
 
 
@@ -79,6 +82,29 @@ class EngineInfo:
     notes: str = ""
 
 
+class Engine(Protocol):
+    """An engine adapter: started once per configuration, then asked to measure points.
+
+    `modes` are the point modes it runs (offline, concurrency, rate); the sweep skips others.
+    `version()` fails fast (EngineNotInstalled) when the engine is missing; `start()` loads
+    the engine and says what it reports; `run_point` measures one point; after a failed
+    point `needs_restart(error)` says whether the engine died; `stop()` frees it.
+    """
+
+    @property
+    def modes(self) -> tuple[str, ...]: ...
+
+    def version(self) -> str: ...
+
+    def start(self) -> EngineInfo: ...
+
+    def run_point(self, point: Point, seed: int) -> Measurement: ...
+
+    def needs_restart(self, error: BaseException) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
 def parse_engine_args(items: list[str]) -> dict:
     """'key=value' strings to a dict; values parsed as JSON when possible (0.95, true, {"a":1}), else text."""
     out: dict = {}
@@ -94,6 +120,11 @@ def parse_engine_args(items: list[str]) -> dict:
         except json.JSONDecodeError:
             out[key] = raw
     return out
+
+
+def kv_cache_precision(engine_args: dict) -> str:
+    """Precision slug of the KV cache: fp8 under --engine-arg kv_cache_dtype=fp8..., else 16-bit (bf16)."""
+    return "fp8" if str(engine_args.get("kv_cache_dtype", "")).startswith("fp8") else "bf16"
 
 
 def random_token_prompts(num: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
@@ -116,7 +147,7 @@ def token_id_prompts(num: int, length: int, vocab_size: int, seed: int) -> list[
     return [{"prompt_token_ids": ids} for ids in random_token_prompts(num, length, vocab_size, seed)]
 
 
-def timed_generate(llm, prompts: list, params) -> tuple[list, float]:
+def timed_generate(llm: Any, prompts: list, params: Any) -> tuple[list, float]:
     """One `llm.generate` call over the whole batch, timed alone: (outputs, seconds).
 
     Prompts and sampling parameters are built by the caller before the clock

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import cast
 
 import httpx
 
+from fleetfacts.specs import load_model_config
 from measure.engines.base import EngineConfig, EngineError, EngineInfo
+from measure.engines.registry import register
 from measure.loadgen import LoadSpec, RequestSpec, arrival_times, load_request_log, run_load_sync, summarize_results
 from measure.points import Point
-from measure.specs import load_model_config
 from measure.stats import Measurement
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ def load_for_point(config: EngineConfig, point: Point, seed: int, vocab: int) ->
     elif point.arrival.startswith("replay:"):
         requests = load_request_log(point.arrival.split(":", 1)[1])[:n]
     else:
-        times = arrival_times(n, float(point.request_rate), point.arrival, seed)
+        times = arrival_times(n, float(cast(float, point.request_rate)), point.arrival, seed)
         requests = tuple(RequestSpec(point.input_len, point.output_len, t) for t in times)
     return LoadSpec(base_url=config.base_url, requests=requests, endpoint=config.endpoint, model=config.served_model,
                     concurrency=concurrency, max_duration_s=config.point_timeout_s,
@@ -78,6 +80,7 @@ def load_for_point(config: EngineConfig, point: Point, seed: int, vocab: int) ->
                     ignore_eos=config.ignore_eos, prompt_format=config.prompt_format, vocab_size=vocab, seed=seed)
 
 
+@register("openai")
 class OpenAIEngine:
     """Drives a running server; start() only waits for it and asks its version."""
 

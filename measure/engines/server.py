@@ -33,14 +33,15 @@ from pathlib import Path
 
 import httpx
 
+from fleetfacts.errors import InputError
 from measure import server_metrics
 from measure.engines import trtllm_offline, vllm_offline
 from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled
 from measure.engines.openai_engine import OpenAIEngine, wait_ready
+from measure.engines.registry import register
 from measure.envinfo import redacted_argv
 from measure.points import Point
 from measure.stats import Measurement
-from planner.schema import InputError
 
 log = logging.getLogger(__name__)
 
@@ -257,6 +258,7 @@ def package_version(name: str) -> str | None:
 
 # ------------------------------------------------------------------ the adapter
 
+@register("server")
 class ServerEngine:
     """Launches the server in start(), measures points through OpenAIEngine, ends the server in stop()."""
 

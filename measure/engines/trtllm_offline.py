@@ -1,7 +1,7 @@
 """TensorRT-LLM in process: `tensorrt_llm.LLM` (1.x LLM API, PyTorch backend) offline batches.
 
-Mirrors the vLLM adapter: one engine per configuration, a short warm-up, then per
-offline point ONE `llm.generate(prompts, SamplingParams(...), use_tqdm=False)` call
+Shares the vLLM adapter's skeleton (measure/engines/offline.py): one engine per
+configuration, a short warm-up, then per offline point ONE `llm.generate(prompts, SamplingParams(...), use_tqdm=False)` call
 with N token-id prompts (`{"prompt_token_ids": [...]}`, the LLM API's TokensPrompt),
 built before the clock starts; only that call is timed.  Sampling: temperature 1,
 top_p 1, ignore_eos, max_tokens = output_len, detokenize=False.
@@ -14,29 +14,21 @@ not report per-request latencies here, so latency columns are left blank.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
-from measure.engines.base import (
-    EngineConfig,
-    EngineError,
-    EngineInfo,
-    EngineNotInstalled,
-    positive_int,
-    timed_generate,
-    token_id_prompts,
-)
+from fleetfacts.specs import load_model_config
+from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, positive_int
+from measure.engines.offline import OfflineLLMEngine
+from measure.engines.registry import register
 from measure.points import Point
-from measure.specs import load_model_config
 from measure.stats import Measurement
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = ("TensorRT-LLM is not installed: pip install tensorrt-llm (NVIDIA GPU, Linux; see "
                 "https://nvidia.github.io/TensorRT-LLM/installation/linux.html), or use its NGC container")
-# Warm-up after engine start: a couple of short requests so the first point pays no lazy initialisation.
-WARMUP_REQUESTS, WARMUP_PROMPT_LEN, WARMUP_OUTPUT_LEN = 4, 32, 8
 # TensorRT-LLM's documented default share of free GPU memory for the KV cache (KvCacheConfig).
 DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.9
 PRECISION_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "auto", "fp4": "auto", "fp32": "float32"}
@@ -48,7 +40,7 @@ DEAD_WORDS = ("executor", "shutdown", "dead", "mpi")
 KV_NOTE = "KV-cache size not reported by the TensorRT-LLM LLM API (see its start-up log)"
 
 
-def import_trtllm():
+def import_trtllm() -> ModuleType:
     """The tensorrt_llm module, or EngineNotInstalled with the install hint."""
     try:
         import tensorrt_llm  # noqa: PLC0415 - imported only where used
@@ -156,73 +148,45 @@ def measurement_from_outputs(outputs: Sequence, prompt_lens: Sequence[int], dura
                        output_tokens=out_tokens, notes="latency not reported by the engine")
 
 
-class TrtllmOfflineEngine:
+@register("trtllm")
+class TrtllmOfflineEngine(OfflineLLMEngine):
     """tensorrt_llm.LLM in this process; one instance per (model, precision, engine args)."""
 
-    modes = ("offline",)
+    name = "trtllm"
+    display_name = "TensorRT-LLM"
+    module_name = "tensorrt_llm"
 
     def __init__(self, config: EngineConfig):
         check_precision(config)  # a user mistake fails before the sweep (and in --dry-run)
-        self.config = config
-        self.llm = None
-        self.trtllm = None
-        self._vocab = 0
+        super().__init__(config)
         self._end_id: int | None = None
 
-    def version(self) -> str:
-        return str(getattr(import_trtllm(), "__version__", "unknown"))
+    def import_engine(self) -> ModuleType:
+        return import_trtllm()
 
-    def start(self) -> EngineInfo:
+    def prepare(self) -> tuple[dict, dict]:
         kwargs = llm_kwargs(self.config)  # user mistakes first, before the (slow) import
         self._vocab = vocab_size(self.config)
         self._end_id = end_id(self.config)
-        self.trtllm = import_trtllm()
+        self.module = import_trtllm()
         built = dict(kwargs)
         if isinstance(built.get("kv_cache_config"), dict):
             built["kv_cache_config"] = _kv_cache_config_class()(**built["kv_cache_config"])
-        log.info("starting tensorrt_llm.LLM(%s)", kwargs)
-        t0 = time.perf_counter()
-        self.llm = self.trtllm.LLM(**built)
-        self._warm_up()
+        return kwargs, built
+
+    def caps(self) -> tuple[dict[str, int | None], str]:
         caps = engine_caps(self.llm)
         setting = caps.pop("kv_cache_max_tokens_setting")
         notes = "" if caps["kv_cache_tokens"] else KV_NOTE + (f"; kv_cache_config.max_tokens={setting}"
                                                                if setting else "")
-        return EngineInfo(version=str(getattr(self.trtllm, "__version__", "unknown")), effective_args=kwargs,
-                          start_s=time.perf_counter() - t0, notes=notes, **caps)
+        return caps, notes
 
-    def _sampling(self, output_len: int):
-        extra = {} if self._end_id is None else {"end_id": self._end_id}
-        return self.trtllm.SamplingParams(n=1, temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=output_len,
-                                          detokenize=False, **extra)
+    def sampling_extra(self) -> dict:
+        return {} if self._end_id is None else {"end_id": self._end_id}
 
-    def _warm_up(self) -> None:
-        prompts = token_id_prompts(WARMUP_REQUESTS, WARMUP_PROMPT_LEN, self._vocab, self.config.seed + 999)
-        self.llm.generate(prompts, self._sampling(WARMUP_OUTPUT_LEN), use_tqdm=False)
-
-    def run_point(self, point: Point, seed: int) -> Measurement:
-        """Submit the batch in one generate() call; time only that call."""
-        if point.mode != "offline":
-            raise EngineError(f"trtllm in process runs offline points only, not {point.mode}")
-        prompts = token_id_prompts(point.requests, point.input_len, self._vocab, seed)
-        outputs, duration = timed_generate(self.llm, prompts, self._sampling(point.output_len))
-        return measurement_from_outputs(outputs, [point.input_len] * len(prompts), duration)
+    def measurement(self, outputs: Sequence, point: Point, duration_s: float) -> Measurement:
+        return measurement_from_outputs(outputs, [point.input_len] * point.requests, duration_s)
 
     def needs_restart(self, error: BaseException) -> bool:
         text = str(error).lower()
         return type(error).__name__ in DEAD_ENGINE_ERRORS or any(w in text for w in DEAD_WORDS)
-
-    def stop(self) -> None:
-        """Shut the executor down and free GPU memory (best effort)."""
-        llm, self.llm = self.llm, None
-        if llm is None:
-            return
-        try:
-            shutdown = getattr(llm, "shutdown", None)
-            if callable(shutdown):
-                shutdown()
-        except Exception as err:  # noqa: BLE001
-            log.warning("TensorRT-LLM shutdown: %s", err)
-        del llm
-        import gc  # noqa: PLC0415
-        gc.collect()

@@ -1,9 +1,9 @@
 """vLLM in process: `vllm.LLM` offline batches, one engine per configuration.
 
-A point of batch N submits N token-id prompts in ONE `llm.generate` call and
-times only that call (prompts and SamplingParams are built before the clock
-starts), exactly as `vllm bench throughput` does, with the same sampling
-settings (temperature 1, top_p 1, ignore_eos, max_tokens = output_len).
+The skeleton (warm-up, one timed `llm.generate` per point, stop) is
+measure/engines/offline.py, shared with TensorRT-LLM: a point of batch N submits
+N token-id prompts in ONE call and times only that call, exactly as `vllm bench
+throughput` does, with the same sampling settings.
 Per-request latencies come from `RequestOutput.metrics` (vLLM V1
 RequestStateStats) when the engine keeps stats; else they are left blank.
 """
@@ -11,33 +11,26 @@ RequestStateStats) when the engine keeps stats; else they are left blank.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
 
-from measure.engines.base import (
-    EngineConfig,
-    EngineError,
-    EngineInfo,
-    EngineNotInstalled,
-    positive_int,
-    timed_generate,
-    token_id_prompts,
-)
+from fleetfacts.specs import load_model_config
+from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, positive_int
+from measure.engines.offline import OfflineLLMEngine
+from measure.engines.registry import register
 from measure.points import Point
-from measure.specs import load_model_config
 from measure.stats import Measurement, tpot_ms
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "vLLM is not installed: pip install 'fleetplan[vllm]' (or vllm), on a machine with an NVIDIA GPU"
-# Warm-up after engine start: a couple of short requests so the first point pays no lazy initialisation.
-WARMUP_REQUESTS, WARMUP_PROMPT_LEN, WARMUP_OUTPUT_LEN = 4, 32, 8
 # Exception type names after which the engine process is gone and must be restarted.
 DEAD_ENGINE_ERRORS = ("EngineDeadError", "EngineGenerateError")
 PRECISION_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16", "fp32": "float32"}
 
 
-def import_vllm():
+def import_vllm() -> ModuleType:
     """The vllm module, or EngineNotInstalled with the install hint."""
     try:
         import vllm  # noqa: PLC0415 - imported only where used
@@ -67,8 +60,8 @@ def llm_kwargs(config: EngineConfig) -> dict:
     return kwargs
 
 
-def _vllm_config(llm) -> object | None:
-    engine = getattr(llm, "llm_engine", None)
+def _vllm_config(llm: Any) -> object | None:
+    engine: Any = getattr(llm, "llm_engine", None)
     cfg = getattr(engine, "vllm_config", None)
     if cfg is None and callable(getattr(engine, "get_vllm_config", None)):
         try:
@@ -126,8 +119,9 @@ def request_latencies(metrics: object, output_tokens: int) -> tuple[float | None
         ttft = ftl * 1000.0
         e2e = ttft + (last - first) * 1000.0
         return ttft, tpot_ms(e2e, ttft, output_tokens), e2e
-    arrival, first_t = getattr(metrics, "arrival_time", None), getattr(metrics, "first_token_time", None)
-    done = getattr(metrics, "finished_time", None) or getattr(metrics, "last_token_time", None)
+    arrival: Any = getattr(metrics, "arrival_time", None)
+    first_t: Any = getattr(metrics, "first_token_time", None)
+    done: Any = getattr(metrics, "finished_time", None) or getattr(metrics, "last_token_time", None)
     if all(isinstance(v, (int, float)) and v > 0 for v in (arrival, first_t, done)):
         ttft, e2e = (first_t - arrival) * 1000.0, (done - arrival) * 1000.0
         return ttft, tpot_ms(e2e, ttft, output_tokens), e2e
@@ -137,7 +131,9 @@ def request_latencies(metrics: object, output_tokens: int) -> tuple[float | None
 def measurement_from_outputs(outputs: Sequence, duration_s: float) -> Measurement:
     """Token counts and per-request latencies of one generate() call."""
     in_tokens = out_tokens = 0
-    ttfts, tpots, e2es = [], [], []
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    e2es: list[float] = []
     for out in outputs:
         n_out = sum(len(c.token_ids) for c in out.outputs)
         in_tokens += len(out.prompt_token_ids or ())
@@ -153,62 +149,33 @@ def measurement_from_outputs(outputs: Sequence, duration_s: float) -> Measuremen
                        notes="" if complete else "latency not reported by the engine")
 
 
-class VllmOfflineEngine:
+@register("vllm")
+class VllmOfflineEngine(OfflineLLMEngine):
     """vllm.LLM in this process; one instance per (model, precision, engine args)."""
 
-    modes = ("offline",)
+    name = "vllm"
+    display_name = "vLLM"
+    module_name = "vllm"
 
-    def __init__(self, config: EngineConfig):
-        self.config = config
-        self.llm = None
-        self.vllm = None
-        self._vocab = 0
+    def import_engine(self) -> ModuleType:
+        return import_vllm()
 
-    def version(self) -> str:
-        return str(getattr(import_vllm(), "__version__", "unknown"))
-
-    def start(self) -> EngineInfo:
-        self.vllm = import_vllm()
+    def prepare(self) -> tuple[dict, dict]:
+        self.module = import_vllm()
         kwargs = llm_kwargs(self.config)
-        log.info("starting vllm.LLM(%s)", kwargs)
-        t0 = time.perf_counter()
-        self.llm = self.vllm.LLM(**kwargs)
+        return kwargs, kwargs
+
+    def after_load(self) -> None:
         self._vocab = vocab_size(self.llm, self.config)
-        self._warm_up()
-        caps = engine_caps(self.llm)
-        return EngineInfo(version=str(getattr(self.vllm, "__version__", "unknown")), effective_args=kwargs,
-                          start_s=time.perf_counter() - t0, **caps)
 
-    def _sampling(self, output_len: int):
-        return self.vllm.SamplingParams(n=1, temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=output_len,
-                                        detokenize=False)
+    def caps(self) -> tuple[dict[str, int | None], str]:
+        return engine_caps(self.llm), ""
 
-    def _warm_up(self) -> None:
-        prompts = token_id_prompts(WARMUP_REQUESTS, WARMUP_PROMPT_LEN, self._vocab, self.config.seed + 999)
-        self.llm.generate(prompts, self._sampling(WARMUP_OUTPUT_LEN), use_tqdm=False)
-
-    def run_point(self, point: Point, seed: int) -> Measurement:
-        """Submit the batch in one generate() call; time only that call."""
-        if point.mode != "offline":
-            raise EngineError(f"vllm in process runs offline points only, not {point.mode}")
-        prompts = token_id_prompts(point.requests, point.input_len, self._vocab, seed)
-        outputs, duration = timed_generate(self.llm, prompts, self._sampling(point.output_len))
-        return measurement_from_outputs(outputs, duration)
+    def measurement(self, outputs: Sequence, point: Point, duration_s: float) -> Measurement:
+        return measurement_from_outputs(outputs, duration_s)
 
     def needs_restart(self, error: BaseException) -> bool:
         return type(error).__name__ in DEAD_ENGINE_ERRORS or "dead" in str(error).lower()
 
-    def stop(self) -> None:
-        """Drop the engine and free GPU memory (best effort)."""
-        llm, self.llm = self.llm, None
-        if llm is None:
-            return
-        shutdown = getattr(getattr(llm, "llm_engine", None), "shutdown", None)
-        try:
-            if callable(shutdown):
-                shutdown()
-        except Exception as err:  # noqa: BLE001
-            log.warning("vLLM shutdown: %s", err)
-        del llm
-        import gc  # noqa: PLC0415
-        gc.collect()
+    def shutdown_hook(self, llm: Any) -> Callable[[], object] | None:
+        return getattr(getattr(llm, "llm_engine", None), "shutdown", None)

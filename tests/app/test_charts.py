@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fleetfacts.schema import PROFILE, validate_frame
 from planner import charts
 from planner.costs import breakeven_updates
 from planner.plan import Assumptions, load_inputs, load_routes, make_plan
 from planner.scenario import Settings, sensitivity_table
-from planner.schema import PROFILE, validate_frame
 from tests.planner import fakes
 from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from fleetfacts.schema import PROFILE, load_table
 from measure.cli import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, main
-from planner.schema import PROFILE, load_table
 
 SHAPES = """mode,input_len,output_len,batch_size,concurrency,request_rate,arrival,num_requests,purpose
 offline,16,8,2,,,,,a
@@ -119,9 +119,9 @@ def test_dry_run_prints_plan_without_engine(shapes, tmp_path, capsys):
 
 
 def test_presets_load_and_default_fits_budget():
+    from fleetfacts.specs import GpuSpec, model_facts
     from measure.estimate import ENGINE_START_S, Estimator
     from measure.points import load_shapes
-    from measure.specs import GpuSpec, model_facts
     h200 = GpuSpec("h200", 141, 4.8, 989, "test figures")
     est = Estimator(gpu=h200, model=model_facts("llama-3.1-8b"))
     default = load_shapes("default")

@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pytest
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import PROFILE, load_table
 from measure.cli import EXIT_OK, main
 from measure.loadgen import (
     LoadSpec,
@@ -20,7 +22,6 @@ from measure.loadgen import (
     run_load_sync,
     summarize_results,
 )
-from planner.schema import PROFILE, InputError, load_table
 
 TTFT_S, ITL_S, N_TOKENS = 0.20, 0.05, 6
 # Scheduling jitter allowed around the server's sleeps (a loaded 2-core CI box).

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import PROFILE, load_table
 from measure.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 from measure.engines import EngineConfig, EngineError, make_engine
 from measure.engines import server as server_mod
@@ -28,7 +30,6 @@ from measure.engines.server import (
     vllm_command,
     vllm_flag,
 )
-from planner.schema import PROFILE, InputError, load_table
 from tests.conftest import REPO
 from tests.measure.conftest import OFFLINE_ENV, SERVE, SERVE_FLAGS, free_port
 

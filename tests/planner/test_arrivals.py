@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fleetfacts.errors import InputError
 from planner import arrivals
-from planner.schema import InputError
 
 N = 200_000
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fleetfacts.schema import ENGINE_OPS, PRICES, validate_frame
 from planner import costs
 from planner.costs import CostLookupError, EngineOps, OpsBook, PriceBook
-from planner.schema import ENGINE_OPS, PRICES, validate_frame
 
 
 def prices() -> pd.DataFrame:
@@ -57,8 +57,8 @@ def test_engine_ops_by_pep440_specifier(version, hours):
 
 
 def test_bundled_engine_ops_cover_released_and_prerelease_versions():
+    from fleetfacts.schema import load_table
     from planner.plan import BUNDLED_OPS
-    from planner.schema import load_table
 
     if not BUNDLED_OPS.exists():
         pytest.skip("bundled engine_ops.csv not in this checkout")

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import PLAN
 from planner import costs
 from planner.plan import (
     Assumptions,
@@ -21,7 +23,6 @@ from planner.plan import (
     validate_routes,
     write_plan,
 )
-from planner.schema import PLAN, InputError
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from fleetfacts.errors import InputError
 from planner import arrivals
 from planner import simulate as sim
-from planner.schema import InputError
 from tests.planner.sim_fakes import CurvedStepCurve, SimCurve
 
 ROUTE = {"name": "chat", "rate_rps": 20.0, "peak_to_mean": 1.0, "arrival_cv": 1.0, "input_len_mean": 800.0,

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fleetfacts.errors import InputError
+from fleetfacts.schema import write_table
 from planner import arrivals, traffic
 from planner.cli import main
 from planner.plan import load_routes
-from planner.schema import InputError, write_table
 from tests.conftest import REPO
 
 AZURE = REPO / "examples" / "traces" / "azure_llm_2023_code.csv"
@@ -54,7 +55,7 @@ def test_routes_frame_is_a_valid_routes_table(tmp_path):
     stats, _ = traffic.route_traffic(log)
     frame = traffic.routes_frame(stats, log, model="llama-3.1-8b", ttft_slo_ms=300, tpot_slo_ms=30)
     out = tmp_path / "routes.csv"
-    from planner.schema import ROUTES
+    from fleetfacts.schema import ROUTES
     write_table(frame, out, ROUTES)
     routes = load_routes(out)
     row = routes.iloc[0]

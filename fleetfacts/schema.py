@@ -4,8 +4,8 @@ Every CSV the project reads or writes (profiles, routes, prices, engine
 operations costs, plans) is described once here as a tuple of `Column`s.
 `load_table` checks a file against its schema and raises `InputError` with a
 one-line message naming the file, the line and the column, so a user mistake
-never surfaces as a traceback.  `measure/` imports this module (and only this
-one) to write profiles the planner can read.
+never surfaces as a traceback.  `measure/` writes profiles with these schemas and
+`planner/` reads them.
 """
 
 from __future__ import annotations
@@ -18,16 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from fleetfacts.errors import InputError
+
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # A profile's `config` when it names no settings: the engine's own defaults (published profiles too).
 DEFAULT_CONFIG = "default"
 
 # Characters that make a spreadsheet treat a cell as a formula (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-class InputError(ValueError):
-    """A user-supplied file or value is invalid; the message says what to fix."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +242,7 @@ PLAN = Schema(
 SCHEMAS = {s.name: s for s in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN)}
 
 
-def slug(value: str) -> str:
+def slug(value: object) -> str:
     """Normalise an identifier the way the CLIs accept it: case-insensitively."""
     return str(value).strip().lower()
 

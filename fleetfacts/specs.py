@@ -1,0 +1,245 @@
+"""GPU datasheet figures and model architecture facts: the one reader of the spec tables.
+
+fleetfacts/data/gpu_specs.csv holds NVIDIA datasheet figures per GPU slug (memory,
+memory bandwidth, dense BF16/FP8 tensor throughput); fleetfacts/data/model_specs.csv
+holds Hugging Face config.json facts per model slug.  A model can also be read from
+its own config.json (a checkpoint dir, or a config-only dir under profiles/models).
+The planner's curve fitter and the measure side's roofline and estimates both read
+them here: `weight_bytes` (all weights resident, MoE experts included),
+`weight_bytes_read_per_step` and `kv_bytes_per_token`.  A malformed table raises
+InputError naming the file, the line and the column.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, cast
+
+import pandas as pd
+
+from fleetfacts.errors import InputError
+from fleetfacts.schema import read_csv_text, slug
+
+log = logging.getLogger(__name__)
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+GPU_SPECS_CSV = DATA_DIR / "gpu_specs.csv"
+MODEL_SPECS_CSV = DATA_DIR / "model_specs.csv"
+# Config-only model folders (config.json, no weights) that the profiles were measured with.
+MODELS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "models"
+
+# Bytes per stored value for each precision slug (quantisation scales are a
+# fraction of a percent of the weights and are ignored).
+BYTES_PER_VALUE = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
+
+# assumption: a precision the table does not know (awq, gptq, ...) counted at 16 bits per weight, where a
+# caller asks for a default (measure's time estimates and roofline_frac); the planner raises instead.
+UNKNOWN_PRECISION_BYTES = 2.0
+
+GPU_COLUMNS = {"gpu": "slug", "name": "str", "memory_gib": "pos", "mem_bandwidth_tb_s": "pos",
+               "bf16_dense_tflops": "pos", "fp8_dense_tflops": "pos?", "source": "str", "date": "str"}
+MODEL_COLUMNS = {"model": "slug", "params_b": "pos", "num_layers": "int", "hidden_size": "int",
+                 "num_attention_heads": "int", "num_kv_heads": "int", "head_dim": "int", "vocab_size": "int",
+                 "is_moe": "bool", "active_params_b": "pos", "source": "str"}
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU type's datasheet figures (memory GiB, bandwidth TB/s, dense TFLOPS; fp8 None if absent)."""
+
+    gpu: str
+    memory_gib: float
+    mem_bandwidth_tb_s: float
+    bf16_dense_tflops: float
+    source: str
+    name: str = ""
+    fp8_dense_tflops: float | None = None
+    date: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model's architecture; params_b counts every weight (all experts, embeddings), active_params_b those
+    used per token."""
+
+    model: str
+    params_b: float
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    is_moe: bool
+    active_params_b: float
+    source: str
+    max_position: int | None = None
+
+    @property
+    def params(self) -> float:
+        """Every weight, as a count."""
+        return self.params_b * 1e9
+
+    @property
+    def embedding_params(self) -> float:
+        """Weights of the input embedding table (vocab x hidden)."""
+        return float(self.hidden_size * self.vocab_size)
+
+
+def load_gpu_specs(path: str | Path | None = None) -> dict[str, GpuSpec]:
+    """GPU slug -> GpuSpec from gpu_specs.csv (default: the bundled table); raises InputError."""
+    rows = _load(Path(path) if path else GPU_SPECS_CSV, GPU_COLUMNS, "gpu")
+    return {r["gpu"]: GpuSpec(**r) for r in rows}
+
+
+def load_model_specs(path: str | Path | None = None) -> dict[str, ModelSpec]:
+    """Model slug -> ModelSpec from model_specs.csv (default: the bundled table); raises InputError."""
+    rows = _load(Path(path) if path else MODEL_SPECS_CSV, MODEL_COLUMNS, "model")
+    specs = {r["model"]: ModelSpec(**r) for r in rows}
+    for spec in specs.values():
+        if spec.active_params_b > spec.params_b:
+            raise InputError(f"{path or MODEL_SPECS_CSV}: model {spec.model!r}: active_params_b "
+                             f"({spec.active_params_b:g}) exceeds params_b ({spec.params_b:g})")
+    return specs
+
+
+def bytes_per_value(precision: str, default: float | None = None) -> float:
+    """Bytes per weight or KV value for a precision slug; `default` for an unknown one, InputError without it."""
+    key = slug(precision)
+    if key not in BYTES_PER_VALUE:
+        if default is not None:
+            return default
+        raise InputError(f"unknown precision {precision!r}; expected one of {', '.join(BYTES_PER_VALUE)}")
+    return BYTES_PER_VALUE[key]
+
+
+def weight_bytes(model: ModelSpec, precision: str, default_bytes: float | None = None) -> float:
+    """Bytes of all weights held in GPU memory at `precision` (an MoE model keeps every expert resident);
+    `default_bytes` per weight for an unknown precision, InputError without it."""
+    return model.params_b * 1e9 * bytes_per_value(precision, default_bytes)
+
+
+def weight_bytes_read_per_step(model: ModelSpec, precision: str, default_bytes: float | None = None) -> float:
+    """Weights streamed by one decode step: all but the input embedding table (its rows are gathered)."""
+    return (model.params - model.embedding_params) * bytes_per_value(precision, default_bytes)
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_precision: str) -> float:
+    """KV-cache bytes per token of context: 2 (K and V) x layers x KV heads x head_dim x bytes per value."""
+    return 2.0 * model.num_layers * model.num_kv_heads * model.head_dim * bytes_per_value(kv_precision)
+
+
+def _load(path: Path, columns: dict[str, str], key: str) -> list[dict]:
+    frame = read_csv_text(path)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
+    rows, seen = [], set()
+    for index, raw in frame.iterrows():
+        line = int(cast(int, index)) + 2  # the frame keeps read_csv's RangeIndex; +1 header, +1 one-based
+        row = {name: _value(raw[name], kind, path, line, name) for name, kind in columns.items()}
+        if row[key] in seen:
+            raise InputError(f"{path}, line {line}, column {key!r}: duplicate {key} {row[key]!r}")
+        seen.add(row[key])
+        rows.append(row)
+    return rows
+
+
+def _value(cell: object, kind: str, path: Path, line: int, column: str) -> object:
+    text = str(cell).strip()
+    where = f"{path}, line {line}, column {column!r}"
+    if kind == "str":
+        return text
+    if kind == "slug":
+        if not text:
+            raise InputError(f"{where}: a value is required")
+        return slug(text)
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise InputError(f"{where}: expected true or false, got {text!r}")
+        return text.lower() == "true"
+    if kind == "pos?" and not text:
+        return None
+    return _number(text, kind, where)
+
+
+def _number(text: str, kind: str, where: str) -> float | int:
+    try:
+        number = float(text)
+    except ValueError:
+        raise InputError(f"{where}: expected a number, got {text!r}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise InputError(f"{where}: expected a positive number, got {text!r}")
+    if kind == "int":
+        if not number.is_integer():
+            raise InputError(f"{where}: expected a whole number, got {text!r}")
+        return int(number)
+    return number
+
+
+def specs_frame(specs: dict[str, GpuSpec] | dict[str, ModelSpec]) -> pd.DataFrame:
+    """The loaded specs as a DataFrame (one row per slug), for display."""
+    return pd.DataFrame([vars(s) for s in specs.values()])
+
+
+# ---------------------------------------------------------------- one GPU, one model
+
+@lru_cache(maxsize=1)
+def bundled_gpu_specs() -> dict[str, GpuSpec]:
+    """The bundled GPU table, read once."""
+    return load_gpu_specs()
+
+
+@lru_cache(maxsize=1)
+def bundled_model_specs() -> dict[str, ModelSpec]:
+    """The bundled model table, read once."""
+    return load_model_specs()
+
+
+def gpu_spec(gpu: str) -> GpuSpec | None:
+    """One GPU's datasheet figures from the bundled table; None when it is not listed."""
+    return bundled_gpu_specs().get(slug(gpu))
+
+
+def model_facts(model: str, model_dir: str | Path | None = None) -> ModelSpec | None:
+    """Facts from `model_dir`/config.json, profiles/models/<model>, or the model table; None if unknown."""
+    for directory in (model_dir, MODELS_DIR / model):
+        config = load_model_config(directory) if directory else None
+        if config:
+            try:
+                return model_spec_from_config(model, config, str(Path(directory or "") / "config.json"))
+            except (KeyError, TypeError, ValueError) as err:
+                log.warning("config.json in %s lacks %s: no model facts", directory, err)
+    return bundled_model_specs().get(slug(model))
+
+
+def model_spec_from_config(model: str, config: dict[str, Any], source: str = "config.json") -> ModelSpec:
+    """Parameter count and KV geometry of a dense decoder from its Hugging Face config.json dict."""
+    hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    head_dim = int(config.get("head_dim") or hidden // heads)
+    vocab, inter = int(config["vocab_size"]), int(config["intermediate_size"])
+    attn = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    per_layer = attn + 3 * hidden * inter + 2 * hidden
+    head = 0 if config.get("tie_word_embeddings") else vocab * hidden
+    params_b = float(layers * per_layer + vocab * hidden + head + hidden) / 1e9
+    return ModelSpec(model=model, params_b=params_b, num_layers=layers, hidden_size=hidden,
+                     num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=vocab,
+                     is_moe=False, active_params_b=params_b, source=source,
+                     max_position=config.get("max_position_embeddings"))
+
+
+def load_model_config(model_dir: str | Path) -> dict[str, Any] | None:
+    """A checkpoint's config.json as a dict; None when the folder has none."""
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as handle:
+        config: dict[str, Any] = json.load(handle)
+    return config
