@@ -14,7 +14,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from planner.plan import read_plan
-from planner.scenario import scenario_from_json
+from ui.scenario import scenario_from_json
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")

@@ -1,4 +1,4 @@
-"""planner.charts: chart tables keep provenance and per-GPU units; charts build valid Vega-Lite specs."""
+"""ui.charts: chart tables keep provenance and per-GPU units; charts build valid Vega-Lite specs."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from planner import charts
+from ui import charts
 from planner.costs import breakeven_updates
 from planner.plan import Assumptions, load_inputs, load_routes, make_plan
-from planner.scenario import Settings, sensitivity_table
+from ui.scenario import Settings, sensitivity_table
 from planner.schema import PROFILE, validate_frame
 from tests.planner import fakes
 from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile

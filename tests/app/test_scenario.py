@@ -1,11 +1,11 @@
-"""planner.scenario: scenario files and query strings round-trip; bad input names the row."""
+"""ui.scenario: scenario files and query strings round-trip; bad input names the row."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from planner.scenario import (
+from ui.scenario import (
     Scenario,
     Settings,
     apply_settings,

@@ -28,6 +28,7 @@ import pandas as pd
 from planner.curves import engine_label
 from planner.plan import Assumptions, Inputs, PlanResult, make_plan, validate_routes, write_plan
 from planner.schema import ENGINE_OPS, PRICES, ROUTES, InputError, Schema, slug, split_list, validate_frame
+from planner.traffic import log_to_routes
 
 SCENARIO_FORMAT = "fleetplan-scenario"
 SCENARIO_VERSION = 1
@@ -181,8 +182,6 @@ def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
     The bytes are written under their own file name (the log format and the
     default route name come from it); errors name the upload, not the temp file.
     """
-    from planner.traffic import log_to_routes
-
     if len(data) > MAX_LOG_BYTES:
         raise InputError(f"{filename}: file is {len(data) / 1e6:.1f} MB; request logs up to "
                          f"{MAX_LOG_BYTES / 1e6:.0f} MB can be uploaded (use `python -m planner` for larger ones)")
