@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ui import charts
-from ui import scenario as sc
 from planner.plan import Assumptions, Inputs, PlanResult, load_inputs, load_routes, validate_routes
 from planner.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES, InputError
+from ui import charts
+from ui import scenario as sc
 
 log = logging.getLogger("fleetplan.app")
 

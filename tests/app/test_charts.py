@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ui import charts
 from planner.costs import breakeven_updates
 from planner.plan import Assumptions, load_inputs, load_routes, make_plan
-from ui.scenario import Settings, sensitivity_table
 from planner.schema import PROFILE, validate_frame
 from tests.planner import fakes
 from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile
+from ui import charts
+from ui.scenario import Settings, sensitivity_table
 
 MODEL = "llama-3.1-8b"
 REPO_ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"

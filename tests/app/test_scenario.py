@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from planner.schema import PRICES, ROUTES, InputError, validate_frame
 from ui.scenario import (
     Scenario,
     Settings,
@@ -18,7 +19,6 @@ from ui.scenario import (
     settings_to_query,
     validate_table,
 )
-from planner.schema import PRICES, ROUTES, InputError, validate_frame
 
 ROUTES_CSV = b"""name,model,traffic,rate_rps,num_requests,deadline_hours,input_len_mean,output_len_mean,ttft_slo_ms,tpot_slo_ms,engines
 chat,llama-3.1-8b,online,12.5,,,800,250,1000,50,
