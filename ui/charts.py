@@ -162,9 +162,11 @@ def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "of
     colour = alt.Color("series:N", title="engine / GPU / model", legend=alt.Legend(orient="bottom", columns=2,
                                                                                    labelLimit=360))
     inside = fitted[fitted["provenance"] == "predicted"]  # extrapolated intervals would swamp the chart
+    # Every layer carries the same colour encoding, legend included: a layer with legend=None
+    # beside one with a legend makes Vega-Lite drop the series legend ('Conflicting legend property').
     band = alt.Chart(inside.assign(high=inside["high"].clip(upper=top))).mark_area(opacity=0.12, clip=True).encode(
         x=x, y=alt.Y("low:Q", scale=alt.Scale(domain=[0, top], clamp=True)), y2="high:Q",
-        color=alt.Color("series:N", legend=None), detail="series:N")
+        color=colour, detail="series:N")
     line = alt.Chart(fitted).mark_line(strokeWidth=2).encode(
         x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"),
         detail="series:N",
@@ -325,6 +327,9 @@ def _pareto(table: pd.DataFrame) -> pd.Series:
     return flags
 
 
+FRONTIER_LINES = ("one configuration", "engine frontier")
+
+
 def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt.Chart:
     """Thin lines per configuration, a thick line per engine along its frontier, the TPOT SLO as a rule."""
     x = alt.X("tok_s_per_gpu:Q", title="output tokens/s per GPU")
@@ -332,13 +337,14 @@ def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt
     tooltip = [alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
                alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
                alt.Tooltip("tpot_ms:Q", format=".1f"), alt.Tooltip("provenance:N"), alt.Tooltip("latency_basis:N")]
+    # One colour encoding (with its legend) in both layers, and a legend for what thin and thick mean.
     colour = alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine")
-    configs = alt.Chart(table).mark_line(strokeWidth=1, opacity=0.35).encode(
-        x=x, y=y, color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), legend=None),
-        detail="series:N", order="concurrency:Q",
-        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"), tooltip=tooltip)
-    front = alt.Chart(table[table["frontier"]]).mark_line(strokeWidth=3, point=True).encode(
-        x=x, y=y, color=colour, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
+    width = alt.StrokeWidth("line:N", scale=alt.Scale(domain=list(FRONTIER_LINES), range=[1, 3]), title="line")
+    configs = alt.Chart(table.assign(line=FRONTIER_LINES[0])).mark_line(opacity=0.35).encode(
+        x=x, y=y, color=colour, strokeWidth=width, detail="series:N", order="concurrency:Q",
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is"), tooltip=tooltip)
+    front = alt.Chart(table[table["frontier"]].assign(line=FRONTIER_LINES[1])).mark_line(point=True).encode(
+        x=x, y=y, color=colour, strokeWidth=width, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
     layers = [configs, front]
     if tpot_slo_ms and math.isfinite(tpot_slo_ms):
         slo = pd.DataFrame({"tpot_ms": [tpot_slo_ms], "label": [f"TPOT SLO {tpot_slo_ms:g} ms"]})

@@ -102,6 +102,41 @@ def test_frontier_points_are_not_dominated(inputs):
             assert better.empty, engine
 
 
+def legends(spec: dict) -> dict[tuple[str, str], list]:
+    """(channel, field) -> the legend setting of every layer that encodes it ("default" when unset)."""
+    found: dict[tuple[str, str], list] = {}
+    for layer in spec.get("layer", [spec]):
+        for channel, enc in layer.get("encoding", {}).items():
+            if isinstance(enc, dict) and "field" in enc and channel in LEGEND_CHANNELS:
+                found.setdefault((channel, enc["field"]), []).append(enc.get("legend", "default"))
+    return found
+
+
+LEGEND_CHANNELS = ("color", "shape", "strokeDash", "strokeWidth", "opacity", "size")
+
+
+def assert_every_line_in_a_legend(spec: dict, line_field: str) -> None:
+    """No channel is legend-less in one layer and legended in another (Vega-Lite's 'Conflicting
+    legend property "disable"', which drops the legend), and the lines' colour has a legend."""
+    for (channel, field), settings in legends(spec).items():
+        assert None not in settings, f"{channel}:{field} has legend=None in a layer: {settings}"
+    assert ("color", line_field) in legends(spec), f"no colour legend for {line_field}"
+
+
+def test_throughput_chart_names_every_line_in_a_legend(inputs):
+    keys = h200_keys(inputs)
+    chart = charts.throughput_chart(charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline", keys),
+                                    charts.profile_points(inputs.profiles_df, MODEL, 512, 256))
+    assert_every_line_in_a_legend(chart.to_dict(), "series")
+
+
+def test_frontier_chart_names_its_engines_and_line_kinds(inputs):
+    chart = charts.frontier_chart(charts.frontier_table(inputs.curves, MODEL, 500, 250, h200_keys(inputs)), 50.0)
+    spec = chart.to_dict()
+    assert_every_line_in_a_legend(spec, "engine")
+    assert ("strokeWidth", "line") in legends(spec)  # thin: one configuration, thick: the engine's frontier
+
+
 def test_option_costs_flag_exactly_the_recommendations(result):
     table = charts.option_costs_table(result.options, result.plan)
     flagged = table[table["recommended"]].drop_duplicates("route")
