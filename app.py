@@ -396,9 +396,11 @@ def totals_change(totals: dict[str, float]) -> dict[str, float] | None:
 
 
 def money_delta(change: dict[str, float] | None, name: str) -> str | None:
+    """'+$1,234' or '-$1,234' with an ASCII sign: st.metric reads a leading '-' (not U+2212) as a
+    decrease, so with delta_color="inverse" a cost that falls shows green and down."""
     if not change or abs(change[name]) < 0.5:
         return None
-    return f"{'+' if change[name] > 0 else '−'}${abs(change[name]):,.0f}"
+    return f"{'+' if change[name] > 0 else '-'}${abs(change[name]):,.0f}"
 
 
 def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:

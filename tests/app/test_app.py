@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
@@ -89,6 +90,24 @@ def test_tighter_tpot_slo_changes_the_recommendation(app):
     assert_clean(app)
     assert (after["engine"], after["GPU"], after["GPUs"]) != (before["engine"], before["GPU"], before["GPUs"])
     assert after["$/month"] > before["$/month"]
+
+
+def metric_element(at: AppTest, label: str):
+    return next(m for m in at.metric if m.label == label)
+
+
+def test_a_cost_decrease_shows_green_and_down_an_increase_red_and_up(app):
+    app.slider(key="gpu_price_factor").set_value(0.5).run()
+    assert_clean(app)
+    for label in ("Fleet $/month", "GPU $/month"):
+        down = metric_element(app, label)
+        assert down.delta.startswith("-$"), down.delta  # an ASCII minus, which st.metric reads as negative
+        assert (down.proto.direction, down.proto.color) == (MetricProto.MetricDirection.DOWN,
+                                                            MetricProto.MetricColor.GREEN), label
+    app.slider(key="gpu_price_factor").set_value(1.5).run()
+    up = metric_element(app, "Fleet $/month")
+    assert up.delta.startswith("+$")
+    assert (up.proto.direction, up.proto.color) == (MetricProto.MetricDirection.UP, MetricProto.MetricColor.RED)
 
 
 def test_impossible_slo_says_which_route_and_what_to_fix(app):
