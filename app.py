@@ -19,7 +19,7 @@ import streamlit as st
 
 from planner.plan import Assumptions, Inputs, PlanResult, load_inputs, load_routes, validate_routes
 from planner.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES, InputError
-from ui import charts
+from ui import charts, tables
 from ui import scenario as sc
 
 log = logging.getLogger("fleetplan.app")
@@ -405,16 +405,13 @@ def money_delta(change: dict[str, float] | None, name: str) -> str | None:
 
 def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.subheader("Recommendation per route")
-    table = charts.recommendation_table(result.plan)
-    money = st.column_config.NumberColumn(format="dollar", step=1)
-    small = st.column_config.NumberColumn(width="small")
-    st.dataframe(table, hide_index=True, key="recommendation", column_config={
-        "$/month": money, "saves $/month": money, "$ per 1M tok": st.column_config.NumberColumn(format="dollar"),
-        "TP": small, "replicas": small, "GPUs": small, "GPU": st.column_config.TextColumn(width="small"),
-        "break-even updates/month": st.column_config.NumberColumn(
-            "break-even updates/mo", format="%.1f",
-            help="Model updates per month at which the runner-up would cost the same (empty: never)."),
-        "notes": st.column_config.TextColumn(width="large")})
+    text = st.column_config.TextColumn
+    st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation",
+                 column_config={"route": text(width="medium"), "runner-up": text(width="medium"),
+                                "break-even": text("break-even updates/mo", help=tables.BREAKEVEN_HELP)})
+    with st.expander("Details per route: precision, TP, replicas, $ per 1M tokens, provenance, throughput, notes"):
+        st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True,
+                     key="recommendation_details", column_config={"notes": text(width="large")})
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}
     for r in result.plan[result.plan["status"] != "ok"].itertuples():
@@ -579,7 +576,8 @@ def compare_section(result: PlanResult, save: bool) -> None:
         return
     st.subheader("Scenarios side by side")
     plans = {**ss.saved, "now": result.plan}
-    st.dataframe(sc.compare_plans(plans), hide_index=True, key="comparison")
+    table = sc.compare_plans(plans)
+    st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison")
     if st.button("Clear saved scenarios", key="clear_saved"):
         ss.saved = {}
         st.rerun()

@@ -446,23 +446,35 @@ def plan_totals(plan: pd.DataFrame) -> dict[str, float]:
     }
 
 
+# Per scenario, the comparison's columns: "<scenario>: <header>".
+COMPARE_HEADERS = {"choice": "engine / GPU", "gpus": "GPUs", "usd_per_month": "$/month"}
+
+
 def compare_plans(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Side-by-side table: one row per route (plus a fleet total), per scenario its choice and $/month."""
+    """Side-by-side table: one row per route (plus a fleet total), per scenario its choice, GPUs and
+    $/month under human headers ("today: $/month"); the fleet total's choice cell says how many
+    routes its sums cover."""
     columns = {}
     for name, plan in plans.items():
         indexed = plan.set_index("route")
-        columns[(name, "choice")] = [_choice(r) for _, r in indexed.iterrows()] + [""]
-        columns[(name, "gpus")] = [*pd.to_numeric(indexed["gpus"], errors="coerce"), plan_totals(plan)["gpus"]]
+        totals = plan_totals(plan)
+        columns[(name, "choice")] = [_choice(r) for _, r in indexed.iterrows()] + [_covered(totals)]
+        columns[(name, "gpus")] = [*pd.to_numeric(indexed["gpus"], errors="coerce"), totals["gpus"]]
         columns[(name, "usd_per_month")] = [*pd.to_numeric(indexed["total_usd_per_month"], errors="coerce"),
-                                            plan_totals(plan)["total_usd_per_month"]]
+                                            totals["total_usd_per_month"]]
         columns[(name, "index")] = [*indexed.index, "fleet total"]
     routes = list(dict.fromkeys(r for (_, kind), v in columns.items() if kind == "index" for r in v))
     out = pd.DataFrame(index=routes)
     for (name, kind), values in columns.items():
         if kind != "index":
-            out[f"{name}: {kind}"] = pd.Series(values, index=columns[(name, "index")])
+            out[f"{name}: {COMPARE_HEADERS[kind]}"] = pd.Series(values, index=columns[(name, "index")])
     out.index.name = "route"
     return out.reset_index()
+
+
+def _covered(totals: Mapping[str, float]) -> str:
+    planned, routes = totals["routes"] - totals["infeasible"], totals["routes"]
+    return f"{planned:.0f} of {routes:.0f} routes"
 
 
 def _choice(row: pd.Series) -> str:

@@ -9,13 +9,16 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from planner.plan import read_plan
+from ui import tables
 from ui.scenario import scenario_from_json
+from ui.tables import DECISION_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")
@@ -45,9 +48,25 @@ def app() -> AppTest:
 
 
 def recommendation(at: AppTest) -> pd.DataFrame:
-    tables = [d.value for d in at.dataframe if "numbers are" in d.value.columns]
-    assert len(tables) == 1, "the recommendation table is missing"
-    return tables[0].set_index("route")
+    """The decision table joined with the details table (behind the expander), by route."""
+    decisions = [d.value for d in at.dataframe if "runner-up" in d.value.columns]
+    details = [d.value for d in at.dataframe if "numbers are" in d.value.columns]
+    assert len(decisions) == 1 and len(details) == 1, "the recommendation tables are missing"
+    return decisions[0].set_index("route").join(details[0].set_index("route"))
+
+
+def shown(at: AppTest, column: str) -> pd.DataFrame:
+    """What the browser shows of the one dataframe with `column`: its Styler display values."""
+    frames = [d for d in at.dataframe if column in d.value.columns]
+    assert len(frames) == 1, f"{len(frames)} tables with a {column!r} column"
+    styler = frames[0].proto.arrow_data.styler
+    assert styler.display_values, "the table is not formatted for display"
+    return pa.ipc.open_stream(styler.display_values).read_all().to_pandas()
+
+
+def assert_no_none(frame: pd.DataFrame) -> None:
+    cells = frame.astype(str).to_numpy().ravel().tolist()
+    assert not {"None", "nan", "NaN", "<NA>"} & set(cells), frame.to_string()
 
 
 def metric(at: AppTest, label: str) -> str:
@@ -108,6 +127,26 @@ def test_a_cost_decrease_shows_green_and_down_an_increase_red_and_up(app):
     up = metric_element(app, "Fleet $/month")
     assert up.delta.startswith("+$")
     assert (up.proto.direction, up.proto.color) == (MetricProto.MetricDirection.UP, MetricProto.MetricColor.RED)
+
+
+def test_decision_columns_up_front_details_in_an_expander(app):
+    assert list(shown(app, "runner-up").columns) == list(DECISION_COLUMNS)
+    expander = next(e for e in app.expander if e.label.startswith("Details per route"))
+    assert any("numbers are" in d.value.columns for d in expander.dataframe)
+
+
+def test_empty_cells_are_empty_and_break_even_says_never(app):
+    edit_route(app, 0, tpot_slo_ms=0.5)  # chat becomes infeasible: no GPU, no cost, no runner-up
+    decisions, details = shown(app, "runner-up").set_index("route"), shown(app, "numbers are")
+    assert_no_none(decisions.reset_index())
+    assert_no_none(details)
+    assert decisions.loc["chat", "break-even"] == "" and decisions.loc["chat", "GPUs"] == ""
+    others = decisions.drop(index="chat")
+    assert others["break-even"].str.fullmatch(r"never|[\d,]+\.\d").all(), others["break-even"]
+    assert others["$/month"].str.fullmatch(r"\$[\d,]+").all()
+    frame = next(d for d in app.dataframe if "runner-up" in d.value.columns)
+    help_text = json.dumps(json.loads(frame.proto.columns))
+    assert tables.BREAKEVEN_HELP.replace("'", "\\u0027") in help_text or tables.BREAKEVEN_HELP in help_text
 
 
 def test_impossible_slo_says_which_route_and_what_to_fix(app):
@@ -264,10 +303,16 @@ def test_saved_scenarios_are_compared_side_by_side(app):
     app.button(key="save_scenario").click().run()
     app.slider(key="traffic_growth").set_value(3.0).run()
     assert_clean(app)
-    tables = [d.value for d in app.dataframe if "today: usd_per_month" in d.value.columns]
+    tables = [d.value for d in app.dataframe if "today: $/month" in d.value.columns]
     assert tables, "no comparison table"
     table = tables[0].set_index("route")
-    assert table.loc["fleet total", "now: usd_per_month"] > table.loc["fleet total", "today: usd_per_month"]
+    assert table.loc["fleet total", "now: $/month"] > table.loc["fleet total", "today: $/month"]
+    display = shown(app, "today: $/month").set_index("route")
+    assert list(display.columns) == [f"{name}: {header}" for name in ("today", "now")
+                                     for header in ("engine / GPU", "GPUs", "$/month")]
+    assert display["today: $/month"].str.fullmatch(r"\$[\d,]+").all(), display
+    assert display.loc["fleet total", "today: engine / GPU"] == "4 of 4 routes"
+    assert_no_none(display.reset_index())
 
 
 CHART_TABS = ("Cost by option", "Break-even", "Sensitivity", "Throughput curves", "Engine head-to-head",

@@ -161,7 +161,8 @@ def test_compare_plans_side_by_side_with_fleet_total():
     plan_b = plan_a.assign(gpus=[8, 2], total_usd_per_month=[200.0, 60.0])
     table = compare_plans({"now": plan_a, "x2": plan_b})
     total = table.set_index("route").loc["fleet total"]
-    assert total["now: usd_per_month"] == 160.0 and total["x2: usd_per_month"] == 260.0
-    assert table.set_index("route").loc["chat", "now: choice"] == "vllm 0.11 / h100 fp8 tp1"
+    assert total["now: $/month"] == 160.0 and total["x2: $/month"] == 260.0
+    assert total["now: GPUs"] == 6 and total["now: engine / GPU"] == "2 of 2 routes"
+    assert table.set_index("route").loc["chat", "now: engine / GPU"] == "vllm 0.11 / h100 fp8 tp1"
     tuned = compare_plans({"tuned": plan_a.assign(engine_config=["tuned", "default"])}).set_index("route")
-    assert list(tuned["tuned: choice"][:2]) == ["vllm 0.11 [tuned] / h100 fp8 tp1", "trtllm 1.0 / h200 fp8 tp1"]
+    assert list(tuned["tuned: engine / GPU"][:2]) == ["vllm 0.11 [tuned] / h100 fp8 tp1", "trtllm 1.0 / h200 fp8 tp1"]
