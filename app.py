@@ -105,14 +105,15 @@ def init_state(inputs: Inputs) -> None:
     ss.saved = {}
     ss.scenario_name = "current"
     settings, warnings = sc.settings_from_query(st.query_params.to_dict())
-    ss.link_warnings = warnings
-    put_settings(settings, inputs)
+    ss.link_warnings = warnings + put_settings(settings, inputs, "link")
 
 
-def put_settings(settings: sc.Settings, inputs: Inputs) -> None:
-    """Set the sidebar widgets' values (before they are drawn) from `settings`."""
+def put_settings(settings: sc.Settings, inputs: Inputs, where: str) -> list[str]:
+    """Set the sidebar widgets' values (before they are drawn) from `settings`; returns a warning
+    per allow-list value that no profile has (it is dropped, never silently)."""
     ss = st.session_state
     options = allowed_options(inputs)
+    settings, warnings = sc.drop_unknown(settings, options, where)
     ss.provider = settings.provider if settings.provider in providers(ss.good_prices) else CHEAPEST
     ss.pricing_type = settings.pricing_type
     ss.engineer_usd_per_hour = float(settings.engineer_usd_per_hour if settings.engineer_usd_per_hour is not None
@@ -120,7 +121,8 @@ def put_settings(settings: sc.Settings, inputs: Inputs) -> None:
     ss.traffic_growth = float(np.clip(settings.traffic_growth, *GROWTH_RANGE))
     ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
     for name in sc.ALLOW_SETTINGS:
-        ss[name] = [v for v in getattr(settings, name) if v in options[name]]
+        ss[name] = list(getattr(settings, name))
+    return warnings
 
 
 def current_settings() -> sc.Settings:
@@ -195,9 +197,11 @@ def scenario_loader(inputs: Inputs) -> None:
     set_base("routes", loaded.routes)
     set_base("prices", inputs.prices_df if loaded.prices is None else loaded.prices)
     set_base("ops", inputs.ops_df if loaded.ops is None else loaded.ops)
-    put_settings(loaded.settings, inputs)
+    dropped = put_settings(loaded.settings, inputs, upload.name)
     st.session_state.scenario_name = loaded.name
     st.success(f"Loaded scenario '{loaded.name}' ({len(loaded.routes)} routes).")
+    for warning in dropped:
+        st.warning(warning)
 
 
 def price_controls() -> None:

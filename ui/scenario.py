@@ -347,6 +347,28 @@ def settings_from_query(params: Mapping[str, object], base: Settings | None = No
     return settings, warnings
 
 
+def drop_unknown(settings: Settings, known: Mapping[str, Sequence[str]],
+                 where: str = "link") -> tuple[Settings, list[str]]:
+    """Settings without the allow-list values that are not in `known` (say gpus=h999), and one
+    warning per allow-list that lost any, naming what was dropped and what is known.
+
+    `where` is "link" (the warning names the query-string key) or a file name.
+    """
+    warnings = []
+    for name in ALLOW_SETTINGS:
+        values = getattr(settings, name)
+        unknown = [v for v in values if v not in known.get(name, ())]
+        if not unknown:
+            continue
+        kept = tuple(v for v in values if v not in unknown)
+        settings = replace(settings, **{name: kept})
+        source = f"link parameter {QUERY_KEYS[name]}" if where == "link" else f"{where}: setting {name}"
+        effect = f"allowed: {', '.join(kept)}" if kept else f"no {name} restriction applied"
+        warnings.append(f"{source}: unknown {', '.join(unknown)} ignored ({effect}; known: "
+                        f"{', '.join(known.get(name, ())) or 'none'})")
+    return settings, warnings
+
+
 def _parse_setting(name: str, raw: str) -> object:
     if name in ALLOW_SETTINGS:
         return tuple(dict.fromkeys(slug(v) for v in raw.split(",") if v.strip()))

@@ -298,6 +298,25 @@ def test_key_settings_come_from_and_go_to_the_query_string():
     assert "growth" in at.query_params
 
 
+def test_a_link_with_an_unknown_gpu_warns_and_keeps_the_known_ones():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params["gpus"] = "h999,h100"
+    at.run()
+    assert_clean(at)
+    warnings = [w.value for w in at.warning]
+    assert any("gpus" in w and "h999" in w and "known:" in w for w in warnings), warnings
+    assert at.multiselect(key="gpus").value == ["h100"]
+
+
+def test_a_link_with_only_unknown_gpus_says_nothing_is_restricted():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params["gpus"] = "h999"
+    at.run()
+    warnings = [w.value for w in at.warning]
+    assert any("h999" in w and "no gpus restriction" in w for w in warnings), warnings
+    assert at.multiselect(key="gpus").value == []
+
+
 def test_saved_scenarios_are_compared_side_by_side(app):
     app.text_input(key="scenario_name").set_value("today").run()
     app.button(key="save_scenario").click().run()

@@ -11,6 +11,7 @@ from ui.scenario import (
     Settings,
     apply_settings,
     compare_plans,
+    drop_unknown,
     read_csv_upload,
     scale_prices,
     scenario_from_json,
@@ -166,3 +167,13 @@ def test_compare_plans_side_by_side_with_fleet_total():
     assert table.set_index("route").loc["chat", "now: engine / GPU"] == "vllm 0.11 / h100 fp8 tp1"
     tuned = compare_plans({"tuned": plan_a.assign(engine_config=["tuned", "default"])}).set_index("route")
     assert list(tuned["tuned: engine / GPU"][:2]) == ["vllm 0.11 [tuned] / h100 fp8 tp1", "trtllm 1.0 / h200 fp8 tp1"]
+
+
+def test_drop_unknown_allow_values_warns_per_setting():
+    known = {"engines": ["trtllm", "vllm"], "gpus": ["h100", "h200"], "precisions": ["fp8"], "configs": ["default"]}
+    settings, warnings = drop_unknown(Settings(gpus=("h999", "h100"), engines=("vllm",)), known)
+    assert settings.gpus == ("h100",) and settings.engines == ("vllm",)
+    assert warnings == ["link parameter gpus: unknown h999 ignored (allowed: h100; known: h100, h200)"]
+    _, from_file = drop_unknown(Settings(precisions=("int3",)), known, "peak.json")
+    assert from_file == ["peak.json: setting precisions: unknown int3 ignored (no precisions restriction applied; "
+                         "known: fp8)"]
