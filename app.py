@@ -435,6 +435,7 @@ def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
         "Throughput curves": lambda: throughput_curves(result, routes),
         "Engine head-to-head": head_to_head,
         "Latency vs throughput": lambda: latency_frontier(result, routes),
+        "Pareto per route": lambda: pareto(result, routes),
     }
     # Only the open tab runs (a re-plan stays fast); switching tabs reruns the page.
     for tab, draw in zip(st.tabs(list(sections), key="chart_tab", on_change="rerun"), sections.values(), strict=True):
@@ -544,6 +545,29 @@ def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
                f"{row['output_len_mean']:.0f} out. Thick: each engine's frontier; thin: each configuration. "
                "Curves fitted without latency measurements say so in the tooltip.")
     st.altair_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def pareto_data(options: pd.DataFrame, plan: pd.DataFrame, route: str, input_len: float,
+                output_len: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    table = charts.pareto_table(bundled_inputs().curves, options, route, input_len, output_len)
+    return table, charts.operating_points(options, plan, route)
+
+
+def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
+    route = st.selectbox("Route", list(routes["name"]), key="pareto_route")
+    row = routes.set_index("name").loc[route]
+    table, points = pareto_data(result.options, result.plan, route, float(row["input_len_mean"]),
+                                float(row["output_len_mean"]))
+    if table.empty:
+        st.info(f"No feasible option for '{route}' to draw.")
+        return
+    st.caption(f"Throughput per GPU against speed per user for the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible "
+               f"options of '{route}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
+               f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
+               "dots are where the plan runs each option, the ringed one is the choice. The red line is the TPOT SLO "
+               f"(a p{row['slo_percentile']:g} bound: the plan keeps the mean to its left).")
+    st.altair_chart(charts.pareto_chart(table, points, float(row["tpot_slo_ms"])))
 
 
 # ---------------------------------------------------------------- export, share, compare

@@ -335,7 +335,7 @@ def test_saved_scenarios_are_compared_side_by_side(app):
 
 
 CHART_TABS = ("Cost by option", "Break-even", "Sensitivity", "Throughput curves", "Engine head-to-head",
-              "Latency vs throughput")
+              "Latency vs throughput", "Pareto per route")
 
 
 @pytest.mark.parametrize("tab", CHART_TABS)

@@ -137,6 +137,26 @@ def test_frontier_chart_names_its_engines_and_line_kinds(inputs):
     assert ("strokeWidth", "line") in legends(spec)  # thin: one configuration, thick: the engine's frontier
 
 
+def test_pareto_per_route_marks_the_frontier_the_choice_and_the_slo(inputs, result):
+    routes = load_routes(REPO_ROUTES).set_index("name")
+    chat = routes.loc["chat"]
+    table = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    assert table["option"].nunique() > 1
+    front = table[table["frontier"]]
+    for _, p in front.iterrows():
+        better = table[(table["tok_s_per_user"] > p["tok_s_per_user"]) & (table["tok_s_per_gpu"] > p["tok_s_per_gpu"])]
+        assert better.empty
+    points = charts.operating_points(result.options, result.plan, "chat")
+    plan_row = result.plan.set_index("route").loc["chat"]
+    chosen = points[points["recommended"]]
+    assert len(chosen) == 1
+    assert chosen["concurrency"].iloc[0] == pytest.approx(plan_row["operating_concurrency"])
+    assert chosen["tok_s_per_user"].iloc[0] >= 1000 / chat["tpot_slo_ms"]  # the mean meets the TPOT SLO
+    spec = charts.pareto_chart(table, points, float(chat["tpot_slo_ms"])).to_dict()
+    assert_every_line_in_a_legend(spec, "option")
+    assert "TPOT SLO" in str(spec) and "chosen" in str(spec)
+
+
 def test_option_costs_flag_exactly_the_recommendations(result):
     table = charts.option_costs_table(result.options, result.plan)
     flagged = table[table["recommended"]].drop_duplicates("route")
