@@ -562,12 +562,14 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
     if table.empty:
         st.info(f"No feasible option for '{route}' to draw.")
         return
+    slo = float(row["tpot_slo_ms"])
+    slo_note = (f" The red line is the TPOT SLO as speed per user (a p{row['slo_percentile']:g} bound, the curves "
+                "are means): an option runs at or right of it." if math.isfinite(slo) else " The route has no TPOT SLO.")
     st.caption(f"Throughput per GPU against speed per user for the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible "
                f"options of '{route}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
-               "dots are where the plan runs each option, the ringed one is the choice. The red line is the TPOT SLO "
-               f"(a p{row['slo_percentile']:g} bound: the plan keeps the mean to its left).")
-    st.altair_chart(charts.pareto_chart(table, points, float(row["tpot_slo_ms"])))
+               f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
+    st.altair_chart(charts.pareto_chart(table, points, slo))
 
 
 # ---------------------------------------------------------------- export, share, compare
