@@ -239,7 +239,7 @@ def routes_section(inputs: Inputs) -> pd.DataFrame:
         st.caption("Each row is one route. Change a rate, an SLO (ms, at `slo_percentile`) or the model updates "
                    "per month and the plan below re-computes. Allow-lists are ';'-separated (empty = all).")
         show_all = st.toggle("Show all columns", key="routes_all_columns")
-        edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic",
+        edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic", placeholder="",
                                 hide_index=True, column_config=routes_column_config(),
                                 column_order=None if show_all else EDITOR_COLUMNS)
     return checked("routes", lambda: sc.check_routes(edited, "routes table"))
@@ -345,7 +345,7 @@ def table_editor(name: str, schema, caption: str) -> pd.DataFrame:
         except InputError as err:
             remember_message(f"{name}_upload", "error", f"{err}. The {schema.name} table is unchanged.")
     show_message(f"{name}_upload")
-    edited = st.data_editor(st.session_state[f"{name}_base"], key=f"{name}_editor", num_rows="dynamic",
+    edited = st.data_editor(st.session_state[f"{name}_base"], key=f"{name}_editor", num_rows="dynamic", placeholder="",
                             hide_index=True, height=260)
     return checked(name, lambda: sc.validate_table(edited, schema, f"{schema.name} table"))
 
@@ -410,11 +410,11 @@ def money_delta(change: dict[str, float] | None, name: str) -> str | None:
 def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.subheader("Recommendation per route")
     text = st.column_config.TextColumn
-    st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation",
+    st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
                  column_config={"route": text(width="medium"), "runner-up": text(width="medium"),
                                 "break-even": text("break-even updates/mo", help=tables.BREAKEVEN_HELP)})
     with st.expander("Details per route: precision, TP, replicas, $ per 1M tokens, provenance, throughput, notes"):
-        st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True,
+        st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}
@@ -530,7 +530,7 @@ def head_to_head() -> None:
     st.caption("Faded bars are predicted or extrapolated, not measured. Published TensorRT-LLM figures are "
                "NVIDIA's offline max-throughput runs; vLLM's is the best batch measured at that shape.")
     with st.expander("Numbers and sources"):
-        st.dataframe(chosen, hide_index=True)
+        st.dataframe(chosen, hide_index=True, placeholder="")
 
 
 def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
@@ -607,7 +607,8 @@ def compare_section(result: PlanResult, save: bool) -> None:
     st.subheader("Scenarios side by side")
     plans = {**ss.saved, "now": result.plan}
     table = sc.compare_plans(plans)
-    st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison")
+    st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison",
+                 placeholder="")
     if st.button("Clear saved scenarios", key="clear_saved"):
         ss.saved = {}
         st.rerun()

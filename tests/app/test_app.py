@@ -149,6 +149,14 @@ def test_empty_cells_are_empty_and_break_even_says_never(app):
     assert tables.BREAKEVEN_HELP.replace("'", "\\u0027") in help_text or tables.BREAKEVEN_HELP in help_text
 
 
+def test_every_table_and_editor_shows_a_missing_value_as_an_empty_cell(app):
+    app.session_state["chart_tab"] = "Engine head-to-head"  # its numbers table too
+    app.run()
+    assert len(app.dataframe) >= 6
+    for frame in app.dataframe:  # st.dataframe and st.data_editor: placeholder "" instead of "None"
+        assert frame.proto.HasField("placeholder") and frame.proto.placeholder == "", list(frame.value.columns)
+
+
 def test_impossible_slo_says_which_route_and_what_to_fix(app):
     edit_route(app, 0, tpot_slo_ms=0.5)
     assert_clean(app)
