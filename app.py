@@ -19,9 +19,9 @@ import streamlit as st
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
-from planner import charts
-from planner import scenario as sc
 from planner.plan import Assumptions, Inputs, PlanResult, load_inputs, load_routes, validate_routes
+from ui import charts, tables
+from ui import scenario as sc
 
 log = logging.getLogger("fleetplan.app")
 
@@ -106,14 +106,15 @@ def init_state(inputs: Inputs) -> None:
     ss.saved = {}
     ss.scenario_name = "current"
     settings, warnings = sc.settings_from_query(st.query_params.to_dict())
-    ss.link_warnings = warnings
-    put_settings(settings, inputs)
+    ss.link_warnings = warnings + put_settings(settings, inputs, "link")
 
 
-def put_settings(settings: sc.Settings, inputs: Inputs) -> None:
-    """Set the sidebar widgets' values (before they are drawn) from `settings`."""
+def put_settings(settings: sc.Settings, inputs: Inputs, where: str) -> list[str]:
+    """Set the sidebar widgets' values (before they are drawn) from `settings`; returns a warning
+    per allow-list value that no profile has (it is dropped, never silently)."""
     ss = st.session_state
     options = allowed_options(inputs)
+    settings, warnings = sc.drop_unknown(settings, options, where)
     ss.provider = settings.provider if settings.provider in providers(ss.good_prices) else CHEAPEST
     ss.pricing_type = settings.pricing_type
     ss.engineer_usd_per_hour = float(settings.engineer_usd_per_hour if settings.engineer_usd_per_hour is not None
@@ -121,7 +122,8 @@ def put_settings(settings: sc.Settings, inputs: Inputs) -> None:
     ss.traffic_growth = float(np.clip(settings.traffic_growth, *GROWTH_RANGE))
     ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
     for name in sc.ALLOW_SETTINGS:
-        ss[name] = [v for v in getattr(settings, name) if v in options[name]]
+        ss[name] = list(getattr(settings, name))
+    return warnings
 
 
 def current_settings() -> sc.Settings:
@@ -196,9 +198,11 @@ def scenario_loader(inputs: Inputs) -> None:
     set_base("routes", loaded.routes)
     set_base("prices", inputs.prices_df if loaded.prices is None else loaded.prices)
     set_base("ops", inputs.ops_df if loaded.ops is None else loaded.ops)
-    put_settings(loaded.settings, inputs)
+    dropped = put_settings(loaded.settings, inputs, upload.name)
     st.session_state.scenario_name = loaded.name
     st.success(f"Loaded scenario '{loaded.name}' ({len(loaded.routes)} routes).")
+    for warning in dropped:
+        st.warning(warning)
 
 
 def price_controls() -> None:
@@ -236,7 +240,7 @@ def routes_section(inputs: Inputs) -> pd.DataFrame:
         st.caption("Each row is one route. Change a rate, an SLO (ms, at `slo_percentile`) or the model updates "
                    "per month and the plan below re-computes. Allow-lists are ';'-separated (empty = all).")
         show_all = st.toggle("Show all columns", key="routes_all_columns")
-        edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic",
+        edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic", placeholder="",
                                 hide_index=True, column_config=routes_column_config(),
                                 column_order=None if show_all else EDITOR_COLUMNS)
     return checked("routes", lambda: sc.check_routes(edited, "routes table"))
@@ -342,7 +346,7 @@ def table_editor(name: str, schema, caption: str) -> pd.DataFrame:
         except InputError as err:
             remember_message(f"{name}_upload", "error", f"{err}. The {schema.name} table is unchanged.")
     show_message(f"{name}_upload")
-    edited = st.data_editor(st.session_state[f"{name}_base"], key=f"{name}_editor", num_rows="dynamic",
+    edited = st.data_editor(st.session_state[f"{name}_base"], key=f"{name}_editor", num_rows="dynamic", placeholder="",
                             hide_index=True, height=260)
     return checked(name, lambda: sc.validate_table(edited, schema, f"{schema.name} table"))
 
@@ -397,23 +401,22 @@ def totals_change(totals: dict[str, float]) -> dict[str, float] | None:
 
 
 def money_delta(change: dict[str, float] | None, name: str) -> str | None:
+    """'+$1,234' or '-$1,234' with an ASCII sign: st.metric reads a leading '-' (not U+2212) as a
+    decrease, so with delta_color="inverse" a cost that falls shows green and down."""
     if not change or abs(change[name]) < 0.5:
         return None
-    return f"{'+' if change[name] > 0 else '−'}${abs(change[name]):,.0f}"
+    return f"{'+' if change[name] > 0 else '-'}${abs(change[name]):,.0f}"
 
 
 def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.subheader("Recommendation per route")
-    table = charts.recommendation_table(result.plan)
-    money = st.column_config.NumberColumn(format="dollar", step=1)
-    small = st.column_config.NumberColumn(width="small")
-    st.dataframe(table, hide_index=True, key="recommendation", column_config={
-        "$/month": money, "saves $/month": money, "$ per 1M tok": st.column_config.NumberColumn(format="dollar"),
-        "TP": small, "replicas": small, "GPUs": small, "GPU": st.column_config.TextColumn(width="small"),
-        "break-even updates/month": st.column_config.NumberColumn(
-            "break-even updates/mo", format="%.1f",
-            help="Model updates per month at which the runner-up would cost the same (empty: never)."),
-        "notes": st.column_config.TextColumn(width="large")})
+    text = st.column_config.TextColumn
+    st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
+                 column_config={"route": text(width="medium"), "runner-up": text(width="medium"),
+                                "break-even": text("break-even updates/mo", help=tables.BREAKEVEN_HELP)})
+    with st.expander("Details per route: precision, TP, replicas, $ per 1M tokens, provenance, throughput, notes"):
+        st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
+                     key="recommendation_details", column_config={"notes": text(width="large")})
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}
     for r in result.plan[result.plan["status"] != "ok"].itertuples():
@@ -433,6 +436,7 @@ def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
         "Throughput curves": lambda: throughput_curves(result, routes),
         "Engine head-to-head": head_to_head,
         "Latency vs throughput": lambda: latency_frontier(result, routes),
+        "Pareto per route": lambda: pareto(result, routes),
     }
     # Only the open tab runs (a re-plan stays fast); switching tabs reruns the page.
     for tab, draw in zip(st.tabs(list(sections), key="chart_tab", on_change="rerun"), sections.values(), strict=True):
@@ -527,7 +531,7 @@ def head_to_head() -> None:
     st.caption("Faded bars are predicted or extrapolated, not measured. Published TensorRT-LLM figures are "
                "NVIDIA's offline max-throughput runs; vLLM's is the best batch measured at that shape.")
     with st.expander("Numbers and sources"):
-        st.dataframe(chosen, hide_index=True)
+        st.dataframe(chosen, hide_index=True, placeholder="")
 
 
 def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
@@ -542,6 +546,31 @@ def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
                f"{row['output_len_mean']:.0f} out. Thick: each engine's frontier; thin: each configuration. "
                "Curves fitted without latency measurements say so in the tooltip.")
     st.altair_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def pareto_data(options: pd.DataFrame, plan: pd.DataFrame, route: str, input_len: float,
+                output_len: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    table = charts.pareto_table(bundled_inputs().curves, options, route, input_len, output_len)
+    return table, charts.operating_points(options, plan, route)
+
+
+def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
+    route = st.selectbox("Route", list(routes["name"]), key="pareto_route")
+    row = routes.set_index("name").loc[route]
+    table, points = pareto_data(result.options, result.plan, route, float(row["input_len_mean"]),
+                                float(row["output_len_mean"]))
+    if table.empty:
+        st.info(f"No feasible option for '{route}' to draw.")
+        return
+    slo = float(row["tpot_slo_ms"])
+    slo_note = (f" The red line is the TPOT SLO as speed per user (a p{row['slo_percentile']:g} bound, the curves "
+                "are means): an option runs at or right of it." if math.isfinite(slo) else " The route has no TPOT SLO.")
+    st.caption(f"Throughput per GPU against speed per user for the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible "
+               f"options of '{route}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
+               f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
+               f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
+    st.altair_chart(charts.pareto_chart(table, points, slo))
 
 
 # ---------------------------------------------------------------- export, share, compare
@@ -578,7 +607,9 @@ def compare_section(result: PlanResult, save: bool) -> None:
         return
     st.subheader("Scenarios side by side")
     plans = {**ss.saved, "now": result.plan}
-    st.dataframe(sc.compare_plans(plans), hide_index=True, key="comparison")
+    table = sc.compare_plans(plans)
+    st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison",
+                 placeholder="")
     if st.button("Clear saved scenarios", key="clear_saved"):
         ss.saved = {}
         st.rerun()

@@ -1,6 +1,6 @@
 """Monthly cost of an option: GPU rental plus the engineering cost of model updates.
 
-Pure functions over the PRICES and ENGINE_OPS tables (planner/schema.py):
+Pure functions over the PRICES and ENGINE_OPS tables (fleetfacts/schema.py):
 
     GPU $/month (always-on)  = gpus * usd_per_gpu_hour * hours_per_month
     GPU $/month (batch, per-use) = replicas * tp * billed_hours_per_job * jobs_per_month * usd_per_gpu_hour

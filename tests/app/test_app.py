@@ -9,12 +9,16 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
+from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from planner.plan import read_plan
-from planner.scenario import scenario_from_json
+from ui import tables
+from ui.scenario import scenario_from_json
+from ui.tables import DECISION_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")
@@ -44,9 +48,25 @@ def app() -> AppTest:
 
 
 def recommendation(at: AppTest) -> pd.DataFrame:
-    tables = [d.value for d in at.dataframe if "numbers are" in d.value.columns]
-    assert len(tables) == 1, "the recommendation table is missing"
-    return tables[0].set_index("route")
+    """The decision table joined with the details table (behind the expander), by route."""
+    decisions = [d.value for d in at.dataframe if "runner-up" in d.value.columns]
+    details = [d.value for d in at.dataframe if "numbers are" in d.value.columns]
+    assert len(decisions) == 1 and len(details) == 1, "the recommendation tables are missing"
+    return decisions[0].set_index("route").join(details[0].set_index("route"))
+
+
+def shown(at: AppTest, column: str) -> pd.DataFrame:
+    """What the browser shows of the one dataframe with `column`: its Styler display values."""
+    frames = [d for d in at.dataframe if column in d.value.columns]
+    assert len(frames) == 1, f"{len(frames)} tables with a {column!r} column"
+    styler = frames[0].proto.arrow_data.styler
+    assert styler.display_values, "the table is not formatted for display"
+    return pa.ipc.open_stream(styler.display_values).read_all().to_pandas()
+
+
+def assert_no_none(frame: pd.DataFrame) -> None:
+    cells = frame.astype(str).to_numpy().ravel().tolist()
+    assert not {"None", "nan", "NaN", "<NA>"} & set(cells), frame.to_string()
 
 
 def metric(at: AppTest, label: str) -> str:
@@ -89,6 +109,52 @@ def test_tighter_tpot_slo_changes_the_recommendation(app):
     assert_clean(app)
     assert (after["engine"], after["GPU"], after["GPUs"]) != (before["engine"], before["GPU"], before["GPUs"])
     assert after["$/month"] > before["$/month"]
+
+
+def metric_element(at: AppTest, label: str):
+    return next(m for m in at.metric if m.label == label)
+
+
+def test_a_cost_decrease_shows_green_and_down_an_increase_red_and_up(app):
+    app.slider(key="gpu_price_factor").set_value(0.5).run()
+    assert_clean(app)
+    for label in ("Fleet $/month", "GPU $/month"):
+        down = metric_element(app, label)
+        assert down.delta.startswith("-$"), down.delta  # an ASCII minus, which st.metric reads as negative
+        assert (down.proto.direction, down.proto.color) == (MetricProto.MetricDirection.DOWN,
+                                                            MetricProto.MetricColor.GREEN), label
+    app.slider(key="gpu_price_factor").set_value(1.5).run()
+    up = metric_element(app, "Fleet $/month")
+    assert up.delta.startswith("+$")
+    assert (up.proto.direction, up.proto.color) == (MetricProto.MetricDirection.UP, MetricProto.MetricColor.RED)
+
+
+def test_decision_columns_up_front_details_in_an_expander(app):
+    assert list(shown(app, "runner-up").columns) == list(DECISION_COLUMNS)
+    expander = next(e for e in app.expander if e.label.startswith("Details per route"))
+    assert any("numbers are" in d.value.columns for d in expander.dataframe)
+
+
+def test_empty_cells_are_empty_and_break_even_says_never(app):
+    edit_route(app, 0, tpot_slo_ms=0.5)  # chat becomes infeasible: no GPU, no cost, no runner-up
+    decisions, details = shown(app, "runner-up").set_index("route"), shown(app, "numbers are")
+    assert_no_none(decisions.reset_index())
+    assert_no_none(details)
+    assert decisions.loc["chat", "break-even"] == "" and decisions.loc["chat", "GPUs"] == ""
+    others = decisions.drop(index="chat")
+    assert others["break-even"].str.fullmatch(r"never|[\d,]+\.\d").all(), others["break-even"]
+    assert others["$/month"].str.fullmatch(r"\$[\d,]+").all()
+    frame = next(d for d in app.dataframe if "runner-up" in d.value.columns)
+    help_text = json.dumps(json.loads(frame.proto.columns))
+    assert tables.BREAKEVEN_HELP.replace("'", "\\u0027") in help_text or tables.BREAKEVEN_HELP in help_text
+
+
+def test_every_table_and_editor_shows_a_missing_value_as_an_empty_cell(app):
+    app.session_state["chart_tab"] = "Engine head-to-head"  # its numbers table too
+    app.run()
+    assert len(app.dataframe) >= 6
+    for frame in app.dataframe:  # st.dataframe and st.data_editor: placeholder "" instead of "None"
+        assert frame.proto.HasField("placeholder") and frame.proto.placeholder == "", list(frame.value.columns)
 
 
 def test_impossible_slo_says_which_route_and_what_to_fix(app):
@@ -240,19 +306,44 @@ def test_key_settings_come_from_and_go_to_the_query_string():
     assert "growth" in at.query_params
 
 
+def test_a_link_with_an_unknown_gpu_warns_and_keeps_the_known_ones():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params["gpus"] = "h999,h100"
+    at.run()
+    assert_clean(at)
+    warnings = [w.value for w in at.warning]
+    assert any("gpus" in w and "h999" in w and "known:" in w for w in warnings), warnings
+    assert at.multiselect(key="gpus").value == ["h100"]
+
+
+def test_a_link_with_only_unknown_gpus_says_nothing_is_restricted():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params["gpus"] = "h999"
+    at.run()
+    warnings = [w.value for w in at.warning]
+    assert any("h999" in w and "no gpus restriction" in w for w in warnings), warnings
+    assert at.multiselect(key="gpus").value == []
+
+
 def test_saved_scenarios_are_compared_side_by_side(app):
     app.text_input(key="scenario_name").set_value("today").run()
     app.button(key="save_scenario").click().run()
     app.slider(key="traffic_growth").set_value(3.0).run()
     assert_clean(app)
-    tables = [d.value for d in app.dataframe if "today: usd_per_month" in d.value.columns]
+    tables = [d.value for d in app.dataframe if "today: $/month" in d.value.columns]
     assert tables, "no comparison table"
     table = tables[0].set_index("route")
-    assert table.loc["fleet total", "now: usd_per_month"] > table.loc["fleet total", "today: usd_per_month"]
+    assert table.loc["fleet total", "now: $/month"] > table.loc["fleet total", "today: $/month"]
+    display = shown(app, "today: $/month").set_index("route")
+    assert list(display.columns) == [f"{name}: {header}" for name in ("today", "now")
+                                     for header in ("engine / GPU", "GPUs", "$/month")]
+    assert display["today: $/month"].str.fullmatch(r"\$[\d,]+").all(), display
+    assert display.loc["fleet total", "today: engine / GPU"] == "4 of 4 routes"
+    assert_no_none(display.reset_index())
 
 
 CHART_TABS = ("Cost by option", "Break-even", "Sensitivity", "Throughput curves", "Engine head-to-head",
-              "Latency vs throughput")
+              "Latency vs throughput", "Pareto per route")
 
 
 @pytest.mark.parametrize("tab", CHART_TABS)

@@ -193,6 +193,32 @@ def test_bad_upload_shows_the_error_and_keeps_the_plan(app_url, page, tmp_path):
     screenshot(page, "app-bad-upload.png")
 
 
+REVIEW_WIDTH_PX = 1440  # the reviewer's window (issue 15): the decision columns must fit it
+
+
+def test_decisions_fit_at_1440_px_and_curve_charts_keep_their_legends(app_url, page):
+    console = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.set_viewport_size({"width": REVIEW_WIDTH_PX, "height": 900})
+    page.goto(app_url)
+    page.get_by_text("Recommendation per route").wait_for()
+    wait_idle(page)
+    decisions = page.locator('[data-testid="stDataFrame"]').first
+    scroll, visible = decisions.evaluate(
+        "el => { const s = el.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }")
+    assert scroll <= visible, f"the decision table scrolls sideways at {REVIEW_WIDTH_PX} px: {scroll} > {visible}"
+    assert page.get_by_text("Details per route").count() == 1
+    for tab in ("Throughput curves", "Latency vs throughput"):
+        open_tab(page, tab)
+        wait_idle(page)
+        page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+        page.wait_for_timeout(1500)  # vega-embed compiles after the element appears
+    conflicts = [line for line in console if "Conflicting legend" in line]
+    assert not conflicts, conflicts
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app-1440.png"))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _chromium_available():
     if shutil.which(str(CHROMIUM)) is None:

@@ -1,4 +1,4 @@
-"""planner.charts: chart tables keep provenance and per-GPU units; charts build valid Vega-Lite specs."""
+"""ui.charts: chart tables keep provenance and per-GPU units; charts build valid Vega-Lite specs."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from fleetfacts.schema import PROFILE, validate_frame
-from planner import charts
 from planner.costs import breakeven_updates
 from planner.plan import Assumptions, load_inputs, load_routes, make_plan
-from planner.scenario import Settings, sensitivity_table
 from tests.planner import fakes
 from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile
+from ui import charts
+from ui.scenario import Settings, sensitivity_table
 
 MODEL = "llama-3.1-8b"
 REPO_ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
@@ -100,6 +100,61 @@ def test_frontier_points_are_not_dominated(inputs):
         for _, p in front.iterrows():
             better = group[(group["tok_s_per_gpu"] > p["tok_s_per_gpu"]) & (group["tpot_ms"] < p["tpot_ms"])]
             assert better.empty, engine
+
+
+def legends(spec: dict) -> dict[tuple[str, str], list]:
+    """(channel, field) -> the legend setting of every layer that encodes it ("default" when unset)."""
+    found: dict[tuple[str, str], list] = {}
+    for layer in spec.get("layer", [spec]):
+        for channel, enc in layer.get("encoding", {}).items():
+            if isinstance(enc, dict) and "field" in enc and channel in LEGEND_CHANNELS:
+                found.setdefault((channel, enc["field"]), []).append(enc.get("legend", "default"))
+    return found
+
+
+LEGEND_CHANNELS = ("color", "shape", "strokeDash", "strokeWidth", "opacity", "size")
+
+
+def assert_every_line_in_a_legend(spec: dict, line_field: str) -> None:
+    """No channel is legend-less in one layer and legended in another (Vega-Lite's 'Conflicting
+    legend property "disable"', which drops the legend), and the lines' colour has a legend."""
+    for (channel, field), settings in legends(spec).items():
+        assert None not in settings, f"{channel}:{field} has legend=None in a layer: {settings}"
+    assert ("color", line_field) in legends(spec), f"no colour legend for {line_field}"
+
+
+def test_throughput_chart_names_every_line_in_a_legend(inputs):
+    keys = h200_keys(inputs)
+    chart = charts.throughput_chart(charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline", keys),
+                                    charts.profile_points(inputs.profiles_df, MODEL, 512, 256))
+    assert_every_line_in_a_legend(chart.to_dict(), "series")
+
+
+def test_frontier_chart_names_its_engines_and_line_kinds(inputs):
+    chart = charts.frontier_chart(charts.frontier_table(inputs.curves, MODEL, 500, 250, h200_keys(inputs)), 50.0)
+    spec = chart.to_dict()
+    assert_every_line_in_a_legend(spec, "engine")
+    assert ("strokeWidth", "line") in legends(spec)  # thin: one configuration, thick: the engine's frontier
+
+
+def test_pareto_per_route_marks_the_frontier_the_choice_and_the_slo(inputs, result):
+    routes = load_routes(REPO_ROUTES).set_index("name")
+    chat = routes.loc["chat"]
+    table = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    assert table["option"].nunique() > 1
+    front = table[table["frontier"]]
+    for _, p in front.iterrows():
+        better = table[(table["tok_s_per_user"] > p["tok_s_per_user"]) & (table["tok_s_per_gpu"] > p["tok_s_per_gpu"])]
+        assert better.empty
+    points = charts.operating_points(result.options, result.plan, "chat")
+    plan_row = result.plan.set_index("route").loc["chat"]
+    chosen = points[points["recommended"]]
+    assert len(chosen) == 1
+    assert chosen["concurrency"].iloc[0] == pytest.approx(plan_row["operating_concurrency"])
+    assert chosen["tok_s_per_user"].iloc[0] >= 1000 / chat["tpot_slo_ms"]  # the mean meets the TPOT SLO
+    spec = charts.pareto_chart(table, points, float(chat["tpot_slo_ms"])).to_dict()
+    assert_every_line_in_a_legend(spec, "option")
+    assert "TPOT SLO" in str(spec) and "chosen" in str(spec)
 
 
 def test_option_costs_flag_exactly_the_recommendations(result):

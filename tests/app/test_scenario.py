@@ -1,4 +1,4 @@
-"""planner.scenario: scenario files and query strings round-trip; bad input names the row."""
+"""ui.scenario: scenario files and query strings round-trip; bad input names the row."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import pytest
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PRICES, ROUTES, validate_frame
-from planner.scenario import (
+from ui.scenario import (
     Scenario,
     Settings,
     apply_settings,
     compare_plans,
+    drop_unknown,
     read_csv_upload,
     scale_prices,
     scenario_from_json,
@@ -162,7 +163,18 @@ def test_compare_plans_side_by_side_with_fleet_total():
     plan_b = plan_a.assign(gpus=[8, 2], total_usd_per_month=[200.0, 60.0])
     table = compare_plans({"now": plan_a, "x2": plan_b})
     total = table.set_index("route").loc["fleet total"]
-    assert total["now: usd_per_month"] == 160.0 and total["x2: usd_per_month"] == 260.0
-    assert table.set_index("route").loc["chat", "now: choice"] == "vllm 0.11 / h100 fp8 tp1"
+    assert total["now: $/month"] == 160.0 and total["x2: $/month"] == 260.0
+    assert total["now: GPUs"] == 6 and total["now: engine / GPU"] == "2 of 2 routes"
+    assert table.set_index("route").loc["chat", "now: engine / GPU"] == "vllm 0.11 / h100 fp8 tp1"
     tuned = compare_plans({"tuned": plan_a.assign(engine_config=["tuned", "default"])}).set_index("route")
-    assert list(tuned["tuned: choice"][:2]) == ["vllm 0.11 [tuned] / h100 fp8 tp1", "trtllm 1.0 / h200 fp8 tp1"]
+    assert list(tuned["tuned: engine / GPU"][:2]) == ["vllm 0.11 [tuned] / h100 fp8 tp1", "trtllm 1.0 / h200 fp8 tp1"]
+
+
+def test_drop_unknown_allow_values_warns_per_setting():
+    known = {"engines": ["trtllm", "vllm"], "gpus": ["h100", "h200"], "precisions": ["fp8"], "configs": ["default"]}
+    settings, warnings = drop_unknown(Settings(gpus=("h999", "h100"), engines=("vllm",)), known)
+    assert settings.gpus == ("h100",) and settings.engines == ("vllm",)
+    assert warnings == ["link parameter gpus: unknown h999 ignored (allowed: h100; known: h100, h200)"]
+    _, from_file = drop_unknown(Settings(precisions=("int3",)), known, "peak.json")
+    assert from_file == ["peak.json: setting precisions: unknown int3 ignored (no precisions restriction applied; "
+                         "known: fp8)"]

@@ -29,6 +29,7 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import ENGINE_OPS, PRICES, ROUTES, Schema, slug, split_list, validate_frame
 from planner.curves import engine_label
 from planner.plan import Assumptions, Inputs, PlanResult, make_plan, validate_routes, write_plan
+from planner.traffic import log_to_routes
 
 SCENARIO_FORMAT = "fleetplan-scenario"
 SCENARIO_VERSION = 1
@@ -182,8 +183,6 @@ def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
     The bytes are written under their own file name (the log format and the
     default route name come from it); errors name the upload, not the temp file.
     """
-    from planner.traffic import log_to_routes
-
     if len(data) > MAX_LOG_BYTES:
         raise InputError(f"{filename}: file is {len(data) / 1e6:.1f} MB; request logs up to "
                          f"{MAX_LOG_BYTES / 1e6:.0f} MB can be uploaded (use `python -m planner` for larger ones)")
@@ -349,6 +348,28 @@ def settings_from_query(params: Mapping[str, object], base: Settings | None = No
     return settings, warnings
 
 
+def drop_unknown(settings: Settings, known: Mapping[str, Sequence[str]],
+                 where: str = "link") -> tuple[Settings, list[str]]:
+    """Settings without the allow-list values that are not in `known` (say gpus=h999), and one
+    warning per allow-list that lost any, naming what was dropped and what is known.
+
+    `where` is "link" (the warning names the query-string key) or a file name.
+    """
+    warnings = []
+    for name in ALLOW_SETTINGS:
+        values = getattr(settings, name)
+        unknown = [v for v in values if v not in known.get(name, ())]
+        if not unknown:
+            continue
+        kept = tuple(v for v in values if v not in unknown)
+        settings = replace(settings, **{name: kept})
+        source = f"link parameter {QUERY_KEYS[name]}" if where == "link" else f"{where}: setting {name}"
+        effect = f"allowed: {', '.join(kept)}" if kept else f"no {name} restriction applied"
+        warnings.append(f"{source}: unknown {', '.join(unknown)} ignored ({effect}; known: "
+                        f"{', '.join(known.get(name, ())) or 'none'})")
+    return settings, warnings
+
+
 def _parse_setting(name: str, raw: str) -> object:
     if name in ALLOW_SETTINGS:
         return tuple(dict.fromkeys(slug(v) for v in raw.split(",") if v.strip()))
@@ -448,23 +469,35 @@ def plan_totals(plan: pd.DataFrame) -> dict[str, float]:
     }
 
 
+# Per scenario, the comparison's columns: "<scenario>: <header>".
+COMPARE_HEADERS = {"choice": "engine / GPU", "gpus": "GPUs", "usd_per_month": "$/month"}
+
+
 def compare_plans(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Side-by-side table: one row per route (plus a fleet total), per scenario its choice and $/month."""
+    """Side-by-side table: one row per route (plus a fleet total), per scenario its choice, GPUs and
+    $/month under human headers ("today: $/month"); the fleet total's choice cell says how many
+    routes its sums cover."""
     columns = {}
     for name, plan in plans.items():
         indexed = plan.set_index("route")
-        columns[(name, "choice")] = [_choice(r) for _, r in indexed.iterrows()] + [""]
-        columns[(name, "gpus")] = [*pd.to_numeric(indexed["gpus"], errors="coerce"), plan_totals(plan)["gpus"]]
+        totals = plan_totals(plan)
+        columns[(name, "choice")] = [_choice(r) for _, r in indexed.iterrows()] + [_covered(totals)]
+        columns[(name, "gpus")] = [*pd.to_numeric(indexed["gpus"], errors="coerce"), totals["gpus"]]
         columns[(name, "usd_per_month")] = [*pd.to_numeric(indexed["total_usd_per_month"], errors="coerce"),
-                                            plan_totals(plan)["total_usd_per_month"]]
+                                            totals["total_usd_per_month"]]
         columns[(name, "index")] = [*indexed.index, "fleet total"]
     routes = list(dict.fromkeys(r for (_, kind), v in columns.items() if kind == "index" for r in v))
     out = pd.DataFrame(index=routes)
     for (name, kind), values in columns.items():
         if kind != "index":
-            out[f"{name}: {kind}"] = pd.Series(values, index=columns[(name, "index")])
+            out[f"{name}: {COMPARE_HEADERS[kind]}"] = pd.Series(values, index=columns[(name, "index")])
     out.index.name = "route"
     return out.reset_index()
+
+
+def _covered(totals: Mapping[str, float]) -> str:
+    planned, routes = totals["routes"] - totals["infeasible"], totals["routes"]
+    return f"{planned:.0f} of {routes:.0f} routes"
 
 
 def _choice(row: pd.Series) -> str:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from planner.costs import breakeven_updates, monthly_total_vs_updates
 from planner.curves import engine_label, group_key, version_order
-from planner.plan import plan_option
+from planner.plan import option_label, plan_option
 
 PROVENANCE = ("measured", "published", "predicted", "extrapolated")
 PROVENANCE_SHAPES = ("circle", "square", "diamond", "triangle-up")
@@ -162,9 +162,11 @@ def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "of
     colour = alt.Color("series:N", title="engine / GPU / model", legend=alt.Legend(orient="bottom", columns=2,
                                                                                    labelLimit=360))
     inside = fitted[fitted["provenance"] == "predicted"]  # extrapolated intervals would swamp the chart
+    # Every layer carries the same colour encoding, legend included: a layer with legend=None
+    # beside one with a legend makes Vega-Lite drop the series legend ('Conflicting legend property').
     band = alt.Chart(inside.assign(high=inside["high"].clip(upper=top))).mark_area(opacity=0.12, clip=True).encode(
         x=x, y=alt.Y("low:Q", scale=alt.Scale(domain=[0, top], clamp=True)), y2="high:Q",
-        color=alt.Color("series:N", legend=None), detail="series:N")
+        color=colour, detail="series:N")
     line = alt.Chart(fitted).mark_line(strokeWidth=2).encode(
         x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"),
         detail="series:N",
@@ -273,7 +275,7 @@ def head_to_head_chart(table: pd.DataFrame) -> alt.Chart:
     bars = base.mark_bar().encode(
         xOffset=alt.XOffset("engine:N"), y=alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU"),
         color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"),
-        opacity=alt.Opacity("provenance:N", scale=alt.Scale(domain=list(PROVENANCE), range=[1.0, 0.85, 0.45, 0.3]),
+        opacity=alt.Opacity("provenance:O", scale=alt.Scale(domain=list(PROVENANCE), range=[1.0, 0.85, 0.45, 0.3]),
                             title="number is", legend=alt.Legend(symbolType="square", symbolFillColor="#4c78a8",
                                                                  symbolStrokeColor="#4c78a8")),
         tooltip=[alt.Tooltip("gpu:N"), alt.Tooltip("model:N"), alt.Tooltip("precision:N"), alt.Tooltip("shape:N"),
@@ -325,6 +327,9 @@ def _pareto(table: pd.DataFrame) -> pd.Series:
     return flags
 
 
+FRONTIER_LINES = ("one configuration", "engine frontier")
+
+
 def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt.Chart:
     """Thin lines per configuration, a thick line per engine along its frontier, the TPOT SLO as a rule."""
     x = alt.X("tok_s_per_gpu:Q", title="output tokens/s per GPU")
@@ -332,13 +337,14 @@ def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt
     tooltip = [alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
                alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
                alt.Tooltip("tpot_ms:Q", format=".1f"), alt.Tooltip("provenance:N"), alt.Tooltip("latency_basis:N")]
+    # One colour encoding (with its legend) in both layers, and a legend for what thin and thick mean.
     colour = alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine")
-    configs = alt.Chart(table).mark_line(strokeWidth=1, opacity=0.35).encode(
-        x=x, y=y, color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), legend=None),
-        detail="series:N", order="concurrency:Q",
-        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"), tooltip=tooltip)
-    front = alt.Chart(table[table["frontier"]]).mark_line(strokeWidth=3, point=True).encode(
-        x=x, y=y, color=colour, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
+    width = alt.StrokeWidth("line:O", scale=alt.Scale(domain=list(FRONTIER_LINES), range=[1, 3]), title="line")
+    configs = alt.Chart(table.assign(line=FRONTIER_LINES[0])).mark_line(opacity=0.35).encode(
+        x=x, y=y, color=colour, strokeWidth=width, detail="series:N", order="concurrency:Q",
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is"), tooltip=tooltip)
+    front = alt.Chart(table[table["frontier"]].assign(line=FRONTIER_LINES[1])).mark_line(point=True).encode(
+        x=x, y=y, color=colour, strokeWidth=width, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
     layers = [configs, front]
     if tpot_slo_ms and math.isfinite(tpot_slo_ms):
         slo = pd.DataFrame({"tpot_ms": [tpot_slo_ms], "label": [f"TPOT SLO {tpot_slo_ms:g} ms"]})
@@ -346,6 +352,113 @@ def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt
         layers.append(alt.Chart(slo).mark_text(align="left", dx=4, dy=-6, color="#c0392b").encode(
             y="tpot_ms:Q", text="label:N", x=alt.value(4)))
     return alt.layer(*layers).properties(height=CHART_HEIGHT)
+
+
+# ---------------------------------------------------------------- Pareto per route (aiconfigurator's view)
+
+MS_PER_S = 1000.0
+
+
+def pareto_table(curves: Mapping, options: pd.DataFrame, route: str, input_len: float, output_len: float,
+                 per_route: int = MAX_OPTIONS_PER_ROUTE) -> pd.DataFrame:
+    """Per option of a route (its `per_route` cheapest feasible ones), tok/s per GPU against tok/s
+    per user (1000 / mean TPOT) over concurrency, at the route's mean lengths; `frontier` marks the
+    points no other option beats on both axes."""
+    by_label = {option_label(k): k for k in curves}
+    chosen = _route_options(options, route, per_route)
+    rows = []
+    for option in chosen["option"]:
+        key = by_label.get(option)
+        if key is None:
+            continue
+        curve = curves[key]
+        for c in sweep_loads(curve, input_len, output_len, "concurrency"):
+            pred = curve.predict_concurrency(input_len, output_len, float(c))
+            if not pred.tpot_ms or pred.tpot_ms <= 0:
+                continue
+            rows.append({"option": option, "engine": key.engine, "gpu": key.gpu, "tp": int(key.tp),
+                         "concurrency": float(c), "tpot_ms": pred.tpot_ms,
+                         "tok_s_per_user": MS_PER_S / pred.tpot_ms,
+                         "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp),
+                         "provenance": "extrapolated" if pred.extrapolated else "predicted"})
+    table = pd.DataFrame(rows, columns=["option", "engine", "gpu", "tp", "concurrency", "tpot_ms", "tok_s_per_user",
+                                        "tok_s_per_gpu", "provenance"])
+    table["frontier"] = _dominates_none(table)
+    return table
+
+
+def _route_options(options: pd.DataFrame, route: str, per_route: int) -> pd.DataFrame:
+    ok = options[(options["route"] == route) & options["feasible"].astype(bool)]
+    return ok.sort_values("total_usd_per_month", kind="stable").head(per_route)
+
+
+def _dominates_none(table: pd.DataFrame) -> pd.Series:
+    """True where no point has both more tok/s per user and more tok/s per GPU."""
+    flags = pd.Series(False, index=table.index)
+    best_gpu = -math.inf
+    for index, per_gpu in table.sort_values(["tok_s_per_user", "tok_s_per_gpu"],
+                                            ascending=[False, False])["tok_s_per_gpu"].items():
+        if per_gpu > best_gpu:
+            flags[index] = True
+            best_gpu = per_gpu
+    return flags
+
+
+def operating_points(options: pd.DataFrame, plan: pd.DataFrame, route: str,
+                     per_route: int = MAX_OPTIONS_PER_ROUTE) -> pd.DataFrame:
+    """Where the plan runs each option of a route (its operating concurrency, predicted mean TPOT
+    and replica tok/s, as the plan computed them); `recommended` marks the plan's choice."""
+    shown = _route_options(options, route, per_route)
+    ok = plan[(plan["route"] == route) & (plan["status"] == "ok")].to_dict("records")
+    choice = plan_option(ok[0]) if ok else None
+    tpot = pd.to_numeric(shown["tpot_pred_ms"], errors="coerce")
+    out = pd.DataFrame({
+        "option": shown["option"].values, "engine": shown["engine"].values,
+        "concurrency": pd.to_numeric(shown["operating_concurrency"], errors="coerce").values,
+        "tpot_ms": tpot.values, "tok_s_per_user": (MS_PER_S / tpot).values,
+        "tok_s_per_gpu": (pd.to_numeric(shown["replica_output_tok_per_s"], errors="coerce")
+                          / shown["tp"].astype(float)).values,
+        "total_usd_per_month": shown["total_usd_per_month"].astype(float).values,
+        "recommended": (shown["option"] == choice).values})
+    return out[np.isfinite(out["tok_s_per_user"]) & np.isfinite(out["tok_s_per_gpu"])].reset_index(drop=True)
+
+
+def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt.Chart:
+    """One line per option (named in the legend), the Pareto frontier over all of them, each
+    option's operating point, the chosen one ringed, and the TPOT SLO as tok/s per user."""
+    x = alt.X("tok_s_per_user:Q", title="output tokens/s per user (1000 / mean TPOT; faster →)",
+              scale=alt.Scale(type="log"))
+    y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU")
+    colour = alt.Color("option:N", title="option", legend=alt.Legend(orient="bottom", columns=2, labelLimit=360))
+    tooltip = [alt.Tooltip("option:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
+               alt.Tooltip("tpot_ms:Q", format=".1f", title="mean TPOT ms"),
+               alt.Tooltip("tok_s_per_user:Q", format=",.1f", title="tok/s per user"),
+               alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU")]
+    lines = alt.Chart(table).mark_line(strokeWidth=2, opacity=0.8).encode(
+        x=x, y=y, color=colour, detail="option:N", order="concurrency:Q",
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is"),
+        tooltip=[*tooltip, alt.Tooltip("provenance:N")])
+    front = alt.Chart(table[table["frontier"]].assign(line="Pareto frontier")).mark_line(
+        strokeWidth=5, opacity=0.25, color="black").encode(
+        x=x, y=y, order="tok_s_per_user:Q", strokeWidth=alt.StrokeWidth(
+            "line:O", scale=alt.Scale(domain=["Pareto frontier"], range=[6]), title="line"))
+    marks = alt.Chart(points.assign(point=np.where(points["recommended"], "chosen", "other option"))).mark_point(
+        filled=True).encode(
+        x=x, y=y, color=colour,
+        size=alt.Size("point:O", scale=alt.Scale(domain=["chosen", "other option"], range=[260, 50]),
+                      title="operating point"),
+        tooltip=[*tooltip, alt.Tooltip("total_usd_per_month:Q", format="$,.0f", title="$/month")])
+    layers = [front, lines, marks]
+    chosen = points[points["recommended"]]
+    if not chosen.empty:
+        layers.append(alt.Chart(chosen).mark_point(size=520, color="black", strokeWidth=2).encode(x=x, y=y))
+    if tpot_slo_ms and math.isfinite(tpot_slo_ms):
+        slo = pd.DataFrame({"tok_s_per_user": [MS_PER_S / tpot_slo_ms],
+                            "label": [f"TPOT SLO {tpot_slo_ms:g} ms = {MS_PER_S / tpot_slo_ms:.3g} tok/s per user"]})
+        layers.append(alt.Chart(slo).mark_rule(color="#c0392b", strokeDash=[3, 3]).encode(x="tok_s_per_user:Q"))
+        layers.append(alt.Chart(slo).mark_text(align="left", dx=4, dy=8, color="#c0392b").encode(
+            x="tok_s_per_user:Q", y=alt.value(0), text="label:N"))
+    return alt.layer(*layers).properties(height=CHART_HEIGHT + 60)
 
 
 # ---------------------------------------------------------------- cost per route by option
@@ -372,7 +485,7 @@ def option_costs_chart(table: pd.DataFrame) -> alt.Chart:
                 axis=alt.Axis(labelLimit=260)),
         x=alt.X("sum(usd_per_month):Q", title="$ per month", axis=alt.Axis(format="$,.0f")),
         color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"),
-        opacity=alt.Opacity("part:N", scale=alt.Scale(domain=["GPUs", "engineering"], range=[1.0, 0.45]),
+        opacity=alt.Opacity("part:O", scale=alt.Scale(domain=["GPUs", "engineering"], range=[1.0, 0.45]),
                             title="cost"),
         stroke=alt.condition("datum.recommended", alt.value("black"), alt.value(None)),
         strokeWidth=alt.condition("datum.recommended", alt.value(2), alt.value(0)),

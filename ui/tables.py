@@ -1,0 +1,74 @@
+"""Tables as the app shows them: the decision columns apart from the details, human headers,
+formatted numbers and empty cells instead of "None" (pure: frames in, frames or Stylers out).
+
+The frames keep their numbers (a test or a download reads the values); `styled` only sets
+how they are displayed, so sorting a column in the app still sorts numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pandas as pd
+from pandas.io.formats.style import Styler
+
+from ui.charts import recommendation_table
+
+# What a capacity review decides on; fits a 1440 px window beside the sidebar.
+DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "$/month", "runner-up", "saves $/month", "break-even")
+# Everything else per route, behind an expander.
+DETAIL_COLUMNS = ("route", "precision", "TP", "replicas", "$ per 1M tok", "numbers are",
+                  "replica tok/s (90% interval)", "notes")
+BREAKEVEN_HELP = ("Model updates per month at which the runner-up would cost the same. 'never': the "
+                  "recommendation stays cheaper at any update rate. Empty: no runner-up (or the route is infeasible).")
+NEVER = "never"
+# Display formats per header (str.format); a missing value shows as an empty cell.
+DOLLARS = "${:,.0f}"
+COUNT = "{:,.0f}"
+FORMATS = {"GPUs": COUNT, "TP": COUNT, "replicas": COUNT, "$/month": DOLLARS, "saves $/month": DOLLARS,
+           "$ per 1M tok": "${:,.2f}"}
+
+
+def decision_table(plan: pd.DataFrame) -> pd.DataFrame:
+    """One row per route: route, engine, GPU, GPUs, $/month, runner-up, savings and break-even (text)."""
+    view = recommendation_table(plan)
+    view["break-even"] = breakeven_text(plan)
+    return view[list(DECISION_COLUMNS)]
+
+
+def details_table(plan: pd.DataFrame) -> pd.DataFrame:
+    """One row per route: precision, TP, replicas, $ per 1M output tokens, provenance, throughput, notes."""
+    return recommendation_table(plan)[list(DETAIL_COLUMNS)]
+
+
+def breakeven_text(plan: pd.DataFrame) -> list[str]:
+    """Break-even updates/month as shown: '3.2', 'never' (a runner-up whose cost line never
+    crosses), or '' (no runner-up, or an infeasible route)."""
+    out = []
+    for row in plan.to_dict("records"):
+        runner = row.get("runner_up")
+        if row.get("status") != "ok" or _missing(runner) or str(runner) == "":
+            out.append("")
+        elif _missing(row.get("breakeven_updates_per_month")):
+            out.append(NEVER)
+        else:
+            out.append(f"{float(row['breakeven_updates_per_month']):,.1f}")
+    return out
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def styled(frame: pd.DataFrame, formats: Mapping[str, str] | None = None) -> Styler:
+    """`frame` displayed with `formats` (header -> str.format pattern; default FORMATS for the
+    headers present) and an empty cell wherever a value is missing, never "None"."""
+    formats = {k: v for k, v in (FORMATS if formats is None else formats).items() if k in frame.columns}
+    return frame.style.format(na_rep="").format(formats, na_rep="")
+
+
+def comparison_formats(frame: pd.DataFrame) -> dict[str, str]:
+    """Display formats of a scenario comparison (ui.scenario.compare_plans): GPUs and $/month."""
+    return {c: DOLLARS if c.endswith("$/month") else COUNT for c in frame.columns
+            if c.endswith("$/month") or c.endswith("GPUs")}
