@@ -36,12 +36,14 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 from scipy.optimize import lsq_linear
 
+from planner import specs
 from planner.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, InputError, load_tables
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,23 @@ MIN_POINTS_FULL_FIT = 8
 
 class NoCurveError(LookupError):
     """No fitted curve exists for the requested group, or it cannot predict this shape."""
+
+
+class CurveLike(Protocol):
+    """What sizing (planner.sizing) and simulation (planner.simulate) need of a Curve; tests use fakes."""
+
+    @property
+    def has_latency(self) -> bool: ...
+    @property
+    def kv_cache_tokens(self) -> int: ...
+    @property
+    def max_num_seqs(self) -> int: ...
+
+    def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
+                    prefill_context: float = 0.0) -> float: ...
+    def max_batch(self, input_len: float, output_len: float) -> int: ...
+    def predict_offline(self, input_len: float, output_len: float, batch_size: int) -> Prediction: ...
+    def predict_concurrency(self, input_len: float, output_len: float, concurrency: float) -> Prediction: ...
 
 
 @dataclass(frozen=True)
@@ -292,9 +311,8 @@ def _t0_floor(key: GroupKey) -> float:
 def _specs():
     """GPU and model spec tables (planner/specs.py); None when unavailable."""
     try:
-        from planner import specs
         return specs.load_gpu_specs(), specs.load_model_specs(), specs.weight_bytes, specs.kv_bytes_per_token
-    except (ImportError, InputError, OSError, AttributeError) as err:
+    except (InputError, OSError, AttributeError) as err:
         log.warning("GPU/model spec tables unavailable (%s): no roofline bound on t0", err)
         return None
 

@@ -40,11 +40,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from heapq import heappop, heappush
-from typing import Any, Protocol
 
 import numpy as np
 
+from planner.curves import CurveLike
+from planner.routes import Route, Slo
 from planner.schema import InputError
+from planner.workload import DEFAULT_SIM_REQUESTS, Requests, synthetic_requests
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +62,6 @@ PROBE_PREFILLS = ((0.0, 0.0), (512.0, 700.0), (8192.0, 3000.0))
 # Probing reference sizes (any positive numbers work for an affine model).
 PROBE_CONTEXT = 1000.0
 PROBE_PREFILL = 1000.0
-
-
-class CurveLike(Protocol):
-    """What the simulator needs of a planner.curves.Curve."""
-
-    kv_cache_tokens: int
-    max_num_seqs: int
-
-    def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
-                    prefill_context: float = 0.0) -> float: ...
 
 
 # ---------------------------------------------------------------- step model
@@ -398,47 +390,6 @@ def _route_jsq(reps: list[_Replica], run: _Run) -> list[int]:
 
 # ---------------------------------------------------------------- results
 
-@dataclass(frozen=True)
-class Slo:
-    """Latency targets in ms; None = no target on that metric."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-
-    @classmethod
-    def from_row(cls, row: Any) -> Slo:
-        """The SLO columns of a ROUTES row (blank/NaN = none)."""
-        def get(name: str) -> float | None:
-            value = row.get(name) if hasattr(row, "get") else None
-            try:
-                number = float(value)  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                return None
-            return None if math.isnan(number) else number
-        return cls(get("ttft_slo_ms"), get("tpot_slo_ms"), get("e2e_slo_ms"))
-
-    @property
-    def empty(self) -> bool:
-        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
-
-    def met(self, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
-        """Per request: does it meet every target?  NaN latency (rejected) never does; NaN TPOT (1 token) does."""
-        ok = np.isfinite(e2e_s)
-        if self.ttft_ms is not None:
-            ok &= ttft_s * 1000.0 <= self.ttft_ms
-        if self.tpot_ms is not None:
-            ok &= ~(tpot_s * 1000.0 > self.tpot_ms)
-        if self.e2e_ms is not None:
-            ok &= e2e_s * 1000.0 <= self.e2e_ms
-        return ok
-
-    def describe(self) -> str:
-        parts = [f"{name} {value:g} ms" for name, value in
-                 (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms), ("e2e", self.e2e_ms)) if value is not None]
-        return ", ".join(parts) or "no SLO"
-
-
 PERCENTILES = (50, 95, 99)
 METRICS = ("ttft", "tpot", "e2e")
 
@@ -546,189 +497,26 @@ def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: li
                      len(reps), router, np.array([rep.busy_s for rep in reps]), slo, attainment)
 
 
-# ---------------------------------------------------------------- synthetic lengths
-
-# Quantile levels of the ROUTES length columns, and the level of the knots at either end.
-LENGTH_KNOTS = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
-MIN_TOKENS = 1.0
-
-
-@dataclass(frozen=True)
-class LengthSampler:
-    """A piecewise inverse CDF through (0, low), the route's quantiles and (1, high).
-
-    Between knots the length is interpolated linearly, or geometrically
-    (linear in log length) when `log_scale`: heavy-tailed length tables
-    often have a mean below what linear segments between p50 and p95 imply.
-    low (>= 1 token, <= p50) and high (>= the last quantile) are chosen so the
-    distribution's mean equals the route's mean: linear segments when that
-    works, else geometric ones; `mean_matched` says whether it worked (if not,
-    the closest is used: low = 1, high = the last quantile).  Only a mean
-    given: every request has that length.
-    """
-
-    levels: tuple[float, ...]
-    values: tuple[float, ...]
-    log_scale: bool
-    mean_matched: bool
-
-    @property
-    def mean(self) -> float:
-        return _knots_mean(self.levels, self.values, self.log_scale)
-
-    def sample(self, n: int, seed: Any = 0) -> np.ndarray:
-        """n whole token counts >= 1."""
-        from planner.arrivals import rng
-
-        if len(self.levels) == 1:
-            return np.full(n, max(1, round(self.values[0])), dtype=np.int64)
-        u = rng(seed).uniform(0.0, 1.0, size=n)
-        if self.log_scale:
-            x = np.exp(np.interp(u, self.levels, np.log(self.values)))
-        else:
-            x = np.interp(u, self.levels, self.values)
-        return np.maximum(1, np.rint(x)).astype(np.int64)
-
-
-def _knots_mean(levels: Sequence[float], values: Sequence[float], log_scale: bool) -> float:
-    """Mean of the piecewise (linear or geometric) quantile function through the knots."""
-    if len(levels) == 1:
-        return float(values[0])
-    total = 0.0
-    for j in range(len(levels) - 1):
-        w, x0, x1 = levels[j + 1] - levels[j], values[j], values[j + 1]
-        if log_scale and x1 > x0 > 0:
-            total += w * (x1 - x0) / math.log(x1 / x0)
-        else:
-            total += w * (x0 + x1) / 2
-    return total
-
-
-def _solve(f: Callable[[float], float], target: float, low: float, high: float) -> float:
-    """x in [low, high] with f(x) = target for increasing f (bisection, 60 halvings)."""
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if f(mid) < target else (low, mid)
-    return (low + high) / 2
-
-
-# Largest top tail considered when matching a mean: this many times the last quantile.
-MAX_TAIL_FACTOR = 1000.0
-
-
-def length_sampler(row: Any, prefix: str) -> LengthSampler:
-    """The sampler for a ROUTES row's `input_len` or `output_len` columns (see LengthSampler).
-
-    low = 1 token; high solved so the mean matches, with linear segments when
-    the mean is at least their mean at high = the last quantile, else with
-    geometric ones; a mean below even that is not matched (closest kept).
-    """
-    mean = float(row[f"{prefix}_mean"])
-    knots = _monotone([(u, float(row[f"{prefix}_{name}"])) for u, name in LENGTH_KNOTS
-                       if _finite(row.get(f"{prefix}_{name}") if hasattr(row, "get") else None)])
-    if not knots:
-        return LengthSampler((0.0,), (mean,), False, True)
-    levels = (0.0, *(u for u, _ in knots), 1.0)
-    inner = [max(MIN_TOKENS, x) for _, x in knots]
-    low, top = min(MIN_TOKENS, inner[0]), inner[-1]
-    log_scale = _knots_mean(levels, (low, *inner, top), False) > mean
-    def mean_at(high: float) -> float:
-        return _knots_mean(levels, (low, *inner, high), log_scale)
-    if mean_at(top) > mean:
-        return LengthSampler(levels, (low, *inner, top), True, False)
-    ceiling = top * MAX_TAIL_FACTOR
-    high = _solve(mean_at, mean, top, ceiling) if mean_at(ceiling) >= mean else ceiling
-    return LengthSampler(levels, (low, *inner, high), log_scale, mean_at(ceiling) >= mean)
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _monotone(knots: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Quantiles as given, each raised to at least the one before (a table may round them)."""
-    out: list[tuple[float, float]] = []
-    for u, x in knots:
-        out.append((u, max(x, out[-1][1]) if out else x))
-    return out
-
-
 # ---------------------------------------------------------------- sizing check
 
-# Synthetic requests per simulated check: enough that p99 rests on ~100 requests.
-DEFAULT_SIM_REQUESTS = 10_000
 # Search ceiling when the caller gives none: this many times the analytical count (and at least 64).
 SEARCH_CEILING_FACTOR = 8
 SEARCH_CEILING_MIN = 64
 
 
-@dataclass(frozen=True, eq=False)
-class Requests:
-    """Arrival times (s, sorted) and token lengths of the requests a check simulates, and where they came from."""
-
-    arrival_s: np.ndarray
-    input_len: np.ndarray
-    output_len: np.ndarray
-    source: str
-
-
-def synthetic_requests(route_row: Any, n: int = DEFAULT_SIM_REQUESTS, seed: int = 0,
-                       arrival_s: np.ndarray | None = None,
-                       lengths: tuple[Sequence[int], Sequence[int]] | None = None) -> Requests:
-    """Requests for a route: given arrivals / lengths, else synthetic ones.
-
-    Synthetic arrivals: the route's peak rate (rate_rps x peak_to_mean, as the
-    analytical sizing uses) with gamma gaps of its arrival_cv (Poisson at 1).
-    Synthetic lengths: LengthSampler from the route's mean and quantiles.
-    Given lengths are resampled (bootstrap) to the number of arrivals when the counts differ.
-    """
-    from planner import arrivals as arr
-
-    gen = np.random.default_rng(seed)
-    parts = []
-    if arrival_s is None:
-        rate = float(route_row["rate_rps"]) * float(_or(route_row.get("peak_to_mean"), 1.0))
-        cv = float(_or(route_row.get("arrival_cv"), 1.0))
-        arrival_s = arr.for_route(rate, cv, n, gen)
-        parts.append(f"synthetic arrivals ({rate:.4g} req/s peak, CV {cv:.3g})")
-    else:
-        parts.append("replayed arrivals")
-    count = len(arrival_s)
-    if lengths is None:
-        inp = length_sampler(route_row, "input_len").sample(count, gen)
-        out = length_sampler(route_row, "output_len").sample(count, gen)
-        parts.append("lengths sampled from the route's quantiles")
-    else:
-        inp, out = (np.maximum(1, np.asarray(v, dtype=np.int64)) for v in lengths)
-        if len(inp) != count:
-            pick = gen.integers(0, len(inp), size=count)
-            inp, out = inp[pick], out[pick]
-            parts.append("lengths resampled from the given ones")
-        else:
-            parts.append("given lengths")
-    return Requests(np.asarray(arrival_s, dtype=float), inp, out, ", ".join(parts))
-
-
-def _or(value: Any, default: float) -> float:
-    return float(value) if _finite(value) else default
-
-
-def check_replicas(route_row: Any, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
+def check_replicas(route: Route, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
                    lengths: tuple[Sequence[int], Sequence[int]] | None = None, slo: Slo | None = None,
                    attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
                    n_requests: int = DEFAULT_SIM_REQUESTS) -> SimResult:
     """Simulate `replicas` replicas of `curve` on the route's traffic; attainment against its SLOs.
 
     arrivals / lengths: replay these (e.g. from planner.traffic.read_log);
-    otherwise synthetic (see synthetic_requests).  slo: default from the row.
+    otherwise synthetic (see planner.workload.synthetic_requests).  slo: default: the route's.
     attainment_target is accepted for symmetry with search_replicas (compare
     result.attainment with it).
     """
-    requests = synthetic_requests(route_row, n_requests, seed, arrivals, lengths)
-    return simulate_requests(curve, requests, replicas, router, slo or Slo.from_row(route_row))
+    requests = synthetic_requests(route, n_requests, seed, arrivals, lengths)
+    return simulate_requests(curve, requests, replicas, router, slo or route.slo)
 
 
 def simulate_requests(curve: CurveLike, requests: Requests, replicas: int, router: str = "jsq",
@@ -764,7 +552,7 @@ class ReplicaSearch:
         return self.replicas != self.analytical
 
 
-def search_replicas(route_row: Any, curve: CurveLike, start: int, arrivals: np.ndarray | None = None,
+def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.ndarray | None = None,
                     lengths: tuple[Sequence[int], Sequence[int]] | None = None, slo: Slo | None = None,
                     attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
                     n_requests: int = DEFAULT_SIM_REQUESTS, max_replicas: int | None = None) -> ReplicaSearch:
@@ -776,10 +564,10 @@ def search_replicas(route_row: Any, curve: CurveLike, start: int, arrivals: np.n
     sees the same requests (common random numbers).  Raises InputError when the
     route has no SLO.
     """
-    slo = slo or Slo.from_row(route_row)
+    slo = slo or route.slo
     if slo.empty:
-        raise InputError(f"route {route_row.get('name', '')!r}: no SLO to check (ttft_slo_ms, tpot_slo_ms, e2e_slo_ms)")
-    requests = synthetic_requests(route_row, n_requests, seed, arrivals, lengths)
+        raise InputError(f"route {route.name!r}: no SLO to check (ttft_slo_ms, tpot_slo_ms, e2e_slo_ms)")
+    requests = synthetic_requests(route, n_requests, seed, arrivals, lengths)
     start = max(1, int(start))
     ceiling = max_replicas or max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * start)
     results: dict[int, SimResult] = {}
@@ -877,95 +665,3 @@ def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Sequence[int], Sequenc
                                           f"{deadline_s / 3600:.2f} h deadline")
     return BatchFleet(best is not None, r, wall / factor, wall, deadline_s, r * tp * hours * usd_per_gpu_hour,
                       spot, preemption_overhead if spot else 0.0, reason)
-
-
-# ---------------------------------------------------------------- a plan, simulated
-
-@dataclass(frozen=True, eq=False)
-class RouteSimulation:
-    """One planned route simulated on its fleet: online -> SimResult; batch -> makespan vs deadline."""
-
-    route: str
-    traffic: str
-    option: str
-    replicas: int
-    source: str
-    result: SimResult | None = None
-    makespan_s: float = math.nan
-    deadline_s: float = math.nan
-    note: str = ""
-
-    def record(self) -> dict[str, Any]:
-        """A flat, JSON-safe dict (NaN -> None)."""
-        out: dict[str, Any] = {"route": self.route, "traffic": self.traffic, "option": self.option,
-                               "replicas": self.replicas, "source": self.source, "note": self.note}
-        if self.result is not None:
-            out.update(self.result.summary())
-        if self.traffic == "batch":
-            out.update(makespan_s=self.makespan_s, deadline_s=self.deadline_s)
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
-
-
-def simulate_plan(routes: Any, plan: Any, curves: dict, requests_by_route: dict[str, Requests] | None = None,
-                  seed: int = 0, n_requests: int = DEFAULT_SIM_REQUESTS, router: str = "jsq"
-                  ) -> list[RouteSimulation]:
-    """Simulate every planned (status ok) route of `plan` on the fleet it names.
-
-    routes: the ROUTES frame the plan was made from; curves: fitted curves
-    (planner.plan.load_inputs().curves); requests_by_route: replayed requests
-    per route name (planner.traffic), others get synthetic ones.  Raises
-    InputError for a plan route missing from `routes`, NoCurveError when its
-    curve is not fitted.
-    """
-    from planner.curves import find_curve
-    from planner.plan import plan_option
-
-    by_name = {str(r["name"]): r for r in routes.to_dict("records")}
-    out = []
-    for p in plan.to_dict("records"):
-        if p["status"] != "ok":
-            continue
-        row = by_name.get(str(p["route"]))
-        if row is None:
-            raise InputError(f"plan route {p['route']!r} is not in the routes file")
-        # A plan written before engine_config existed has none: find_curve then prefers the default config.
-        curve = find_curve(curves, p["engine"], p["gpu"], row["model"], p["precision"], int(p["tp"]),
-                           str(p["engine_version"]), p.get("engine_config") or None)
-        option = plan_option(p)
-        given = (requests_by_route or {}).get(str(p["route"]))
-        out.append(_simulate_route(row, curve, int(p["replicas"]), option, given, seed, n_requests, router))
-    return out
-
-
-def _simulate_route(row: dict, curve: CurveLike, replicas: int, option: str, given: Requests | None, seed: int,
-                    n_requests: int, router: str) -> RouteSimulation:
-    if row["traffic"] == "batch":
-        n = int(row["num_requests"])
-        inp = length_sampler(row, "input_len").sample(n, seed)
-        out = length_sampler(row, "output_len").sample(n, seed + 1)
-        makespan = batch_makespan(curve, (inp, out), replicas)
-        deadline = float(row["deadline_hours"]) * 3600.0
-        note = "meets the deadline" if makespan <= deadline else "MISSES the deadline"
-        return RouteSimulation(row["name"], "batch", option, replicas, "lengths sampled from the route's quantiles",
-                               makespan_s=makespan, deadline_s=deadline, note=note)
-    requests = given or synthetic_requests(row, n_requests, seed)
-    result = simulate_requests(curve, requests, replicas, router, Slo.from_row(row))
-    return RouteSimulation(row["name"], "online", option, replicas, requests.source, result)
-
-
-def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:
-    """One block of text lines per route: attainment and p50/p95/p99 of TTFT, TPOT and e2e (ms)."""
-    lines = []
-    for s in sims:
-        head = f"{s.route} ({s.traffic}, {s.option} x{s.replicas}): {s.source}"
-        if s.result is None:
-            lines += [head, f"  makespan {s.makespan_s / 3600:.2f} h vs deadline {s.deadline_s / 3600:.2f} h: {s.note}"]
-            continue
-        r = s.result
-        att = "n/a (no SLO)" if math.isnan(r.attainment) else f"{r.attainment * 100:.2f}%"
-        lines += [head, f"  {r.n} requests, SLO ({r.slo.describe()}) attainment {att}"
-                  + (f", {r.rejected} rejected (longer than the KV cache)" if r.rejected else "")]
-        for metric in METRICS:
-            values = "  ".join(f"p{p} {r.percentile_ms(metric, p):9.1f}" for p in PERCENTILES)
-            lines.append(f"  {metric.upper():5s} ms  {values}")
-    return lines

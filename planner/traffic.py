@@ -548,27 +548,3 @@ def log_to_routes(path: str | Path, fmt: str | None = None, route: str | None = 
     stats, left_out = route_traffic(traffic)
     return routes_frame(stats, traffic, model, **slos), summary_lines(traffic, stats, left_out)
 
-
-def replay_requests(path: str | Path, routes: pd.DataFrame, fmt: str | None = None, route: str | None = None
-                    ) -> dict:
-    """Requests of a log, per route name of `routes`, for planner.simulate (replay).
-
-    A log without a route column feeds `route`, or the only online route.
-    Raises InputError when a log route matches no route of `routes`.
-    """
-    from planner.simulate import Requests
-
-    online = [str(n) for n, t in zip(routes["name"], routes["traffic"], strict=True) if t == "online"]
-    if route is None and len(online) == 1:
-        route = online[0]
-    traffic = read_log(path, fmt, route)
-    out = {}
-    for name, group in traffic.requests.groupby("route", sort=True):
-        if str(name) not in set(routes["name"].astype(str)):
-            raise InputError(f"{path}: log route {name!r} is not in the routes file (routes: {', '.join(online)}); "
-                             f"name it with --route")
-        t = group["t_s"].to_numpy(dtype=float)
-        out[str(name)] = Requests(t - t[0], np.maximum(1, group["input_len"].to_numpy()),
-                                  np.maximum(1, group["output_len"].to_numpy()),
-                                  f"replayed {len(group)} requests from {Path(path).name}")
-    return out

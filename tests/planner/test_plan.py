@@ -308,7 +308,7 @@ def test_the_plan_says_which_settings_its_recommendation_assumes(tuned_inputs, t
 
 
 def test_simulating_a_plan_uses_the_curve_of_its_config(tuned_inputs):
-    from planner.simulate import simulate_plan
+    from planner.plan_check import simulate_plan
 
     route = routes(online_route(rate_rps=40, **VLLM_H100))
     plan = make_plan(route, tuned_inputs).plan

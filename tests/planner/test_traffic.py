@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from planner import arrivals, traffic
+from planner import traffic, workload
 from planner.cli import main
 from planner.plan import load_routes
 from planner.schema import InputError, write_table
@@ -144,7 +144,7 @@ def test_missing_column_for_the_forced_format(tmp_path):
 
 def test_diurnal_profile_recovered_from_a_two_day_log(tmp_path):
     multipliers = np.array([0.5] * 8 + [1.5] * 8 + [1.0] * 8)
-    t = arrivals.diurnal(0.5, multipliers, 10 * 86_400.0, seed=4)
+    t = workload.diurnal(0.5, multipliers, 10 * 86_400.0, seed=4)
     frame = pd.DataFrame({"timestamp": 1_767_225_600 + t, "prompt_tokens": 100, "completion_tokens": 10})
     path = tmp_path / "days.csv"
     frame.to_csv(path, index=False)
