@@ -15,6 +15,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -94,7 +95,7 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
 def _assumptions_from_args(args: argparse.Namespace):
 
     base = read_assumptions(args.assumptions_from) if args.assumptions_from else Assumptions()
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     if args.provider:
         changes["provider"] = args.provider
     if args.pricing_type:

@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -91,6 +91,8 @@ class NoCurveError(LookupError):
 
 class CurveLike(Protocol):
     """What sizing (planner.sizing) and simulation (planner.simulate) need of a Curve; tests use fakes."""
+
+    def __hash__(self) -> int: ...  # predictions and step models are memoised per curve
 
     @property
     def has_latency(self) -> bool: ...
@@ -401,7 +403,7 @@ def _first_ok(p: pd.Series, *columns: str) -> float | None:
     return None
 
 
-def _ok(value: object) -> bool:
+def _ok(value: Any) -> bool:
     try:
         return value is not None and not pd.isna(value) and float(value) > 0
     except (TypeError, ValueError):

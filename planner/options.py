@@ -17,7 +17,7 @@ from typing import Any
 
 from planner import costs, sizing
 from planner.assumptions import Assumptions
-from planner.curves import CurveLike, GroupKey, NoCurveError, is_custom_config
+from planner.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
 from planner.queueing import QueueingError
 from planner.routes import Route
 from planner.schema import DEFAULT_CONFIG
@@ -86,7 +86,7 @@ NO_COST = OptionCost(*(math.nan,) * 9, price_source="")
 class Option:
     """One curve sized (and, when it has a price and engine-ops row, priced) for one route.
 
-    curve/price/ops: what it was built from (None when missing); cost: NO_COST
+    curve/price/ops: what it was built from (price/ops None when missing); cost: NO_COST
     when not priced.  utilisation and notes start as the sizing's and change when
     a simulation re-sizes the fleet; analytical_replicas / sim_replicas /
     sim_attainment are set by that check (`simulated`).
@@ -94,13 +94,13 @@ class Option:
 
     route: Route
     key: GroupKey
+    curve: CurveLike
     sizing: sizing.Sizing
     feasible: bool
     reason: str
     utilisation: float
     notes: str
     cost: OptionCost = NO_COST
-    curve: CurveLike | None = None
     price: costs.Price | None = None
     ops: costs.EngineOps | None = None
     simulated: bool = False
@@ -164,7 +164,7 @@ class Option:
 
 # ---------------------------------------------------------------- construction
 
-def evaluate_option(route: Route, curve: Any, price_book: costs.PriceBook, ops_book: costs.OpsBook,
+def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops_book: costs.OpsBook,
                     assumptions: Assumptions) -> Option:
     """Size `curve` for `route`, price it, and say why it is infeasible (reason '' when feasible)."""
     key = curve.key
@@ -172,7 +172,7 @@ def evaluate_option(route: Route, curve: Any, price_book: costs.PriceBook, ops_b
         sized = sizing.size_route(curve, route, key.tp, assumptions.policy)
     except (NoCurveError, QueueingError) as err:
         unsized = sizing.unsized(str(err))
-        return Option(route, key, unsized, False, str(err), unsized.utilisation, unsized.note)
+        return Option(route, key, curve, unsized, False, str(err), unsized.utilisation, unsized.note)
     price = price_book.find(key.gpu, assumptions.provider, assumptions.pricing_type)
     reason = sized.reason
     ops = None
@@ -185,7 +185,7 @@ def evaluate_option(route: Route, curve: Any, price_book: costs.PriceBook, ops_b
     cost = NO_COST
     if price is not None and ops is not None and sized.feasible:
         cost = option_cost(route, sized, key.tp, price, ops, assumptions)
-    return Option(route, key, sized, not reason, reason, sized.utilisation, sized.note, cost, curve, price, ops)
+    return Option(route, key, curve, sized, not reason, reason, sized.utilisation, sized.note, cost, price, ops)
 
 
 def option_cost(route: Route, s: sizing.Sizing, tp: int, price: costs.Price, ops: costs.EngineOps,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from planner.curves import CurveLike, GroupKey, find_curve
+from planner.curves import Curve, CurveLike, GroupKey, find_curve
 from planner.options import plan_option
 from planner.routes import Route
 from planner.schema import InputError
@@ -48,7 +48,7 @@ class RouteSimulation:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
-def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: Mapping[GroupKey, CurveLike],
+def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKey, Curve],
                   requests_by_route: Mapping[str, Requests] | None = None,
                   seed: int = 0, n_requests: int = DEFAULT_SIM_REQUESTS, router: str = "jsq"
                   ) -> list[RouteSimulation]:

@@ -35,7 +35,6 @@ MIN_TOKENS = 1.0
 MAX_TAIL_FACTOR = 1000.0
 # Route columns that restrict which options (fitted curves) a route may use.
 ALLOW_LISTS = ("engines", "gpus", "precisions", "tps", "configs")
-DEFAULT_SLO_PERCENTILE = float(ROUTES.column("slo_percentile").default)
 
 
 def _num(value: object, default: float = math.nan) -> float:
@@ -45,6 +44,10 @@ def _num(value: object, default: float = math.nan) -> float:
     except (TypeError, ValueError):
         return default
     return default if math.isnan(number) else number
+
+
+# The schema's default SLO percentile, for a row that leaves the column out.
+DEFAULT_SLO_PERCENTILE = _num(ROUTES.column("slo_percentile").default)
 
 
 def _get(row: Any, name: str) -> Any:

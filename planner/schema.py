@@ -244,7 +244,7 @@ PLAN = Schema(
 SCHEMAS = {s.name: s for s in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN)}
 
 
-def slug(value: str) -> str:
+def slug(value: object) -> str:
     """Normalise an identifier the way the CLIs accept it: case-insensitively."""
     return str(value).strip().lower()
 

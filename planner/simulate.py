@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from heapq import heappop, heappush
@@ -46,7 +46,7 @@ import numpy as np
 from planner.curves import CurveLike
 from planner.routes import Route, Slo
 from planner.schema import InputError
-from planner.workload import DEFAULT_SIM_REQUESTS, Requests, synthetic_requests
+from planner.workload import DEFAULT_SIM_REQUESTS, Numbers, Requests, synthetic_requests
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,11 @@ class _PerBatch(dict):
         return value
 
 
+StepFn = Callable[[int, float, float, float], float]
+JumpFn = Callable[[int, float, int], float]
+StepsToFn = Callable[[int, float, float], int]
+
+
 @dataclass(frozen=True, eq=False)
 class StepModel:
     """A curve's iteration time as the simulator evaluates it.
@@ -89,9 +94,9 @@ class StepModel:
     iterations lasting >= dt seconds.  affine: the fast closed forms are exact.
     """
 
-    step: Callable[[int, float, float, float], float]
-    jump: Callable[[int, float, int], float]
-    steps_to: Callable[[int, float, float], int]
+    step: StepFn
+    jump: JumpFn
+    steps_to: StepsToFn
     overhead_s: float
     max_num_seqs: int
     kv_cache_tokens: int
@@ -130,7 +135,7 @@ def _affine_parts(curve: CurveLike) -> tuple[_PerBatch, _PerBatch, float, float]
     return base, per_ctx, q, r
 
 
-def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float):
+def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float) -> tuple[StepFn, JumpFn, StepsToFn]:
     def step(b: int, ctx: float, p: float, pw: float) -> float:
         return base[b] + per_ctx[b] * ctx + q * p + r * pw
 
@@ -156,7 +161,7 @@ def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float):
     return step, jump, steps_to
 
 
-def _direct_closures(curve: CurveLike):
+def _direct_closures(curve: CurveLike) -> tuple[StepFn, JumpFn, StepsToFn]:
     f = curve.step_time_s
 
     def step(b: int, ctx: float, p: float, pw: float) -> float:
@@ -221,20 +226,137 @@ class _Run:
         self.done = [0] * n
 
 
+# Each step of a replica's iteration is a closure over the run's arrays (the hot loop reads them as locals),
+# called with the replica's state and returning what changed: attribute look-ups were most of the cost.
+
+def _make_admit(run: _Run) -> Callable[[list[int], int, int, float, int, int, deque[int]], tuple[int, int, int, int]]:
+    """admit(queue, qhead, nq, clock, kv, running, prefill) -> (qhead, kv, running, rejected).
+
+    FIFO at the start of an iteration: requests that have arrived by `clock` join
+    `prefill` while fewer than max_num_seqs run and their prompt + output fit in
+    the KV tokens not yet reserved; one that could never fit is rejected (its
+    ttft and e2e stay NaN).
+    """
+    arr, inp, out = run.arr, run.inp, run.out
+    max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
+
+    def admit(queue: list[int], qhead: int, nq: int, clock: float, kv: int, running: int, prefill: deque[int]
+              ) -> tuple[int, int, int, int]:
+        rejected = 0
+        while qhead < nq:
+            i = queue[qhead]
+            if arr[i] > clock:
+                break
+            need = inp[i] + out[i]
+            if running >= max_seqs or kv + need > kv_cap:
+                if need <= kv_cap:
+                    break
+                rejected += 1
+            else:
+                kv += need
+                running += 1
+                prefill.append(i)
+            qhead += 1
+        return qhead, kv, running, rejected
+
+    return admit
+
+
+def _make_take_prefill(run: _Run) -> Callable[[deque[int], int, int], tuple[int, int, list[int], int]]:
+    """take_prefill(prefill, head_done, budget) -> (tokens p, p weighted by prompt length, ids completed, head_done).
+
+    Chunked prefill, FIFO: whole prompts while they fit in `budget` tokens, then
+    a chunk of the next one (head_done: its tokens already prefilled).
+    """
+    inp = run.inp
+
+    def take_prefill(prefill: deque[int], head_done: int, budget: int) -> tuple[int, int, list[int], int]:
+        p = pw = 0
+        first: list[int] = []
+        while prefill and budget > 0:
+            i = prefill[0]
+            left = inp[i] - head_done
+            if left <= budget:
+                prefill.popleft()
+                head_done = 0
+                first.append(i)
+            else:
+                left = budget
+                head_done += left
+            p += left
+            pw += left * inp[i]
+            budget -= left
+        return p, pw, first, head_done
+
+    return take_prefill
+
+
+def _make_first_tokens(run: _Run) -> Callable[[list[int], float, int, list[tuple[int, int]]], tuple[int, int, int, int]]:
+    """first_tokens(ids, clock, steps, heap) -> (sequences added, context added, KV tokens freed, finished).
+
+    The requests whose prefill ended at `clock` emit their first token (TTFT);
+    one-token requests finish, the others start decoding and join `heap` at the
+    decode iteration that ends them.
+    """
+    arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
+
+    def first_tokens(first: list[int], clock: float, steps: int, heap: list[tuple[int, int]]
+                     ) -> tuple[int, int, int, int]:
+        added = context = freed = finished = 0
+        for i in first:
+            ttft[i] = clock - arr[i]
+            if out[i] == 1:
+                e2e[i] = ttft[i]
+                done[i] += 1
+                freed += inp[i] + 1
+                finished += 1
+            else:
+                heappush(heap, (steps + out[i] - 1, i))
+                added += 1
+                context += inp[i] + 1
+        return added, context, freed, finished
+
+    return first_tokens
+
+
+def _make_retire(run: _Run) -> Callable[[list[tuple[int, int]], int, float], tuple[int, int]]:
+    """retire(heap, steps, clock) -> (sequences finished, tokens freed).
+
+    Finishes the sequences whose last decode iteration is <= `steps` (e2e at
+    `clock`); their prompt + output tokens leave the context and the KV cache.
+    """
+    arr, inp, out, e2e, done = run.arr, run.inp, run.out, run.e2e, run.done
+
+    def retire(heap: list[tuple[int, int]], steps: int, clock: float) -> tuple[int, int]:
+        count = freed = 0
+        while heap and heap[0][0] <= steps:
+            i = heappop(heap)[1]
+            e2e[i] = clock - arr[i]
+            done[i] += 1
+            freed += inp[i] + out[i]
+            count += 1
+        return count, freed
+
+    return retire
+
+
 def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901 -- see advance
     """advance(rep, limit): run `rep`'s iterations that start before `limit` (inf = until its queue is empty).
 
     Leaves it at the first iteration boundary >= limit, or (lazily) earlier in
-    a pure-decode stretch whose next completion is after `limit`.  The run's
-    arrays and step functions are closure variables: the router calls this
-    several times per request, and attribute look-ups were most of its cost.
+    a pure-decode stretch whose next completion is after `limit`.  Each
+    iteration: admit; then a mixed iteration (decode the running sequences,
+    prefill chunks, emit first tokens) when prompts wait, else idle until the
+    next arrival, else jump over pure-decode iterations to the next completion
+    or arrival.  The steps are called only when they have work (guards inline).
     """
-    arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
+    arr = run.arr
     m = run.model
-    step, jump, steps_to, overhead = m.step, m.jump, m.steps_to, m.overhead_s
-    max_seqs, kv_cap, budget_cap = m.max_num_seqs, m.kv_cache_tokens, m.prefill_budget
+    step, jump, steps_to, overhead, budget_cap = m.step, m.jump, m.steps_to, m.overhead_s, m.prefill_budget
+    admit, take_prefill = _make_admit(run), _make_take_prefill(run)
+    first_tokens, retire = _make_first_tokens(run), _make_retire(run)
 
-    def advance(rep: _Replica, limit: float) -> None:  # noqa: C901 -- the hot loop, kept inline for speed
+    def advance(rep: _Replica, limit: float) -> None:  # noqa: C901 -- the hot loop: guards kept inline for speed
         if rep.clock >= limit:
             return
         queue, prefill, heap = rep.queue, rep.prefill, rep.heap
@@ -243,67 +365,23 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
         finished = 0
         wake = math.inf
         while True:
-            # Admission, FIFO, at the start of an iteration.
-            while qhead < nq:
-                i = queue[qhead]
-                if arr[i] > clock:
-                    break
-                need = inp[i] + out[i]
-                if running >= max_seqs or kv + need > kv_cap:
-                    if need <= kv_cap:
-                        break
-                    finished += 1  # can never fit: rejected (ttft and e2e stay NaN)
-                else:
-                    kv += need
-                    running += 1
-                    prefill.append(i)
-                qhead += 1
-            if prefill:
-                # One mixed iteration: decode the b running sequences, prefill chunks within the token budget.
-                budget = budget_cap - b
-                p = pw = 0
-                first: list[int] = []
-                while prefill and budget > 0:
-                    i = prefill[0]
-                    left = inp[i] - head_done
-                    if left <= budget:
-                        prefill.popleft()
-                        head_done = 0
-                        first.append(i)
-                    else:
-                        left = budget
-                        head_done += left
-                    p += left
-                    pw += left * inp[i]
-                    budget -= left
+            if qhead < nq and arr[queue[qhead]] <= clock:
+                qhead, kv, running, rejected = admit(queue, qhead, nq, clock, kv, running, prefill)
+                finished += rejected
+            if prefill:  # a mixed iteration
+                p, pw, first, head_done = take_prefill(prefill, head_done, budget_cap - b)
                 dt = step(b, ctx, p, pw) + overhead * len(first)
                 clock += dt
                 busy += dt
                 if b:
                     steps += 1
                     ctx += b
-                    while heap and heap[0][0] <= steps:
-                        i = heappop(heap)[1]
-                        e2e[i] = clock - arr[i]
-                        done[i] += 1
-                        need = inp[i] + out[i]
-                        b -= 1
-                        ctx -= need
-                        kv -= need
-                        running -= 1
-                        finished += 1
-                for i in first:
-                    ttft[i] = clock - arr[i]
-                    if out[i] == 1:
-                        e2e[i] = ttft[i]
-                        done[i] += 1
-                        kv -= inp[i] + 1
-                        running -= 1
-                        finished += 1
-                    else:
-                        heappush(heap, (steps + out[i] - 1, i))
-                        b += 1
-                        ctx += inp[i] + 1
+                    if heap[0][0] <= steps:
+                        count, freed = retire(heap, steps, clock)
+                        b, ctx, kv, running, finished = b - count, ctx - freed, kv - freed, running - count, finished + count
+                if first:
+                    added, context, freed, ended = first_tokens(first, clock, steps, heap)
+                    b, ctx, kv, running, finished = b + added, ctx + context, kv - freed, running - ended, finished + ended
                 if clock >= limit:
                     wake = clock
                     break
@@ -334,16 +412,9 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
             busy += dt
             steps += n
             ctx += b * n
-            while heap and heap[0][0] <= steps:
-                i = heappop(heap)[1]
-                e2e[i] = clock - arr[i]
-                done[i] += 1
-                need = inp[i] + out[i]
-                b -= 1
-                ctx -= need
-                kv -= need
-                running -= 1
-                finished += 1
+            if heap[0][0] <= steps:
+                count, freed = retire(heap, steps, clock)
+                b, ctx, kv, running, finished = b - count, ctx - freed, kv - freed, running - count, finished + count
             if clock >= limit:
                 wake = clock
                 break
@@ -451,7 +522,7 @@ class SimResult:
 
 # ---------------------------------------------------------------- public entry points
 
-def _check_requests(arrival_s: Sequence[float], input_len: Sequence[int], output_len: Sequence[int]
+def _check_requests(arrival_s: Numbers, input_len: Numbers, output_len: Numbers
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = np.asarray(arrival_s, dtype=float)
     i = np.asarray(input_len)
@@ -467,7 +538,7 @@ def _check_requests(arrival_s: Sequence[float], input_len: Sequence[int], output
     return t, i.astype(np.int64), o.astype(np.int64)
 
 
-def simulate(curve: CurveLike, arrival_s: Sequence[float], input_len: Sequence[int], output_len: Sequence[int],
+def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_len: Numbers,
              replicas: int = 1, router: str = "jsq", slo: Slo | None = None) -> SimResult:
     """Simulate `replicas` replicas of `curve` serving the given requests.
 
@@ -505,7 +576,7 @@ SEARCH_CEILING_MIN = 64
 
 
 def check_replicas(route: Route, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
-                   lengths: tuple[Sequence[int], Sequence[int]] | None = None, slo: Slo | None = None,
+                   lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None,
                    attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
                    n_requests: int = DEFAULT_SIM_REQUESTS) -> SimResult:
     """Simulate `replicas` replicas of `curve` on the route's traffic; attainment against its SLOs.
@@ -553,7 +624,7 @@ class ReplicaSearch:
 
 
 def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.ndarray | None = None,
-                    lengths: tuple[Sequence[int], Sequence[int]] | None = None, slo: Slo | None = None,
+                    lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None,
                     attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
                     n_requests: int = DEFAULT_SIM_REQUESTS, max_replicas: int | None = None) -> ReplicaSearch:
     """Smallest replica count whose simulated SLO attainment >= attainment_target.
@@ -610,7 +681,7 @@ def _bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> 
 DEFAULT_PREEMPTION_OVERHEAD = 0.10
 
 
-def batch_makespan(curve: CurveLike, lengths: tuple[Sequence[int], Sequence[int]], replicas: int) -> float:
+def batch_makespan(curve: CurveLike, lengths: tuple[Numbers, Numbers], replicas: int) -> float:
     """Seconds until the last of N requests (all submitted at t = 0, split round robin) finishes."""
     inp, out = (np.asarray(v) for v in lengths)
     result = simulate(curve, np.zeros(len(inp)), inp, out, replicas, "round-robin")
@@ -632,7 +703,7 @@ class BatchFleet:
     reason: str = ""
 
 
-def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Sequence[int], Sequence[int]], deadline_s: float,
+def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Numbers, Numbers], deadline_s: float,
                          usd_per_gpu_hour: float, tp: int = 1, spot: bool = False,
                          preemption_overhead: float = DEFAULT_PREEMPTION_OVERHEAD,
                          billing_granularity_hours: float = 0.0, max_replicas: int = 4096) -> BatchFleet:

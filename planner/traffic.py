@@ -245,7 +245,9 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
             if not isinstance(record, dict):
                 bad.append(number)
                 continue
-            usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+            usage = record.get("usage")
+            if not isinstance(usage, dict):
+                usage = {}
             records.append({**{k: v for k, v in usage.items() if k in GENERIC_COLUMNS}, **record, "line": number})
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame({"line": []})
     for column in frame.columns:

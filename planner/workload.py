@@ -40,6 +40,8 @@ SECONDS_PER_HOUR = 3600.0
 MIN_GAMMA_CV = 1e-6
 
 Seed = int | np.random.Generator | None
+# Arrival times or token counts: a sequence or a 1-D numpy array.
+Numbers = Sequence[float] | np.ndarray
 
 
 def rng(seed: Seed) -> np.random.Generator:
@@ -149,7 +151,7 @@ class Requests:
 
 def synthetic_requests(route: Route, n: int = DEFAULT_SIM_REQUESTS, seed: int = 0,
                        arrival_s: np.ndarray | None = None,
-                       lengths: tuple[Sequence[int], Sequence[int]] | None = None) -> Requests:
+                       lengths: tuple[Numbers, Numbers] | None = None) -> Requests:
     """Requests for a route: given arrivals / lengths, else synthetic ones.
 
     Synthetic arrivals: the route's peak rate (rate_rps x peak_to_mean, as the

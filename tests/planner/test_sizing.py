@@ -24,8 +24,8 @@ def route(**values) -> Route:
     v = base | values
     targets = [v.pop(f"{metric}_slo_ms") for metric in ("ttft", "tpot", "e2e")]
     slo = Slo(*(None if math.isnan(t) else t for t in targets))
-    return Route(**v, input=LengthDistribution(v.pop("input_len")), output=LengthDistribution(v.pop("output_len")),
-                 slo=slo)
+    lengths = LengthDistribution(v.pop("input_len")), LengthDistribution(v.pop("output_len"))
+    return Route(**v, input=lengths[0], output=lengths[1], slo=slo)
 
 
 def batch(**values) -> Route:
