@@ -534,12 +534,12 @@ def summary_lines(traffic: TrafficLog, stats: Sequence[RouteTraffic], left_out: 
     for s in stats:
         out.append(f"route {s.route}: {s.requests} requests, mean {s.rate_rps:.4g} req/s, peak minute "
                    f"{s.peak_rps:.4g} req/s (x{s.peak_to_mean:.2f}), arrival CV {s.arrival_cv:.2f}, "
-                   f"input mean/p50/p95/p99 {_q(s.input)}, output {_q(s.output)}"
+                   f"input mean/p50/p95/p99 {_lengths_text(s.input)}, output {_lengths_text(s.output)}"
                    + (", diurnal profile derived" if s.diurnal is not None else ""))
     return out
 
 
-def _q(lengths: LengthStats) -> str:
+def _lengths_text(lengths: LengthStats) -> str:
     return "/".join(f"{v:.0f}" for v in (lengths.mean, lengths.p50, lengths.p95, lengths.p99))
 
 
