@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from planner.curves import fit_curves, load_profiles  # noqa: E402
-from planner.plan import Assumptions, Inputs, load_inputs, load_routes, make_plan  # noqa: E402
+from planner.plan import Assumptions, Catalog, load_inputs, load_routes, make_plan  # noqa: E402
 from planner.schema import InputError  # noqa: E402
 
 ROUTES = 20
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     fit_s = time.perf_counter() - start
     print(f"fit {len(curves)} curves from {len(profiles)} profile rows from scratch: {fit_s * 1000:.0f} ms")
     loaded = load_inputs(args.profiles, args.prices, args.ops)
-    inputs = Inputs(curves, loaded.prices_df, loaded.ops_df, profiles)
+    inputs = Catalog(curves, loaded.prices_df, loaded.ops_df, profiles)
     routes = twenty_routes(load_routes(args.routes))
     assumptions = Assumptions()
     start = time.perf_counter()

@@ -248,7 +248,7 @@ class Route:
     """One ROUTES row, parsed: traffic, lengths, SLO, update rate and which options it allows.
 
     Rates in requests/s; deadline in hours (NaN for an online route); slo_percentile
-    in percent.  allow_lists: (column, raw ';'-separated text) of the allow-list columns.
+    in percent.  allow_lists: (column, cell as given: ';'-separated text or blank) of the allow-list columns.
     """
 
     name: str
@@ -266,7 +266,7 @@ class Route:
     slo_percentile: float
     updates_per_month: float
     log: str = ""
-    allow_lists: tuple[tuple[str, str], ...] = ()
+    allow_lists: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Route:
@@ -283,7 +283,7 @@ class Route:
             slo_percentile=_num(_get(row, "slo_percentile"), DEFAULT_SLO_PERCENTILE),
             updates_per_month=_num(_get(row, "model_updates_per_month"), 0.0),
             log=log if isinstance(log, str) else "",
-            allow_lists=tuple((c, str(_get(row, c))) for c in ALLOW_LISTS if _get(row, c) is not None),
+            allow_lists=tuple((c, _get(row, c)) for c in ALLOW_LISTS),
         )
 
     @property
@@ -322,4 +322,4 @@ class Route:
 
     def allow_list_text(self, column: str) -> str:
         """The allow-list column as written in the routes file."""
-        return dict(self.allow_lists).get(column, "")
+        return f"{dict(self.allow_lists).get(column)}"

@@ -36,7 +36,7 @@ PROVENANCE_ORDER = ("measured", "published", "predicted", "extrapolated")
 
 @dataclass(frozen=True)
 class Policy:
-    """Sizing assumptions (set from planner.plan.Assumptions).
+    """Sizing assumptions (set from planner.assumptions.Assumptions).
 
     utilisation_cap: highest peak utilisation allowed; batch_efficiency: share of
     a batch job's wall time spent at predicted throughput; default_service_cv2:
