@@ -19,9 +19,9 @@ import streamlit as st
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
-from planner.plan import Assumptions, Inputs, PlanResult, load_inputs, load_routes, validate_routes
-from ui import charts, tables
-from ui import scenario as sc
+from planner.assumptions import Assumptions
+from planner.plan import Catalog, PlanResult, load_inputs, load_routes, validate_routes
+from ui import charts, scenario, tables
 
 log = logging.getLogger("fleetplan.app")
 
@@ -42,7 +42,7 @@ PROVENANCE_NOTE = ("**measured**: run by this project (command recorded) · **pu
 # ---------------------------------------------------------------- cached computations
 
 @st.cache_resource(show_spinner="Fitting the bundled performance profiles…")
-def bundled_inputs() -> Inputs:
+def bundled_inputs() -> Catalog:
     """Fitted curves and bundled price / engine-ops tables (loaded once per process)."""
     return load_inputs()
 
@@ -54,13 +54,13 @@ def bundled_routes() -> pd.DataFrame:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def replan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-           settings: sc.Settings) -> tuple[PlanResult, float]:
-    return sc.timed_plan(routes, bundled_inputs(), settings, None, prices, ops)
+           settings: scenario.Settings) -> tuple[PlanResult, float]:
+    return scenario.timed_plan(routes, bundled_inputs(), settings, None, prices, ops)
 
 
 @st.cache_data(max_entries=64, show_spinner="Re-planning the sensitivity grid…")
-def sensitivity(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: sc.Settings) -> pd.DataFrame:
-    return sc.sensitivity_table(routes, bundled_inputs(), settings, None, prices, ops)
+def sensitivity(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> pd.DataFrame:
+    return scenario.sensitivity_table(routes, bundled_inputs(), settings, None, prices, ops)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -73,7 +73,7 @@ def throughput_data(model: str, input_len: int, output_len: int, mode: str, gpus
     return charts.throughput_table(inputs.curves, model, input_len, output_len, mode, keys), points
 
 
-def curve_keys(inputs: Inputs, model: str, gpus: tuple[str, ...], newest: bool) -> list:
+def curve_keys(inputs: Catalog, model: str, gpus: tuple[str, ...], newest: bool) -> list:
     keys = [k for k in inputs.curves if k.model == model and (not gpus or k.gpu in gpus)]
     return charts.newest_versions(keys) if newest else keys
 
@@ -94,7 +94,7 @@ def frontier_data(model: str, input_len: float, output_len: float, gpus: tuple[s
 
 # ---------------------------------------------------------------- state
 
-def init_state(inputs: Inputs) -> None:
+def init_state(inputs: Catalog) -> None:
     """First run of a session: bundled tables, and settings from the link's query string."""
     ss = st.session_state
     if ss.get("initialised"):
@@ -105,32 +105,32 @@ def init_state(inputs: Inputs) -> None:
     ss.ops_base = ss.good_ops = inputs.ops_df
     ss.saved = {}
     ss.scenario_name = "current"
-    settings, warnings = sc.settings_from_query(st.query_params.to_dict())
+    settings, warnings = scenario.settings_from_query(st.query_params.to_dict())
     ss.link_warnings = warnings + put_settings(settings, inputs, "link")
 
 
-def put_settings(settings: sc.Settings, inputs: Inputs, where: str) -> list[str]:
+def put_settings(settings: scenario.Settings, inputs: Catalog, where: str) -> list[str]:
     """Set the sidebar widgets' values (before they are drawn) from `settings`; returns a warning
     per allow-list value that no profile has (it is dropped, never silently)."""
     ss = st.session_state
     options = allowed_options(inputs)
-    settings, warnings = sc.drop_unknown(settings, options, where)
+    settings, warnings = scenario.drop_unknown(settings, options, where)
     ss.provider = settings.provider if settings.provider in providers(ss.good_prices) else CHEAPEST
     ss.pricing_type = settings.pricing_type
     ss.engineer_usd_per_hour = float(settings.engineer_usd_per_hour if settings.engineer_usd_per_hour is not None
                                      else ASSUMED.engineer_usd_per_hour)
     ss.traffic_growth = float(np.clip(settings.traffic_growth, *GROWTH_RANGE))
     ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
-    for name in sc.ALLOW_SETTINGS:
+    for name in scenario.ALLOW_SETTINGS:
         ss[name] = list(getattr(settings, name))
     return warnings
 
 
-def current_settings() -> sc.Settings:
+def current_settings() -> scenario.Settings:
     ss = st.session_state
     rate = None if ss.engineer_usd_per_hour == ASSUMED.engineer_usd_per_hour else float(ss.engineer_usd_per_hour)
-    return sc.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
-                       **{name: tuple(ss[name]) for name in sc.ALLOW_SETTINGS},
+    return scenario.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
+                       **{name: tuple(ss[name]) for name in scenario.ALLOW_SETTINGS},
                        traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor))
 
 
@@ -138,7 +138,7 @@ def providers(prices: pd.DataFrame) -> list[str]:
     return sorted(prices["provider"].unique())
 
 
-def allowed_options(inputs: Inputs) -> dict[str, list[str]]:
+def allowed_options(inputs: Catalog) -> dict[str, list[str]]:
     keys = list(inputs.curves)
     return {"engines": sorted({k.engine for k in keys}), "gpus": sorted({k.gpu for k in keys}),
             "precisions": sorted({k.precision for k in keys}),
@@ -162,11 +162,11 @@ def new_upload(key: str):
 
 # ---------------------------------------------------------------- sidebar
 
-def sidebar(inputs: Inputs) -> bool:
+def sidebar(inputs: Catalog) -> bool:
     """Scenario, prices and allow-list controls; returns whether "save for comparison" was pressed."""
     with st.sidebar:
-        what_if, prices, allowed, scenario = (st.container() for _ in range(4))
-    with scenario:  # drawn last, run first: loading a scenario sets the other widgets
+        what_if, prices, allowed, scenario_box = (st.container() for _ in range(4))
+    with scenario_box:  # drawn last, run first: loading a scenario sets the other widgets
         st.header("Scenario")
         scenario_loader(inputs)
         st.text_input("Scenario name", key="scenario_name")
@@ -184,14 +184,14 @@ def sidebar(inputs: Inputs) -> bool:
     return save
 
 
-def scenario_loader(inputs: Inputs) -> None:
+def scenario_loader(inputs: Catalog) -> None:
     st.file_uploader("Load a scenario file", type=["json"], key="scenario_upload",
                      help="A file saved with 'Download scenario' below the plan.")
     upload = new_upload("scenario_upload")
     if upload is None:
         return
     try:
-        loaded = sc.scenario_from_json(upload.getvalue(), upload.name)
+        loaded = scenario.scenario_from_json(upload.getvalue(), upload.name)
     except InputError as err:
         st.error(f"{err}. The current scenario is unchanged.")
         return
@@ -209,13 +209,13 @@ def price_controls() -> None:
     st.header("Prices")
     st.selectbox("Provider", [CHEAPEST, *providers(st.session_state.good_prices)], key="provider",
                  format_func=lambda p: p or "cheapest listed per GPU")
-    st.selectbox("Pricing type", list(sc.PRICING_TYPES), key="pricing_type")
+    st.selectbox("Pricing type", list(scenario.PRICING_TYPES), key="pricing_type")
     st.number_input("Engineer $/hour", min_value=0.0, max_value=10_000.0, step=10.0, key="engineer_usd_per_hour",
                     help=f"Loaded engineering rate for model updates and engine adoption. Default "
                          f"{ASSUMED.engineer_usd_per_hour:g} is an assumption: set your own.")
 
 
-def allow_controls(inputs: Inputs) -> None:
+def allow_controls(inputs: Catalog) -> None:
     st.header("Allowed (empty = all)")
     options = allowed_options(inputs)
     st.multiselect("Engines", options["engines"], key="engines")
@@ -228,7 +228,7 @@ def allow_controls(inputs: Inputs) -> None:
 
 # ---------------------------------------------------------------- inputs
 
-def routes_section(inputs: Inputs) -> pd.DataFrame:
+def routes_section(inputs: Catalog) -> pd.DataFrame:
     """Routes: edit in place, import a CSV or derive one from a request log; returns the valid table."""
     st.subheader("Routes")
     edit, import_csv, from_log = st.tabs(["Edit routes", "Import routes CSV", "From a request log"])
@@ -243,7 +243,7 @@ def routes_section(inputs: Inputs) -> pd.DataFrame:
         edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic", placeholder="",
                                 hide_index=True, column_config=routes_column_config(),
                                 column_order=None if show_all else EDITOR_COLUMNS)
-    return checked("routes", lambda: sc.check_routes(edited, "routes table"))
+    return checked("routes", lambda: scenario.check_routes(edited, "routes table"))
 
 
 def routes_column_config() -> dict:
@@ -276,7 +276,7 @@ def routes_importer() -> None:
         show_message("routes_upload")
         return
     try:
-        frame = validate_routes(sc.read_csv_upload(upload.getvalue(), ROUTES, upload.name), upload.name)
+        frame = validate_routes(scenario.read_csv_upload(upload.getvalue(), ROUTES, upload.name), upload.name)
     except InputError as err:
         remember_message("routes_upload", "error", f"{err}. The routes table is unchanged.")
     else:
@@ -297,7 +297,7 @@ def show_message(key: str) -> None:
         st.success(text)
 
 
-def request_log_importer(inputs: Inputs) -> None:
+def request_log_importer(inputs: Catalog) -> None:
     st.caption("A request log becomes one route per `route` in it: mean rate, busiest-minute peak, burstiness "
                "(arrival CV) and length percentiles are measured from the log. Formats: the Azure LLM trace "
                "(TIMESTAMP, ContextTokens, GeneratedTokens) or a gateway export (timestamp, route, "
@@ -313,12 +313,12 @@ def request_log_importer(inputs: Inputs) -> None:
     upload = st.session_state.get("log_upload")
     if st.button("Add the log's routes", key="log_add", disabled=upload is None):
         try:
-            derived, lines = sc.routes_from_log_upload(upload.getvalue(), upload.name, model, ttft_slo_ms=ttft,
+            derived, lines = scenario.routes_from_log_upload(upload.getvalue(), upload.name, model, ttft_slo_ms=ttft,
                                                        tpot_slo_ms=tpot, slo_percentile=pct)
         except InputError as err:
             remember_message("log_upload", "error", f"{err}. The routes table is unchanged.")
         else:
-            set_base("routes", sc.merge_routes(st.session_state.good_routes, derived))
+            set_base("routes", scenario.merge_routes(st.session_state.good_routes, derived))
             remember_message("log_upload", "success", "Added: " + " · ".join(lines))
     show_message("log_upload")
 
@@ -341,20 +341,20 @@ def table_editor(name: str, schema, caption: str) -> pd.DataFrame:
     upload = new_upload(f"{name}_upload")
     if upload is not None:
         try:
-            set_base(name, sc.read_csv_upload(upload.getvalue(), schema, upload.name))
+            set_base(name, scenario.read_csv_upload(upload.getvalue(), schema, upload.name))
             remember_message(f"{name}_upload", "success", f"Loaded {upload.name}.")
         except InputError as err:
             remember_message(f"{name}_upload", "error", f"{err}. The {schema.name} table is unchanged.")
     show_message(f"{name}_upload")
     edited = st.data_editor(st.session_state[f"{name}_base"], key=f"{name}_editor", num_rows="dynamic", placeholder="",
                             hide_index=True, height=260)
-    return checked(name, lambda: sc.validate_table(edited, schema, f"{schema.name} table"))
+    return checked(name, lambda: scenario.validate_table(edited, schema, f"{schema.name} table"))
 
 
 # ---------------------------------------------------------------- plan
 
 def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-         settings: sc.Settings) -> tuple[PlanResult | None, float]:
+         settings: scenario.Settings) -> tuple[PlanResult | None, float]:
     """Re-plan (cached); on a planning error show it and keep the last good plan."""
     try:
         result, seconds = replan(routes, prices, ops, settings)
@@ -369,8 +369,8 @@ def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
     return result, seconds
 
 
-def summary(result: PlanResult, seconds: float, settings: sc.Settings) -> None:
-    totals = sc.plan_totals(result.plan)
+def summary(result: PlanResult, seconds: float, settings: scenario.Settings) -> None:
+    totals = scenario.plan_totals(result.plan)
     change = totals_change(totals)
     cols = st.columns(5)
     cols[0].metric("Fleet $/month", f"${totals['total_usd_per_month']:,.0f}", border=True, delta_color="inverse",
@@ -427,7 +427,7 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
 # ---------------------------------------------------------------- charts
 
 def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-                   settings: sc.Settings) -> None:
+                   settings: scenario.Settings) -> None:
     st.subheader("Why this plan")
     sections = {
         "Cost by option": lambda: cost_by_option(result),
@@ -469,7 +469,7 @@ def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
     st.altair_chart(charts.breakeven_chart(table, now, crossing))
 
 
-def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: sc.Settings) -> None:
+def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
     st.caption("Fleet total re-planned for traffic growth and GPU price relative to the current scenario "
                "(the ringed point). Each point is a full re-plan: the engine and GPU may change along a line.")
     table = sensitivity(routes, prices, ops, settings)
@@ -576,19 +576,19 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
 # ---------------------------------------------------------------- export, share, compare
 
 def export_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-                   settings: sc.Settings, inputs: Inputs) -> None:
+                   settings: scenario.Settings, inputs: Catalog) -> None:
     st.subheader("Take it away")
     name = st.session_state.scenario_name or "scenario"
     left, middle, right = st.columns([1, 1, 2])
-    left.download_button("Download plan CSV", sc.plan_csv_bytes(result, settings), file_name=f"plan-{slugify(name)}.csv",
+    left.download_button("Download plan CSV", scenario.plan_csv_bytes(result, settings), file_name=f"plan-{slugify(name)}.csv",
                          mime="text/csv", key="download_plan", type="primary", on_click="ignore",
                          help="The planner's plan format with its assumptions on line 1; safe to open in a "
                               "spreadsheet; `python -m planner` reads it back.")
-    scenario = sc.Scenario(name, routes, settings, None if prices.equals(inputs.prices_df) else prices,
+    saved = scenario.Scenario(name, routes, settings, None if prices.equals(inputs.prices_df) else prices,
                            None if ops.equals(inputs.ops_df) else ops)
-    middle.download_button("Download scenario", sc.scenario_to_json(scenario), file_name=f"{slugify(name)}.json",
+    middle.download_button("Download scenario", scenario.scenario_to_json(saved), file_name=f"{slugify(name)}.json",
                            mime="application/json", key="download_scenario", on_click="ignore")
-    query = sc.settings_to_query(settings)
+    query = scenario.settings_to_query(settings)
     right.markdown("**Share the key settings:** this page's address now carries them"
                    + (f": `?{urlencode(query)}`" if query else " (all defaults)."))
 
@@ -607,7 +607,7 @@ def compare_section(result: PlanResult, save: bool) -> None:
         return
     st.subheader("Scenarios side by side")
     plans = {**ss.saved, "now": result.plan}
-    table = sc.compare_plans(plans)
+    table = scenario.compare_plans(plans)
     st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison",
                  placeholder="")
     if st.button("Clear saved scenarios", key="clear_saved"):
@@ -649,7 +649,7 @@ def main() -> None:
     charts_section(result, routes, prices, ops, settings)
     export_section(result, routes, prices, ops, settings, inputs)
     compare_section(result, save)
-    st.query_params.from_dict(sc.settings_to_query(settings))
+    st.query_params.from_dict(scenario.settings_to_query(settings))
 
 
 main()

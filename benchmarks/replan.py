@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from fleetfacts.errors import InputError  # noqa: E402
+from planner.assumptions import Assumptions  # noqa: E402
 from planner.curves import fit_curves, load_profiles  # noqa: E402
-from planner.plan import Assumptions, Inputs, load_inputs, load_routes, make_plan  # noqa: E402
+from planner.plan import Catalog, load_inputs, load_routes, make_plan  # noqa: E402
 
 ROUTES = 20
 # Rate / job-size multipliers cycled over the replicated routes (spread over 1/4x .. 4x).
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     fit_s = time.perf_counter() - start
     print(f"fit {len(curves)} curves from {len(profiles)} profile rows from scratch: {fit_s * 1000:.0f} ms")
     loaded = load_inputs(args.profiles, args.prices, args.ops)
-    inputs = Inputs(curves, loaded.prices_df, loaded.ops_df, profiles)
+    inputs = Catalog(curves, loaded.prices_df, loaded.ops_df, profiles)
     routes = twenty_routes(load_routes(args.routes))
     assumptions = Assumptions()
     start = time.perf_counter()

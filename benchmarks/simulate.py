@@ -24,7 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from planner import arrivals, simulate, traffic  # noqa: E402
+from planner import simulate, traffic, workload  # noqa: E402
 from planner.curves import find_curve, fit_curves, load_profiles  # noqa: E402
 
 TRACE = REPO / "examples" / "traces" / "azure_llm_2023_code.csv"
@@ -60,7 +60,7 @@ def main() -> int:
     out = np.maximum(1, log.requests["output_len"].to_numpy()[pick])
     rates = []
     for replicas in FLEETS:
-        t = arrivals.poisson(RATE_PER_REPLICA * replicas, args.requests, seed=replicas)
+        t = workload.poisson(RATE_PER_REPLICA * replicas, args.requests, seed=replicas)
         for router in simulate.ROUTERS:
             seconds, result = best_of(args.repeats, lambda t=t, r=replicas, k=router: simulate.simulate(curve, t, inp, out, r, k))
             busy = result.busy_s.sum() / (result.makespan_s * replicas)

@@ -238,7 +238,7 @@ class PointRecorder:
     interval_s: float = GAUGE_INTERVAL_S
     before: Samples | None = None
     error: str = ""
-    series: list[list[float]] = field(default_factory=list)
+    series: list[list[float | None]] = field(default_factory=list)
     _t0: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -288,11 +288,11 @@ class PointRecorder:
         return record
 
 
-def _gauge_summary(series: list[list[float]]) -> dict:
+def _gauge_summary(series: list[list[float | None]]) -> dict:
     out: dict = {"interval_s": GAUGE_INTERVAL_S, "series": series,
                  "columns": ["t_s", "running", "waiting", "kv_cache_usage"]}
     for i, key in enumerate(("running", "waiting", "kv_cache_usage"), start=1):
-        values = [row[i] for row in series if row[i] is not None]
+        values = [float(v) for row in series if (v := row[i]) is not None]
         if values:
             out[key] = {"mean": _round(sum(values) / len(values)), "max": _round(max(values), 4)}
     return out

@@ -15,9 +15,26 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import slug
+from fleetfacts.schema import ROUTES, slug, write_table
+from planner.assumptions import Assumptions
+from planner.curves import (
+    engine_label,
+    find_curve,
+    fit_curves,
+    leave_one_out,
+    load_profiles,
+)
+from planner.plan import load_inputs, load_routes, make_plan, read_assumptions, read_plan, write_plan
+from planner.plan_check import format_simulations, simulate_plan
+from planner.traffic import log_to_routes
+from planner.workload import replay_requests
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +90,9 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assumptions_from_args(args: argparse.Namespace):
-    from planner.plan import Assumptions, read_assumptions
 
     base = read_assumptions(args.assumptions_from) if args.assumptions_from else Assumptions()
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     if args.provider:
         changes["provider"] = args.provider
     if args.pricing_type:
@@ -87,12 +103,11 @@ def _assumptions_from_args(args: argparse.Namespace):
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from planner.plan import load_inputs, load_routes, make_plan, write_plan
 
     assumptions = _assumptions_from_args(args)
     routes = load_routes(args.routes)
-    inputs = load_inputs(args.profiles, args.prices, args.ops)
-    result = make_plan(routes, inputs, assumptions, simulate=not args.no_simulate)
+    catalog = load_inputs(args.profiles, args.prices, args.ops)
+    result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate)
     write_plan(result, args.out)
     if args.options_out:
         result.options.to_csv(args.options_out, index=False)
@@ -102,7 +117,6 @@ def _run_plan(args: argparse.Namespace) -> int:
 
 
 def _console():
-    from rich.console import Console
 
     # Piped output (tests, logs) gets a wide fixed width instead of wrapping at 80 columns.
     return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH, no_color=True)
@@ -122,10 +136,7 @@ def _num(value: object, fmt: str = "{:g}") -> str:
 
 def print_plan(result) -> None:
     """The plan as a readable table, infeasible routes' reasons and the assumptions below it."""
-    from rich.markup import escape
-    from rich.table import Table
 
-    from planner.curves import engine_label
 
     table = Table(title="Fleetplan", show_lines=False)
     for name in ("route", "engine", "gpu", "precision", "tp", "replicas", "gpus", "$/month", "runner-up",
@@ -177,7 +188,6 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def _run_predict(args: argparse.Namespace) -> int:
-    from planner.curves import find_curve, fit_curves, load_profiles
 
     for name in ("input_len", "output_len", "batch_size", "concurrency", "tp"):
         _positive(name, getattr(args, name))
@@ -228,7 +238,6 @@ def _validate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    from planner.curves import leave_one_out, load_profiles
 
     table = leave_one_out(load_profiles(args.profiles))
     if args.json:
@@ -240,8 +249,6 @@ def _run_validate(args: argparse.Namespace) -> int:
 
 def print_validation(table) -> None:
     """Leave-one-out errors per group as a table."""
-    from rich.markup import escape
-    from rich.table import Table
 
     out = Table(title="leave-one-out throughput error")
     for name in ("group", "provenance", "points", "median %", "max %"):
@@ -277,8 +284,6 @@ def _traffic_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_traffic(args: argparse.Namespace) -> int:
-    from fleetfacts.schema import ROUTES, write_table
-    from planner.traffic import log_to_routes
 
     routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,
                                   ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms)
@@ -305,9 +310,6 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from planner.plan import load_inputs, load_routes, read_plan
-    from planner.simulate import format_simulations, simulate_plan
-    from planner.traffic import replay_requests
 
     routes = load_routes(args.routes)
     plan, _ = read_plan(args.plan)

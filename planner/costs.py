@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -133,7 +134,7 @@ def _release(version: str) -> str:
         return version
 
 
-def _zero_if_nan(value: object) -> float:
+def _zero_if_nan(value: Any) -> float:
     number = float(value) if value is not None else 0.0
     return 0.0 if math.isnan(number) else number
 

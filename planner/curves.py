@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -88,6 +89,25 @@ MIN_POINTS_FULL_FIT = 8
 
 class NoCurveError(FleetplanError, LookupError):
     """No fitted curve exists for the requested group, or it cannot predict this shape."""
+
+
+class CurveLike(Protocol):
+    """What sizing (planner.sizing) and simulation (planner.simulate) need of a Curve; tests use fakes."""
+
+    def __hash__(self) -> int: ...  # predictions and step models are memoised per curve
+
+    @property
+    def has_latency(self) -> bool: ...
+    @property
+    def kv_cache_tokens(self) -> int: ...
+    @property
+    def max_num_seqs(self) -> int: ...
+
+    def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
+                    prefill_context: float = 0.0) -> float: ...
+    def max_batch(self, input_len: float, output_len: float) -> int: ...
+    def predict_offline(self, input_len: float, output_len: float, batch_size: int) -> Prediction: ...
+    def predict_concurrency(self, input_len: float, output_len: float, concurrency: float) -> Prediction: ...
 
 
 @dataclass(frozen=True)
@@ -385,7 +405,7 @@ def _first_ok(p: pd.Series, *columns: str) -> float | None:
     return None
 
 
-def _ok(value: object) -> bool:
+def _ok(value: Any) -> bool:
     try:
         return value is not None and not pd.isna(value) and float(value) > 0
     except (TypeError, ValueError):

@@ -36,15 +36,17 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from heapq import heappop, heappush
-from typing import Any, Protocol
 
 import numpy as np
 
 from fleetfacts.errors import InputError
+from planner.curves import CurveLike
+from planner.routes import Route, Slo
+from planner.workload import DEFAULT_SIM_REQUESTS, Numbers, Requests, synthetic_requests
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +64,6 @@ PROBE_CONTEXT = 1000.0
 PROBE_PREFILL = 1000.0
 
 
-class CurveLike(Protocol):
-    """What the simulator needs of a planner.curves.Curve."""
-
-    kv_cache_tokens: int
-    max_num_seqs: int
-
-    def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
-                    prefill_context: float = 0.0) -> float: ...
-
-
 # ---------------------------------------------------------------- step model
 
 class _PerBatch(dict):
@@ -86,6 +78,11 @@ class _PerBatch(dict):
         return value
 
 
+StepFn = Callable[[int, float, float, float], float]
+JumpFn = Callable[[int, float, int], float]
+StepsToFn = Callable[[int, float, float], int]
+
+
 @dataclass(frozen=True, eq=False)
 class StepModel:
     """A curve's iteration time as the simulator evaluates it.
@@ -97,9 +94,9 @@ class StepModel:
     iterations lasting >= dt seconds.  affine: the fast closed forms are exact.
     """
 
-    step: Callable[[int, float, float, float], float]
-    jump: Callable[[int, float, int], float]
-    steps_to: Callable[[int, float, float], int]
+    step: StepFn
+    jump: JumpFn
+    steps_to: StepsToFn
     overhead_s: float
     max_num_seqs: int
     kv_cache_tokens: int
@@ -138,7 +135,7 @@ def _affine_parts(curve: CurveLike) -> tuple[_PerBatch, _PerBatch, float, float]
     return base, per_ctx, q, r
 
 
-def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float):
+def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float) -> tuple[StepFn, JumpFn, StepsToFn]:
     def step(b: int, ctx: float, p: float, pw: float) -> float:
         return base[b] + per_ctx[b] * ctx + q * p + r * pw
 
@@ -164,7 +161,7 @@ def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float):
     return step, jump, steps_to
 
 
-def _direct_closures(curve: CurveLike):
+def _direct_closures(curve: CurveLike) -> tuple[StepFn, JumpFn, StepsToFn]:
     f = curve.step_time_s
 
     def step(b: int, ctx: float, p: float, pw: float) -> float:
@@ -229,20 +226,82 @@ class _Run:
         self.done = [0] * n
 
 
+# The steps of a replica's iterations are closures over the run's arrays (read as locals: attribute
+# look-ups were most of the hot loop's cost), called with the replica's state, returning what changed.
+
+def _make_mixed_iteration(run: _Run) -> Callable[[deque[int], int, int, int, int, float, list[tuple[int, int]]],
+                                                  tuple[float, int, int, int, int, int]]:
+    """iterate(prefill, head_done, b, ctx, steps, clock, heap) -> (dt, head_done, added, context, freed, ended).
+
+    One mixed iteration starting at `clock`: the b running sequences (contexts
+    summing to ctx) decode one token while prompts are prefilled in chunks,
+    FIFO, within the token budget they leave (head_done: tokens of prefill[0]
+    already prefilled).  It lasts dt = step time + the per-request overhead of
+    each prompt it completes.  Those requests emit their first token at its end
+    (TTFT); one-token requests finish there, the others join `heap` at the
+    decode iteration that ends them.  Returns the sequences added to the batch,
+    the context they add, the KV tokens freed and the requests ended.
+    """
+    arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
+    step, overhead, budget_cap = run.model.step, run.model.overhead_s, run.model.prefill_budget
+
+    def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
+                heap: list[tuple[int, int]]) -> tuple[float, int, int, int, int, int]:
+        budget = budget_cap - b
+        p = pw = 0
+        first: list[int] = []
+        while prefill and budget > 0:
+            i = prefill[0]
+            left = inp[i] - head_done
+            if left <= budget:
+                prefill.popleft()
+                head_done = 0
+                first.append(i)
+            else:
+                left = budget
+                head_done += left
+            p += left
+            pw += left * inp[i]
+            budget -= left
+        dt = step(b, ctx, p, pw) + overhead * len(first)
+        clock += dt
+        if b:
+            steps += 1
+        added = context = freed = ended = 0
+        for i in first:
+            ttft[i] = clock - arr[i]
+            if out[i] == 1:
+                e2e[i] = ttft[i]
+                done[i] += 1
+                freed += inp[i] + 1
+                ended += 1
+            else:
+                heappush(heap, (steps + out[i] - 1, i))
+                added += 1
+                context += inp[i] + 1
+        return dt, head_done, added, context, freed, ended
+
+    return iterate
+
+
 def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901 -- see advance
     """advance(rep, limit): run `rep`'s iterations that start before `limit` (inf = until its queue is empty).
 
     Leaves it at the first iteration boundary >= limit, or (lazily) earlier in
-    a pure-decode stretch whose next completion is after `limit`.  The run's
-    arrays and step functions are closure variables: the router calls this
-    several times per request, and attribute look-ups were most of its cost.
+    a pure-decode stretch whose next completion is after `limit`.  Each turn:
+    admit the requests that have arrived; run one mixed iteration when prompts
+    wait (see _make_mixed_iteration), else jump over the pure-decode iterations
+    up to the next completion or arrival, else idle until the next arrival; then
+    retire the sequences whose last token that produced (one block for both
+    kinds of iteration).  Admission and retirement stay inline: a call per
+    admission cost ~15% of the simulator's speed.
     """
-    arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
-    m = run.model
-    step, jump, steps_to, overhead = m.step, m.jump, m.steps_to, m.overhead_s
-    max_seqs, kv_cap, budget_cap = m.max_num_seqs, m.kv_cache_tokens, m.prefill_budget
+    arr, inp, out, e2e, done = run.arr, run.inp, run.out, run.e2e, run.done
+    jump, steps_to = run.model.jump, run.model.steps_to
+    max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
+    iterate = _make_mixed_iteration(run)
 
-    def advance(rep: _Replica, limit: float) -> None:  # noqa: C901 -- the hot loop, kept inline for speed
+    def advance(rep: _Replica, limit: float) -> None:  # noqa: C901 -- the hot loop, kept in one frame for speed
         if rep.clock >= limit:
             return
         queue, prefill, heap = rep.queue, rep.prefill, rep.heap
@@ -251,7 +310,7 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
         finished = 0
         wake = math.inf
         while True:
-            # Admission, FIFO, at the start of an iteration.
+            # Admit, FIFO: arrived requests while a slot and their prompt + output KV tokens are free.
             while qhead < nq:
                 i = queue[qhead]
                 if arr[i] > clock:
@@ -267,56 +326,29 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
                     prefill.append(i)
                 qhead += 1
             if prefill:
-                # One mixed iteration: decode the b running sequences, prefill chunks within the token budget.
-                budget = budget_cap - b
-                p = pw = 0
-                first: list[int] = []
-                while prefill and budget > 0:
-                    i = prefill[0]
-                    left = inp[i] - head_done
-                    if left <= budget:
-                        prefill.popleft()
-                        head_done = 0
-                        first.append(i)
-                    else:
-                        left = budget
-                        head_done += left
-                    p += left
-                    pw += left * inp[i]
-                    budget -= left
-                dt = step(b, ctx, p, pw) + overhead * len(first)
-                clock += dt
-                busy += dt
+                dt, head_done, added, context, freed, ended = iterate(prefill, head_done, b, ctx, steps, clock, heap)
                 if b:
                     steps += 1
                     ctx += b
-                    while heap and heap[0][0] <= steps:
-                        i = heappop(heap)[1]
-                        e2e[i] = clock - arr[i]
-                        done[i] += 1
-                        need = inp[i] + out[i]
-                        b -= 1
-                        ctx -= need
-                        kv -= need
-                        running -= 1
-                        finished += 1
-                for i in first:
-                    ttft[i] = clock - arr[i]
-                    if out[i] == 1:
-                        e2e[i] = ttft[i]
-                        done[i] += 1
-                        kv -= inp[i] + 1
-                        running -= 1
-                        finished += 1
-                    else:
-                        heappush(heap, (steps + out[i] - 1, i))
-                        b += 1
-                        ctx += inp[i] + 1
-                if clock >= limit:
-                    wake = clock
-                    break
-                continue
-            if not b:
+                b, ctx, kv, running, finished = b + added, ctx + context, kv - freed, running - ended, finished + ended
+            elif b:
+                # Pure decode: jump to the next completion, or to the boundary after the next arrival / `limit`.
+                n = heap[0][0] - steps
+                dt = jump(b, ctx, n)
+                bound = limit
+                if qhead < nq:
+                    ta = arr[queue[qhead]]
+                    if clock < ta < bound:
+                        bound = ta
+                if clock + dt > bound:
+                    if bound == limit:
+                        wake = clock + dt  # lazily stay here: the next completion is after `limit`
+                        break
+                    n = steps_to(b, ctx, bound - clock)
+                    dt = jump(b, ctx, n)
+                steps += n
+                ctx += b * n
+            else:
                 if qhead < nq and arr[queue[qhead]] <= limit:
                     clock = max(clock, arr[queue[qhead]])  # idle until the next routed arrival
                     if clock >= limit:
@@ -324,24 +356,9 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
                         break
                     continue
                 break  # idle, nothing routed here: wake stays inf
-            # Pure decode: jump to the next completion, or to the boundary after the next arrival / `limit`.
-            n = heap[0][0] - steps
-            dt = jump(b, ctx, n)
-            bound = limit
-            if qhead < nq:
-                ta = arr[queue[qhead]]
-                if clock < ta < bound:
-                    bound = ta
-            if clock + dt > bound:
-                if bound == limit:
-                    wake = clock + dt  # lazily stay here: the next completion is after `limit`
-                    break
-                n = steps_to(b, ctx, bound - clock)
-                dt = jump(b, ctx, n)
             clock += dt
             busy += dt
-            steps += n
-            ctx += b * n
+            # Retire the sequences whose last token this produced (first tokens just queued are due later).
             while heap and heap[0][0] <= steps:
                 i = heappop(heap)[1]
                 e2e[i] = clock - arr[i]
@@ -397,47 +414,6 @@ def _route_jsq(reps: list[_Replica], run: _Run) -> list[int]:
 
 
 # ---------------------------------------------------------------- results
-
-@dataclass(frozen=True)
-class Slo:
-    """Latency targets in ms; None = no target on that metric."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-
-    @classmethod
-    def from_row(cls, row: Any) -> Slo:
-        """The SLO columns of a ROUTES row (blank/NaN = none)."""
-        def get(name: str) -> float | None:
-            value = row.get(name) if hasattr(row, "get") else None
-            try:
-                number = float(value)  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                return None
-            return None if math.isnan(number) else number
-        return cls(get("ttft_slo_ms"), get("tpot_slo_ms"), get("e2e_slo_ms"))
-
-    @property
-    def empty(self) -> bool:
-        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
-
-    def met(self, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
-        """Per request: does it meet every target?  NaN latency (rejected) never does; NaN TPOT (1 token) does."""
-        ok = np.isfinite(e2e_s)
-        if self.ttft_ms is not None:
-            ok &= ttft_s * 1000.0 <= self.ttft_ms
-        if self.tpot_ms is not None:
-            ok &= ~(tpot_s * 1000.0 > self.tpot_ms)
-        if self.e2e_ms is not None:
-            ok &= e2e_s * 1000.0 <= self.e2e_ms
-        return ok
-
-    def describe(self) -> str:
-        parts = [f"{name} {value:g} ms" for name, value in
-                 (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms), ("e2e", self.e2e_ms)) if value is not None]
-        return ", ".join(parts) or "no SLO"
-
 
 PERCENTILES = (50, 95, 99)
 METRICS = ("ttft", "tpot", "e2e")
@@ -500,7 +476,7 @@ class SimResult:
 
 # ---------------------------------------------------------------- public entry points
 
-def _check_requests(arrival_s: Sequence[float], input_len: Sequence[int], output_len: Sequence[int]
+def _check_requests(arrival_s: Numbers, input_len: Numbers, output_len: Numbers
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = np.asarray(arrival_s, dtype=float)
     i = np.asarray(input_len)
@@ -516,7 +492,7 @@ def _check_requests(arrival_s: Sequence[float], input_len: Sequence[int], output
     return t, i.astype(np.int64), o.astype(np.int64)
 
 
-def simulate(curve: CurveLike, arrival_s: Sequence[float], input_len: Sequence[int], output_len: Sequence[int],
+def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_len: Numbers,
              replicas: int = 1, router: str = "jsq", slo: Slo | None = None) -> SimResult:
     """Simulate `replicas` replicas of `curve` serving the given requests.
 
@@ -546,189 +522,26 @@ def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: li
                      len(reps), router, np.array([rep.busy_s for rep in reps]), slo, attainment)
 
 
-# ---------------------------------------------------------------- synthetic lengths
-
-# Quantile levels of the ROUTES length columns, and the level of the knots at either end.
-LENGTH_KNOTS = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
-MIN_TOKENS = 1.0
-
-
-@dataclass(frozen=True)
-class LengthSampler:
-    """A piecewise inverse CDF through (0, low), the route's quantiles and (1, high).
-
-    Between knots the length is interpolated linearly, or geometrically
-    (linear in log length) when `log_scale`: heavy-tailed length tables
-    often have a mean below what linear segments between p50 and p95 imply.
-    low (>= 1 token, <= p50) and high (>= the last quantile) are chosen so the
-    distribution's mean equals the route's mean: linear segments when that
-    works, else geometric ones; `mean_matched` says whether it worked (if not,
-    the closest is used: low = 1, high = the last quantile).  Only a mean
-    given: every request has that length.
-    """
-
-    levels: tuple[float, ...]
-    values: tuple[float, ...]
-    log_scale: bool
-    mean_matched: bool
-
-    @property
-    def mean(self) -> float:
-        return _knots_mean(self.levels, self.values, self.log_scale)
-
-    def sample(self, n: int, seed: Any = 0) -> np.ndarray:
-        """n whole token counts >= 1."""
-        from planner.arrivals import rng
-
-        if len(self.levels) == 1:
-            return np.full(n, max(1, round(self.values[0])), dtype=np.int64)
-        u = rng(seed).uniform(0.0, 1.0, size=n)
-        if self.log_scale:
-            x = np.exp(np.interp(u, self.levels, np.log(self.values)))
-        else:
-            x = np.interp(u, self.levels, self.values)
-        return np.maximum(1, np.rint(x)).astype(np.int64)
-
-
-def _knots_mean(levels: Sequence[float], values: Sequence[float], log_scale: bool) -> float:
-    """Mean of the piecewise (linear or geometric) quantile function through the knots."""
-    if len(levels) == 1:
-        return float(values[0])
-    total = 0.0
-    for j in range(len(levels) - 1):
-        w, x0, x1 = levels[j + 1] - levels[j], values[j], values[j + 1]
-        if log_scale and x1 > x0 > 0:
-            total += w * (x1 - x0) / math.log(x1 / x0)
-        else:
-            total += w * (x0 + x1) / 2
-    return total
-
-
-def _solve(f: Callable[[float], float], target: float, low: float, high: float) -> float:
-    """x in [low, high] with f(x) = target for increasing f (bisection, 60 halvings)."""
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if f(mid) < target else (low, mid)
-    return (low + high) / 2
-
-
-# Largest top tail considered when matching a mean: this many times the last quantile.
-MAX_TAIL_FACTOR = 1000.0
-
-
-def length_sampler(row: Any, prefix: str) -> LengthSampler:
-    """The sampler for a ROUTES row's `input_len` or `output_len` columns (see LengthSampler).
-
-    low = 1 token; high solved so the mean matches, with linear segments when
-    the mean is at least their mean at high = the last quantile, else with
-    geometric ones; a mean below even that is not matched (closest kept).
-    """
-    mean = float(row[f"{prefix}_mean"])
-    knots = _monotone([(u, float(row[f"{prefix}_{name}"])) for u, name in LENGTH_KNOTS
-                       if _finite(row.get(f"{prefix}_{name}") if hasattr(row, "get") else None)])
-    if not knots:
-        return LengthSampler((0.0,), (mean,), False, True)
-    levels = (0.0, *(u for u, _ in knots), 1.0)
-    inner = [max(MIN_TOKENS, x) for _, x in knots]
-    low, top = min(MIN_TOKENS, inner[0]), inner[-1]
-    log_scale = _knots_mean(levels, (low, *inner, top), False) > mean
-    def mean_at(high: float) -> float:
-        return _knots_mean(levels, (low, *inner, high), log_scale)
-    if mean_at(top) > mean:
-        return LengthSampler(levels, (low, *inner, top), True, False)
-    ceiling = top * MAX_TAIL_FACTOR
-    high = _solve(mean_at, mean, top, ceiling) if mean_at(ceiling) >= mean else ceiling
-    return LengthSampler(levels, (low, *inner, high), log_scale, mean_at(ceiling) >= mean)
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _monotone(knots: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Quantiles as given, each raised to at least the one before (a table may round them)."""
-    out: list[tuple[float, float]] = []
-    for u, x in knots:
-        out.append((u, max(x, out[-1][1]) if out else x))
-    return out
-
-
 # ---------------------------------------------------------------- sizing check
 
-# Synthetic requests per simulated check: enough that p99 rests on ~100 requests.
-DEFAULT_SIM_REQUESTS = 10_000
 # Search ceiling when the caller gives none: this many times the analytical count (and at least 64).
 SEARCH_CEILING_FACTOR = 8
 SEARCH_CEILING_MIN = 64
 
 
-@dataclass(frozen=True, eq=False)
-class Requests:
-    """Arrival times (s, sorted) and token lengths of the requests a check simulates, and where they came from."""
-
-    arrival_s: np.ndarray
-    input_len: np.ndarray
-    output_len: np.ndarray
-    source: str
-
-
-def synthetic_requests(route_row: Any, n: int = DEFAULT_SIM_REQUESTS, seed: int = 0,
-                       arrival_s: np.ndarray | None = None,
-                       lengths: tuple[Sequence[int], Sequence[int]] | None = None) -> Requests:
-    """Requests for a route: given arrivals / lengths, else synthetic ones.
-
-    Synthetic arrivals: the route's peak rate (rate_rps x peak_to_mean, as the
-    analytical sizing uses) with gamma gaps of its arrival_cv (Poisson at 1).
-    Synthetic lengths: LengthSampler from the route's mean and quantiles.
-    Given lengths are resampled (bootstrap) to the number of arrivals when the counts differ.
-    """
-    from planner import arrivals as arr
-
-    gen = np.random.default_rng(seed)
-    parts = []
-    if arrival_s is None:
-        rate = float(route_row["rate_rps"]) * float(_or(route_row.get("peak_to_mean"), 1.0))
-        cv = float(_or(route_row.get("arrival_cv"), 1.0))
-        arrival_s = arr.for_route(rate, cv, n, gen)
-        parts.append(f"synthetic arrivals ({rate:.4g} req/s peak, CV {cv:.3g})")
-    else:
-        parts.append("replayed arrivals")
-    count = len(arrival_s)
-    if lengths is None:
-        inp = length_sampler(route_row, "input_len").sample(count, gen)
-        out = length_sampler(route_row, "output_len").sample(count, gen)
-        parts.append("lengths sampled from the route's quantiles")
-    else:
-        inp, out = (np.maximum(1, np.asarray(v, dtype=np.int64)) for v in lengths)
-        if len(inp) != count:
-            pick = gen.integers(0, len(inp), size=count)
-            inp, out = inp[pick], out[pick]
-            parts.append("lengths resampled from the given ones")
-        else:
-            parts.append("given lengths")
-    return Requests(np.asarray(arrival_s, dtype=float), inp, out, ", ".join(parts))
-
-
-def _or(value: Any, default: float) -> float:
-    return float(value) if _finite(value) else default
-
-
-def check_replicas(route_row: Any, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
-                   lengths: tuple[Sequence[int], Sequence[int]] | None = None, slo: Slo | None = None,
+def check_replicas(route: Route, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
+                   lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None,
                    attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
                    n_requests: int = DEFAULT_SIM_REQUESTS) -> SimResult:
     """Simulate `replicas` replicas of `curve` on the route's traffic; attainment against its SLOs.
 
     arrivals / lengths: replay these (e.g. from planner.traffic.read_log);
-    otherwise synthetic (see synthetic_requests).  slo: default from the row.
+    otherwise synthetic (see planner.workload.synthetic_requests).  slo: default: the route's.
     attainment_target is accepted for symmetry with search_replicas (compare
     result.attainment with it).
     """
-    requests = synthetic_requests(route_row, n_requests, seed, arrivals, lengths)
-    return simulate_requests(curve, requests, replicas, router, slo or Slo.from_row(route_row))
+    requests = synthetic_requests(route, n_requests, seed, arrivals, lengths)
+    return simulate_requests(curve, requests, replicas, router, slo or route.slo)
 
 
 def simulate_requests(curve: CurveLike, requests: Requests, replicas: int, router: str = "jsq",
@@ -764,8 +577,8 @@ class ReplicaSearch:
         return self.replicas != self.analytical
 
 
-def search_replicas(route_row: Any, curve: CurveLike, start: int, arrivals: np.ndarray | None = None,
-                    lengths: tuple[Sequence[int], Sequence[int]] | None = None, slo: Slo | None = None,
+def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.ndarray | None = None,
+                    lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None,
                     attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
                     n_requests: int = DEFAULT_SIM_REQUESTS, max_replicas: int | None = None) -> ReplicaSearch:
     """Smallest replica count whose simulated SLO attainment >= attainment_target.
@@ -776,10 +589,10 @@ def search_replicas(route_row: Any, curve: CurveLike, start: int, arrivals: np.n
     sees the same requests (common random numbers).  Raises InputError when the
     route has no SLO.
     """
-    slo = slo or Slo.from_row(route_row)
+    slo = slo or route.slo
     if slo.empty:
-        raise InputError(f"route {route_row.get('name', '')!r}: no SLO to check (ttft_slo_ms, tpot_slo_ms, e2e_slo_ms)")
-    requests = synthetic_requests(route_row, n_requests, seed, arrivals, lengths)
+        raise InputError(f"route {route.name!r}: no SLO to check (ttft_slo_ms, tpot_slo_ms, e2e_slo_ms)")
+    requests = synthetic_requests(route, n_requests, seed, arrivals, lengths)
     start = max(1, int(start))
     ceiling = max_replicas or max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * start)
     results: dict[int, SimResult] = {}
@@ -822,7 +635,7 @@ def _bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> 
 DEFAULT_PREEMPTION_OVERHEAD = 0.10
 
 
-def batch_makespan(curve: CurveLike, lengths: tuple[Sequence[int], Sequence[int]], replicas: int) -> float:
+def batch_makespan(curve: CurveLike, lengths: tuple[Numbers, Numbers], replicas: int) -> float:
     """Seconds until the last of N requests (all submitted at t = 0, split round robin) finishes."""
     inp, out = (np.asarray(v) for v in lengths)
     result = simulate(curve, np.zeros(len(inp)), inp, out, replicas, "round-robin")
@@ -844,7 +657,7 @@ class BatchFleet:
     reason: str = ""
 
 
-def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Sequence[int], Sequence[int]], deadline_s: float,
+def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Numbers, Numbers], deadline_s: float,
                          usd_per_gpu_hour: float, tp: int = 1, spot: bool = False,
                          preemption_overhead: float = DEFAULT_PREEMPTION_OVERHEAD,
                          billing_granularity_hours: float = 0.0, max_replicas: int = 4096) -> BatchFleet:
@@ -877,95 +690,3 @@ def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Sequence[int], Sequenc
                                           f"{deadline_s / 3600:.2f} h deadline")
     return BatchFleet(best is not None, r, wall / factor, wall, deadline_s, r * tp * hours * usd_per_gpu_hour,
                       spot, preemption_overhead if spot else 0.0, reason)
-
-
-# ---------------------------------------------------------------- a plan, simulated
-
-@dataclass(frozen=True, eq=False)
-class RouteSimulation:
-    """One planned route simulated on its fleet: online -> SimResult; batch -> makespan vs deadline."""
-
-    route: str
-    traffic: str
-    option: str
-    replicas: int
-    source: str
-    result: SimResult | None = None
-    makespan_s: float = math.nan
-    deadline_s: float = math.nan
-    note: str = ""
-
-    def record(self) -> dict[str, Any]:
-        """A flat, JSON-safe dict (NaN -> None)."""
-        out: dict[str, Any] = {"route": self.route, "traffic": self.traffic, "option": self.option,
-                               "replicas": self.replicas, "source": self.source, "note": self.note}
-        if self.result is not None:
-            out.update(self.result.summary())
-        if self.traffic == "batch":
-            out.update(makespan_s=self.makespan_s, deadline_s=self.deadline_s)
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
-
-
-def simulate_plan(routes: Any, plan: Any, curves: dict, requests_by_route: dict[str, Requests] | None = None,
-                  seed: int = 0, n_requests: int = DEFAULT_SIM_REQUESTS, router: str = "jsq"
-                  ) -> list[RouteSimulation]:
-    """Simulate every planned (status ok) route of `plan` on the fleet it names.
-
-    routes: the ROUTES frame the plan was made from; curves: fitted curves
-    (planner.plan.load_inputs().curves); requests_by_route: replayed requests
-    per route name (planner.traffic), others get synthetic ones.  Raises
-    InputError for a plan route missing from `routes`, NoCurveError when its
-    curve is not fitted.
-    """
-    from planner.curves import find_curve
-    from planner.plan import plan_option
-
-    by_name = {str(r["name"]): r for r in routes.to_dict("records")}
-    out = []
-    for p in plan.to_dict("records"):
-        if p["status"] != "ok":
-            continue
-        row = by_name.get(str(p["route"]))
-        if row is None:
-            raise InputError(f"plan route {p['route']!r} is not in the routes file")
-        # A plan written before engine_config existed has none: find_curve then prefers the default config.
-        curve = find_curve(curves, p["engine"], p["gpu"], row["model"], p["precision"], int(p["tp"]),
-                           str(p["engine_version"]), p.get("engine_config") or None)
-        option = plan_option(p)
-        given = (requests_by_route or {}).get(str(p["route"]))
-        out.append(_simulate_route(row, curve, int(p["replicas"]), option, given, seed, n_requests, router))
-    return out
-
-
-def _simulate_route(row: dict, curve: CurveLike, replicas: int, option: str, given: Requests | None, seed: int,
-                    n_requests: int, router: str) -> RouteSimulation:
-    if row["traffic"] == "batch":
-        n = int(row["num_requests"])
-        inp = length_sampler(row, "input_len").sample(n, seed)
-        out = length_sampler(row, "output_len").sample(n, seed + 1)
-        makespan = batch_makespan(curve, (inp, out), replicas)
-        deadline = float(row["deadline_hours"]) * 3600.0
-        note = "meets the deadline" if makespan <= deadline else "MISSES the deadline"
-        return RouteSimulation(row["name"], "batch", option, replicas, "lengths sampled from the route's quantiles",
-                               makespan_s=makespan, deadline_s=deadline, note=note)
-    requests = given or synthetic_requests(row, n_requests, seed)
-    result = simulate_requests(curve, requests, replicas, router, Slo.from_row(row))
-    return RouteSimulation(row["name"], "online", option, replicas, requests.source, result)
-
-
-def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:
-    """One block of text lines per route: attainment and p50/p95/p99 of TTFT, TPOT and e2e (ms)."""
-    lines = []
-    for s in sims:
-        head = f"{s.route} ({s.traffic}, {s.option} x{s.replicas}): {s.source}"
-        if s.result is None:
-            lines += [head, f"  makespan {s.makespan_s / 3600:.2f} h vs deadline {s.deadline_s / 3600:.2f} h: {s.note}"]
-            continue
-        r = s.result
-        att = "n/a (no SLO)" if math.isnan(r.attainment) else f"{r.attainment * 100:.2f}%"
-        lines += [head, f"  {r.n} requests, SLO ({r.slo.describe()}) attainment {att}"
-                  + (f", {r.rejected} rejected (longer than the KV cache)" if r.rejected else "")]
-        for metric in METRICS:
-            values = "  ".join(f"p{p} {r.percentile_ms(metric, p):9.1f}" for p in PERCENTILES)
-            lines.append(f"  {metric.upper():5s} ms  {values}")
-    return lines

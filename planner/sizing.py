@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from fleetfacts.errors import InputError
 from planner import queueing
+from planner.curves import CurveLike
+from planner.routes import Route
 
 log = logging.getLogger(__name__)
 
-# Latency percentile columns of the ROUTES schema, and the z-score of each under a lognormal.
-LENGTH_PERCENTILES = (50, 95, 99)
-Z_SCORES = {95: 1.6449, 99: 2.3263}
 # Concurrency candidates evaluated below the latency limit: fractions of it.  A smaller C leaves
 # more TTFT budget for queueing, which can need fewer replicas when the TTFT SLO is tight.
 CONCURRENCY_FRACTIONS = (1.0, 0.5, 0.25, 0.125)
@@ -36,20 +34,9 @@ PREDICTION_CACHE_SIZE = 1 << 17
 PROVENANCE_ORDER = ("measured", "published", "predicted", "extrapolated")
 
 
-class CurveLike(Protocol):
-    """What sizing needs of a planner.curves.Curve (tests use a fake)."""
-
-    has_latency: bool
-
-    def max_batch(self, input_len: float, output_len: float) -> int: ...
-    def predict_offline(self, input_len: float, output_len: float, batch_size: int) -> Any: ...
-    def predict_concurrency(self, input_len: float, output_len: float, concurrency: float) -> Any: ...
-    def saturated(self, input_len: float, output_len: float) -> Any: ...
-
-
 @dataclass(frozen=True)
 class Policy:
-    """Sizing assumptions (set from planner.plan.Assumptions).
+    """Sizing assumptions (set from planner.assumptions.Assumptions).
 
     utilisation_cap: highest peak utilisation allowed; batch_efficiency: share of
     a batch job's wall time spent at predicted throughput; default_service_cv2:
@@ -59,40 +46,6 @@ class Policy:
     utilisation_cap: float = 0.95
     batch_efficiency: float = 0.9
     default_service_cv2: float = 1.0
-
-
-@dataclass(frozen=True)
-class Route:
-    """A validated ROUTES row with the lengths the sizing uses."""
-
-    name: str
-    model: str
-    traffic: str
-    rate_rps: float
-    peak_to_mean: float
-    arrival_cv: float
-    num_requests: int
-    jobs_per_month: float
-    deadline_hours: float
-    input_len: float
-    output_len: float
-    input_len_pct: float
-    output_len_pct: float
-    output_cv2: float | None
-    slo_percentile: float
-    ttft_slo_ms: float
-    tpot_slo_ms: float
-    e2e_slo_ms: float
-    updates_per_month: float
-
-    @property
-    def peak_rps(self) -> float:
-        return self.rate_rps * self.peak_to_mean
-
-    @property
-    def output_tokens_per_month_factor(self) -> float:
-        """Output tokens per second of wall time (online) -- multiply by seconds/month."""
-        return self.rate_rps * self.output_len
 
 
 @dataclass(frozen=True)
@@ -124,65 +77,6 @@ class Sizing:
     provenance: str
     note: str = ""
     miss_ratio: float = 0.0
-
-
-# ---------------------------------------------------------------- routes
-
-def route_from_row(row: Mapping[str, Any]) -> Route:
-    """Build a Route from a validated ROUTES row (planner.plan.validate_routes checks the columns)."""
-    pct = float(row["slo_percentile"])
-    return Route(
-        name=str(row["name"]), model=str(row["model"]), traffic=str(row["traffic"]),
-        rate_rps=_num(row["rate_rps"]), peak_to_mean=_num(row["peak_to_mean"], 1.0),
-        arrival_cv=_num(row["arrival_cv"], 1.0), num_requests=int(_num(row["num_requests"], 0)),
-        jobs_per_month=_num(row["jobs_per_month"], 0.0), deadline_hours=_num(row["deadline_hours"]),
-        input_len=float(row["input_len_mean"]), output_len=float(row["output_len_mean"]),
-        input_len_pct=length_at_percentile(row, "input_len", pct),
-        output_len_pct=length_at_percentile(row, "output_len", pct),
-        output_cv2=length_cv2(row, "output_len"), slo_percentile=pct,
-        ttft_slo_ms=_num(row["ttft_slo_ms"]), tpot_slo_ms=_num(row["tpot_slo_ms"]),
-        e2e_slo_ms=_num(row["e2e_slo_ms"]), updates_per_month=_num(row["model_updates_per_month"], 0.0),
-    )
-
-
-def _num(value: object, default: float = math.nan) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return default
-    return default if math.isnan(number) else number
-
-
-def length_at_percentile(row: Mapping[str, Any], prefix: str, percentile: float) -> float:
-    """The route's length at the SLO percentile: the first given column at or above it, else the mean.
-
-    Never below the mean (a conservative choice for skewed length distributions).
-    """
-    mean = float(row[f"{prefix}_mean"])
-    for p in LENGTH_PERCENTILES:
-        if p >= percentile and not math.isnan(_num(row.get(f"{prefix}_p{p}"))):
-            return max(mean, float(row[f"{prefix}_p{p}"]))
-    return mean
-
-
-def length_cv2(row: Mapping[str, Any], prefix: str) -> float | None:
-    """Squared CV of a length distribution assumed lognormal, from its median and tail or mean.
-
-    sigma = ln(p95/p50)/1.645, ln(p99/p50)/2.326 or sqrt(2 ln(mean/p50)); the
-    largest sigma given wins; cv^2 = exp(sigma^2) - 1.  None without a median.
-    """
-    median = _num(row.get(f"{prefix}_p50"))
-    if math.isnan(median):
-        return None
-    sigmas = [0.0]
-    mean = _num(row.get(f"{prefix}_mean"))
-    if mean > median:
-        sigmas.append(math.sqrt(2.0 * math.log(mean / median)))
-    for p, z in Z_SCORES.items():
-        tail = _num(row.get(f"{prefix}_p{p}"))
-        if tail > median:
-            sigmas.append(math.log(tail / median) / z)
-    return math.expm1(max(sigmas) ** 2)
 
 
 # ---------------------------------------------------------------- memoised predictions
@@ -236,10 +130,10 @@ class _Point:
     def misses(self, route: Route) -> list[tuple[float, str]]:
         """(ratio - 1, description) for each SLO the point misses before queueing."""
         out = []
-        for metric, predicted, target in (("TPOT", self.tpot_ms, route.tpot_slo_ms),
-                                          ("TTFT", self.ttft_ms, route.ttft_slo_ms),
-                                          ("end-to-end latency", self.e2e_ms, route.e2e_slo_ms)):
-            if not math.isnan(target) and predicted > target:
+        for metric, predicted, target in (("TPOT", self.tpot_ms, route.slo.tpot_ms),
+                                          ("TTFT", self.ttft_ms, route.slo.ttft_ms),
+                                          ("end-to-end latency", self.e2e_ms, route.slo.e2e_ms)):
+            if target is not None and predicted > target:
                 out.append((predicted / target - 1.0,
                             f"p{route.slo_percentile:g} {metric} by {_ms(predicted - target)} ms at concurrency "
                             f"{self.concurrency} (predicted {_ms(predicted)} ms, SLO {target:g} ms)"))
@@ -294,9 +188,9 @@ def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy
 
 
 def _wait_budget_s(point: _Point, route: Route) -> float:
-    budgets = [target - predicted for target, predicted in ((route.ttft_slo_ms, point.ttft_ms),
-                                                             (route.e2e_slo_ms, point.e2e_ms))
-               if not math.isnan(target)]
+    budgets = [target - predicted for target, predicted in ((route.slo.ttft_ms, point.ttft_ms),
+                                                             (route.slo.e2e_ms, point.e2e_ms))
+               if target is not None]
     return min(budgets) / 1000.0 if budgets else math.inf
 
 

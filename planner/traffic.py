@@ -246,7 +246,9 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
             if not isinstance(record, dict):
                 bad.append(number)
                 continue
-            usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+            usage = record.get("usage")
+            if not isinstance(usage, dict):
+                usage = {}
             records.append({**{k: v for k, v in usage.items() if k in GENERIC_COLUMNS}, **record, "line": number})
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame({"line": []})
     for column in frame.columns:
@@ -533,12 +535,12 @@ def summary_lines(traffic: TrafficLog, stats: Sequence[RouteTraffic], left_out: 
     for s in stats:
         out.append(f"route {s.route}: {s.requests} requests, mean {s.rate_rps:.4g} req/s, peak minute "
                    f"{s.peak_rps:.4g} req/s (x{s.peak_to_mean:.2f}), arrival CV {s.arrival_cv:.2f}, "
-                   f"input mean/p50/p95/p99 {_q(s.input)}, output {_q(s.output)}"
+                   f"input mean/p50/p95/p99 {_lengths_text(s.input)}, output {_lengths_text(s.output)}"
                    + (", diurnal profile derived" if s.diurnal is not None else ""))
     return out
 
 
-def _q(lengths: LengthStats) -> str:
+def _lengths_text(lengths: LengthStats) -> str:
     return "/".join(f"{v:.0f}" for v in (lengths.mean, lengths.p50, lengths.p95, lengths.p99))
 
 
@@ -549,27 +551,3 @@ def log_to_routes(path: str | Path, fmt: str | None = None, route: str | None = 
     stats, left_out = route_traffic(traffic)
     return routes_frame(stats, traffic, model, **slos), summary_lines(traffic, stats, left_out)
 
-
-def replay_requests(path: str | Path, routes: pd.DataFrame, fmt: str | None = None, route: str | None = None
-                    ) -> dict:
-    """Requests of a log, per route name of `routes`, for planner.simulate (replay).
-
-    A log without a route column feeds `route`, or the only online route.
-    Raises InputError when a log route matches no route of `routes`.
-    """
-    from planner.simulate import Requests
-
-    online = [str(n) for n, t in zip(routes["name"], routes["traffic"], strict=True) if t == "online"]
-    if route is None and len(online) == 1:
-        route = online[0]
-    traffic = read_log(path, fmt, route)
-    out = {}
-    for name, group in traffic.requests.groupby("route", sort=True):
-        if str(name) not in set(routes["name"].astype(str)):
-            raise InputError(f"{path}: log route {name!r} is not in the routes file (routes: {', '.join(online)}); "
-                             f"name it with --route")
-        t = group["t_s"].to_numpy(dtype=float)
-        out[str(name)] = Requests(t - t[0], np.maximum(1, group["input_len"].to_numpy()),
-                                  np.maximum(1, group["output_len"].to_numpy()),
-                                  f"replayed {len(group)} requests from {Path(path).name}")
-    return out

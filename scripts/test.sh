@@ -11,6 +11,6 @@ python3 -m venv .venv
 [ -f .ci/setup_test_server.sh ] && bash .ci/setup_test_server.sh
 [ -f .ci/setup_browser.sh ] && bash .ci/setup_browser.sh
 .venv/bin/ruff check .
-.venv/bin/lint-imports       # [tool.importlinter] in pyproject.toml: measure and planner meet only in fleetfacts
-.venv/bin/mypy                # [tool.mypy]: measure/, fleetfacts/
+.venv/bin/lint-imports       # [tool.importlinter] in pyproject.toml: planner's layers; measure and planner meet only in fleetfacts
+.venv/bin/mypy                # [tool.mypy]: fleetfacts/, measure/, planner/
 .venv/bin/python -m pytest -q "$@"

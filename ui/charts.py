@@ -21,7 +21,7 @@ import pandas as pd
 
 from planner.costs import breakeven_updates, monthly_total_vs_updates
 from planner.curves import engine_label, group_key, version_order
-from planner.plan import option_label, plan_option
+from planner.options import option_label, plan_option
 
 PROVENANCE = ("measured", "published", "predicted", "extrapolated")
 PROVENANCE_SHAPES = ("circle", "square", "diamond", "triangle-up")

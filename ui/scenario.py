@@ -27,8 +27,9 @@ import pandas as pd
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import ENGINE_OPS, PRICES, ROUTES, Schema, slug, split_list, validate_frame
+from planner.assumptions import Assumptions
 from planner.curves import engine_label
-from planner.plan import Assumptions, Inputs, PlanResult, make_plan, validate_routes, write_plan
+from planner.plan import Catalog, PlanResult, make_plan, validate_routes, write_plan
 from planner.traffic import log_to_routes
 
 SCENARIO_FORMAT = "fleetplan-scenario"
@@ -265,7 +266,7 @@ def scenario_assumptions(settings: Settings, base: Assumptions | None = None) ->
                    engineer_usd_per_hour=rate)
 
 
-def plan_scenario(routes: pd.DataFrame, inputs: Inputs, settings: Settings, assumptions: Assumptions | None = None,
+def plan_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assumptions: Assumptions | None = None,
                   prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None) -> PlanResult:
     """Plan the routes under the scenario (growth, allow-lists, price factor, tables); raises InputError."""
     tables = replace(inputs, prices_df=scale_prices(inputs.prices_df if prices is None else prices,
@@ -275,7 +276,7 @@ def plan_scenario(routes: pd.DataFrame, inputs: Inputs, settings: Settings, assu
     return make_plan(apply_settings(typed, settings), tables, scenario_assumptions(settings, assumptions))
 
 
-def sensitivity_table(routes: pd.DataFrame, inputs: Inputs, settings: Settings,
+def sensitivity_table(routes: pd.DataFrame, inputs: Catalog, settings: Settings,
                       assumptions: Assumptions | None = None, prices: pd.DataFrame | None = None,
                       ops: pd.DataFrame | None = None, growths: Sequence[float] = SENSITIVITY_GROWTH,
                       price_factors: Sequence[float] = SENSITIVITY_PRICE) -> pd.DataFrame:
@@ -290,7 +291,7 @@ def sensitivity_table(routes: pd.DataFrame, inputs: Inputs, settings: Settings,
     return pd.DataFrame(rows)
 
 
-def timed_plan(routes: pd.DataFrame, inputs: Inputs, settings: Settings, assumptions: Assumptions | None = None,
+def timed_plan(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assumptions: Assumptions | None = None,
                prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None) -> tuple[PlanResult, float]:
     """plan_scenario and the seconds it took."""
     start = time.perf_counter()

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from fleetfacts.schema import PROFILE, validate_frame
+from planner.assumptions import Assumptions
 from planner.costs import breakeven_updates
-from planner.plan import Assumptions, load_inputs, load_routes, make_plan
+from planner.plan import load_inputs, load_routes, make_plan
 from tests.planner import fakes
 from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile
 from ui import charts

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PLAN
 from planner import costs
+from planner.assumptions import Assumptions
+from planner.options import plan_option
 from planner.plan import (
-    Assumptions,
-    Inputs,
+    Catalog,
     load_inputs,
     load_routes,
     make_plan,
-    plan_option,
     read_plan,
     validate_routes,
     write_plan,
@@ -32,7 +32,7 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def inputs(files) -> Inputs:
+def inputs(files) -> Catalog:
     return load_inputs(files["profiles"], files["prices"], files["ops"])
 
 
@@ -40,11 +40,11 @@ def routes(*rows: dict) -> pd.DataFrame:
     return pd.DataFrame(list(rows))
 
 
-def with_prices(inputs: Inputs, **usd: float) -> Inputs:
+def with_prices(inputs: Catalog, **usd: float) -> Catalog:
     prices = inputs.prices_df.copy()
     for gpu, value in usd.items():
         prices.loc[prices["gpu"] == gpu, "usd_per_gpu_hour"] = value
-    return Inputs(inputs.curves, prices, inputs.ops_df, inputs.profiles_df)
+    return Catalog(inputs.curves, prices, inputs.ops_df, inputs.profiles_df)
 
 
 def test_plan_recommends_the_cheapest_feasible_option(inputs):
@@ -125,7 +125,7 @@ def test_allow_lists_restrict_the_options(inputs):
 
 def test_unpriced_gpu_is_an_infeasible_option_with_a_reason(inputs):
     prices = inputs.prices_df[inputs.prices_df["gpu"] != "h200"]
-    result = make_plan(routes(online_route()), Inputs(inputs.curves, prices, inputs.ops_df, inputs.profiles_df))
+    result = make_plan(routes(online_route()), Catalog(inputs.curves, prices, inputs.ops_df, inputs.profiles_df))
     h200 = result.options[result.options["gpu"] == "h200"].iloc[0]
     assert not h200["feasible"] and h200["reason"] == "no price for gpu h200 (on-demand)"
     assert result.plan.iloc[0]["status"] == "ok"
@@ -133,7 +133,7 @@ def test_unpriced_gpu_is_an_infeasible_option_with_a_reason(inputs):
 
 def test_missing_engine_ops_row_makes_the_option_infeasible(inputs):
     ops = inputs.ops_df[inputs.ops_df["engine"] != "trtllm"]
-    result = make_plan(routes(online_route()), Inputs(inputs.curves, inputs.prices_df, ops, inputs.profiles_df))
+    result = make_plan(routes(online_route()), Catalog(inputs.curves, inputs.prices_df, ops, inputs.profiles_df))
     trt = result.options[result.options["engine"] == "trtllm"].iloc[0]
     assert not trt["feasible"] and "no engine-ops row for trtllm 1.0.0" in trt["reason"]
 
@@ -274,7 +274,7 @@ def test_a_curve_that_cannot_predict_is_an_infeasible_option(inputs):
             raise NoCurveError("cannot predict this shape")
 
     curves = {key(gpu="h100"): Refusing(key(gpu="h100"))}
-    result = make_plan(routes(online_route()), Inputs(curves, inputs.prices_df, inputs.ops_df, inputs.profiles_df))
+    result = make_plan(routes(online_route()), Catalog(curves, inputs.prices_df, inputs.ops_df, inputs.profiles_df))
     assert result.plan.iloc[0]["status"] == "infeasible"
     assert "cannot predict this shape" in result.plan.iloc[0]["notes"]
 
@@ -282,7 +282,7 @@ def test_a_curve_that_cannot_predict_is_an_infeasible_option(inputs):
 # ---------------------------------------------------------------- engine config (tuned vs default settings)
 
 @pytest.fixture(scope="module")
-def tuned_inputs(tmp_path_factory) -> Inputs:
+def tuned_inputs(tmp_path_factory) -> Catalog:
     files = write_synthetic_inputs(tmp_path_factory.mktemp("tuned"))
     write_tuned_profile(files["profiles"])
     return load_inputs(files["profiles"], files["prices"], files["ops"])
@@ -309,7 +309,7 @@ def test_the_plan_says_which_settings_its_recommendation_assumes(tuned_inputs, t
 
 
 def test_simulating_a_plan_uses_the_curve_of_its_config(tuned_inputs):
-    from planner.simulate import simulate_plan
+    from planner.plan_check import simulate_plan
 
     route = routes(online_route(rate_rps=40, **VLLM_H100))
     plan = make_plan(route, tuned_inputs).plan

@@ -1,4 +1,4 @@
-"""make_plan(simulate=True): online fleets are checked by simulating the route's traffic."""
+"""make_plan(check_by_simulation=True): online fleets are checked by simulating the route's traffic."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.plan import Assumptions, load_inputs, load_routes, make_plan
+from planner.assumptions import Assumptions
+from planner.plan import load_inputs, load_routes, make_plan
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
 
@@ -18,7 +19,7 @@ def bundled():
 
 def test_simulated_plan_meets_the_attainment_target_for_every_online_route(bundled):
     inputs, routes = bundled
-    plan = make_plan(routes, inputs, Assumptions(), simulate=True).plan
+    plan = make_plan(routes, inputs, Assumptions(), check_by_simulation=True).plan
     online = plan[(plan.traffic == "online") & (plan.status == "ok")]
     assert len(online) >= 2
     assert (online.sim_attainment >= 0.99).all()
@@ -27,8 +28,8 @@ def test_simulated_plan_meets_the_attainment_target_for_every_online_route(bundl
 
 def test_trace_route_replays_its_log_and_states_both_sizings_when_they_differ(bundled):
     inputs, routes = bundled
-    analytical = make_plan(routes, inputs, Assumptions(), simulate=False).options
-    simulated = make_plan(routes, inputs, Assumptions(), simulate=True).options
+    analytical = make_plan(routes, inputs, Assumptions(), check_by_simulation=False).options
+    simulated = make_plan(routes, inputs, Assumptions(), check_by_simulation=True).options
     code = simulated[(simulated.route == "code-completion") & simulated.sim_replicas.notna()]
     assert len(code) >= 1
     differs = code[code.sim_replicas != code.analytical_replicas]
@@ -40,14 +41,14 @@ def test_trace_route_replays_its_log_and_states_both_sizings_when_they_differ(bu
 
 def test_a_stricter_attainment_target_never_needs_fewer_gpus(bundled):
     inputs, routes = bundled
-    loose = make_plan(routes, inputs, Assumptions(slo_attainment=0.9), simulate=True).plan
-    strict = make_plan(routes, inputs, Assumptions(slo_attainment=0.999), simulate=True).plan
+    loose = make_plan(routes, inputs, Assumptions(slo_attainment=0.9), check_by_simulation=True).plan
+    strict = make_plan(routes, inputs, Assumptions(slo_attainment=0.999), check_by_simulation=True).plan
     assert strict.gpus.sum() >= loose.gpus.sum()
 
 
 def test_batch_route_gets_a_simulated_deadline_feasible_fleet(bundled):
     inputs, routes = bundled
-    plan = make_plan(routes, inputs, Assumptions(), simulate=True).plan
+    plan = make_plan(routes, inputs, Assumptions(), check_by_simulation=True).plan
     batch = plan[plan.traffic == "batch"].iloc[0]
     assert batch.status == "ok" and batch.sim_replicas == batch.replicas
     hours = float(batch.notes.split("finish in ")[1].split(" h")[0])

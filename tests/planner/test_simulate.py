@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from fleetfacts.errors import InputError
-from planner import arrivals
 from planner import simulate as sim
+from planner.routes import Route, Slo
+from planner.workload import gamma, poisson
 from tests.planner.sim_fakes import CurvedStepCurve, SimCurve
 
 ROUTE = {"name": "chat", "rate_rps": 20.0, "peak_to_mean": 1.0, "arrival_cv": 1.0, "input_len_mean": 800.0,
@@ -20,7 +21,7 @@ ROUTE = {"name": "chat", "rate_rps": 20.0, "peak_to_mean": 1.0, "arrival_cv": 1.
 
 def workload(n: int = 3000, rate: float = 40.0, seed: int = 0, cv: float = 1.0):
     gen = np.random.default_rng(seed)
-    t = arrivals.gamma(rate, cv, n, gen)
+    t = gamma(rate, cv, n, gen)
     return t, gen.integers(1, 4000, n), gen.integers(1, 500, n)
 
 
@@ -72,7 +73,7 @@ def test_every_request_finishes_exactly_once(curve, router, replicas):
 
 def test_a_request_larger_than_the_kv_cache_is_rejected_not_lost():
     result = sim.simulate(SimCurve(kv_cache_tokens=1000), [0.0, 0.1, 0.2], [100, 2000, 100], [10, 10, 10],
-                          slo=sim.Slo(ttft_ms=1e6))
+                          slo=Slo(ttft_ms=1e6))
     assert result.rejected == 1 and math.isnan(result.e2e_s[1])
     assert list(result.completions) == [1, 0, 1]
     assert result.attainment == pytest.approx(2 / 3)
@@ -122,7 +123,7 @@ def test_round_robin_assigns_in_turn_and_jsq_avoids_busy_replicas():
 def test_jsq_beats_round_robin_on_mean_latency_with_heavy_tailed_outputs(seed):
     gen = np.random.default_rng(seed)
     n = 4000
-    t = arrivals.poisson(50.0, n, gen)
+    t = poisson(50.0, n, gen)
     o = np.minimum(1 + gen.pareto(1.2, n) * 40, 4000).astype(int)
     jsq = sim.simulate(SimCurve(max_num_seqs=16), t, np.full(n, 300), o, 4, "jsq")
     rr = sim.simulate(SimCurve(max_num_seqs=16), t, np.full(n, 300), o, 4, "round-robin")
@@ -148,9 +149,9 @@ def test_affine_closed_forms_match_direct_calls():
 
 
 def test_slo_attainment_counts_requests_meeting_every_target():
-    result = sim.simulate(SimCurve(), [0.0], [1000], [50], slo=sim.Slo(ttft_ms=1e6, tpot_ms=1e-3))
+    result = sim.simulate(SimCurve(), [0.0], [1000], [50], slo=Slo(ttft_ms=1e6, tpot_ms=1e-3))
     assert result.attainment == 0.0
-    ok = sim.simulate(SimCurve(), [0.0], [1000], [50], slo=sim.Slo(ttft_ms=1e6, tpot_ms=1e6, e2e_ms=1e6))
+    ok = sim.simulate(SimCurve(), [0.0], [1000], [50], slo=Slo(ttft_ms=1e6, tpot_ms=1e6, e2e_ms=1e6))
     assert ok.attainment == 1.0
     assert math.isnan(sim.simulate(SimCurve(), [0.0], [10], [5]).attainment)
 
@@ -163,30 +164,21 @@ def test_bad_arguments_raise_input_error(bad):
         sim.simulate(SimCurve(), **args)
 
 
-def test_length_sampler_reproduces_quantiles_and_mean():
-    sampler = sim.length_sampler(ROUTE, "input_len")
-    x = sampler.sample(200_000, 1)
-    assert sampler.mean_matched and np.mean(x) == pytest.approx(800.0, rel=0.02)
-    assert np.percentile(x, [50, 95, 99]) == pytest.approx([600, 2000, 3000], rel=0.03)
-    only_mean = sim.length_sampler({"output_len_mean": 42.0}, "output_len")
-    assert set(only_mean.sample(10)) == {42}
-
-
 def test_search_finds_the_smallest_fleet_meeting_the_target():
-    found = sim.search_replicas(ROUTE, SimCurve(), start=1, n_requests=3000, attainment_target=0.99)
+    found = sim.search_replicas(Route.from_row(ROUTE), SimCurve(), start=1, n_requests=3000, attainment_target=0.99)
     assert found.feasible and found.replicas >= 1
     tried = dict(found.tried)
     assert tried[found.replicas] >= 0.99
     if found.replicas > 1:
-        below = sim.check_replicas(ROUTE, SimCurve(), found.replicas - 1, n_requests=3000)
+        below = sim.check_replicas(Route.from_row(ROUTE), SimCurve(), found.replicas - 1, n_requests=3000)
         assert below.attainment < 0.99
-    again = sim.search_replicas(ROUTE, SimCurve(), start=found.replicas + 5, n_requests=3000)
+    again = sim.search_replicas(Route.from_row(ROUTE), SimCurve(), start=found.replicas + 5, n_requests=3000)
     assert again.replicas == found.replicas and again.differs
 
 
 def test_search_reports_an_unreachable_slo():
     route = ROUTE | {"tpot_slo_ms": 1.0}  # below one decode step: no fleet meets it
-    found = sim.search_replicas(route, SimCurve(), start=2, n_requests=500, max_replicas=16)
+    found = sim.search_replicas(Route.from_row(route), SimCurve(), start=2, n_requests=500, max_replicas=16)
     assert not found.feasible and found.attainment < 0.99
 
 

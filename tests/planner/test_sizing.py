@@ -9,18 +9,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import sizing
-from planner.sizing import Policy, Route, size_batch, size_online
+from planner.routes import LengthDistribution, Route, Slo
+from planner.sizing import Policy, size_batch, size_online
 from tests.planner.fakes import FakeCurve, key
 
 CURVE = FakeCurve(key())
 
 
 def route(**values) -> Route:
+    """A Route with only mean lengths (so the lengths at the SLO percentile are the means, and no output CV)."""
     base = dict(name="r", model="llama-3.1-8b", traffic="online", rate_rps=10.0, peak_to_mean=1.0, arrival_cv=1.0,
                 num_requests=0, jobs_per_month=30.0, deadline_hours=math.nan, input_len=1000.0, output_len=200.0,
-                input_len_pct=1000.0, output_len_pct=200.0, output_cv2=None, slo_percentile=95.0,
-                ttft_slo_ms=1000.0, tpot_slo_ms=50.0, e2e_slo_ms=math.nan, updates_per_month=0.0)
-    return Route(**(base | values))
+                slo_percentile=95.0, ttft_slo_ms=1000.0, tpot_slo_ms=50.0, e2e_slo_ms=math.nan, updates_per_month=0.0)
+    v = base | values
+    targets = [v.pop(f"{metric}_slo_ms") for metric in ("ttft", "tpot", "e2e")]
+    slo = Slo(*(None if math.isnan(t) else t for t in targets))
+    lengths = LengthDistribution(v.pop("input_len")), LengthDistribution(v.pop("output_len"))
+    return Route(**v, input=lengths[0], output=lengths[1], slo=slo)
 
 
 def batch(**values) -> Route:
@@ -146,14 +151,3 @@ def test_predictions_are_memoised_per_curve_and_shape():
     calls = len(curve.calls)
     size_online(curve, route(rate_rps=77.0), 1)
     assert len(curve.calls) == calls
-
-
-def test_length_percentiles_and_spread_from_the_route_row():
-    row = {"input_len_mean": 800.0, "input_len_p50": 500.0, "input_len_p95": 3000.0, "input_len_p99": math.nan,
-           "output_len_mean": 200.0, "output_len_p50": 150.0, "output_len_p95": 600.0, "output_len_p99": math.nan}
-    assert sizing.length_at_percentile(row, "input_len", 95) == 3000.0
-    assert sizing.length_at_percentile(row, "input_len", 99) == 800.0   # no p99: the mean
-    assert sizing.length_at_percentile(row, "input_len", 90) == 3000.0  # next percentile up
-    sigma = math.log(600 / 150) / 1.6449
-    assert sizing.length_cv2(row, "output_len") == pytest.approx(math.expm1(sigma**2))
-    assert sizing.length_cv2({"output_len_mean": 3.0, "output_len_p50": math.nan}, "output_len") is None

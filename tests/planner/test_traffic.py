@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import write_table
-from planner import arrivals, traffic
+from fleetfacts.schema import ROUTES, write_table
+from planner import traffic, workload
 from planner.cli import main
 from planner.plan import load_routes
 from tests.conftest import REPO
@@ -55,7 +55,6 @@ def test_routes_frame_is_a_valid_routes_table(tmp_path):
     stats, _ = traffic.route_traffic(log)
     frame = traffic.routes_frame(stats, log, model="llama-3.1-8b", ttft_slo_ms=300, tpot_slo_ms=30)
     out = tmp_path / "routes.csv"
-    from fleetfacts.schema import ROUTES
     write_table(frame, out, ROUTES)
     routes = load_routes(out)
     row = routes.iloc[0]
@@ -145,7 +144,7 @@ def test_missing_column_for_the_forced_format(tmp_path):
 
 def test_diurnal_profile_recovered_from_a_two_day_log(tmp_path):
     multipliers = np.array([0.5] * 8 + [1.5] * 8 + [1.0] * 8)
-    t = arrivals.diurnal(0.5, multipliers, 10 * 86_400.0, seed=4)
+    t = workload.diurnal(0.5, multipliers, 10 * 86_400.0, seed=4)
     frame = pd.DataFrame({"timestamp": 1_767_225_600 + t, "prompt_tokens": 100, "completion_tokens": 10})
     path = tmp_path / "days.csv"
     frame.to_csv(path, index=False)

@@ -1,4 +1,11 @@
-"""Seeded generators of request arrival times (seconds from the first arrival's clock start).
+"""The workload a fleet serves: arrival times, and the requests (arrivals + token lengths) a simulation runs.
+
+Requests: `synthetic_requests(route)` (arrivals at the route's peak rate with
+its burstiness, lengths drawn from its LengthDistributions), or replayed from a
+request log: `replay_requests(log, routes)` per route name, and
+`route_log_requests(route)` for a route's own `log` column.
+
+Seeded generators of request arrival times (seconds from the first arrival's clock start):
 
 - `poisson(rate, n)`: exponential gaps, CV 1.
 - `gamma(rate, cv, n)`: a renewal process with gamma gaps of the given CV
@@ -17,10 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from fleetfacts.errors import InputError
+from planner.routes import Route
+from planner.traffic import read_log
 
 HOURS_PER_DAY = 24
 SECONDS_PER_HOUR = 3600.0
@@ -28,6 +40,8 @@ SECONDS_PER_HOUR = 3600.0
 MIN_GAMMA_CV = 1e-6
 
 Seed = int | np.random.Generator | None
+# Arrival times or token counts: a sequence or a 1-D numpy array.
+Numbers = Sequence[float] | np.ndarray
 
 
 def rng(seed: Seed) -> np.random.Generator:
@@ -117,3 +131,85 @@ def rate_and_cv(times: np.ndarray) -> tuple[float, float]:
     if gaps.size < 2 or gaps.sum() <= 0:
         raise InputError(f"need at least 3 arrivals spread over time to estimate a rate and CV, got {gaps.size + 1}")
     return gaps.size / float(gaps.sum()), float(gaps.std() / gaps.mean())
+
+
+# ---------------------------------------------------------------- requests
+
+# Synthetic requests per simulated check: enough that p99 rests on ~100 requests.
+DEFAULT_SIM_REQUESTS = 10_000
+
+
+@dataclass(frozen=True, eq=False)
+class Requests:
+    """Arrival times (s, sorted) and token lengths of the requests a check simulates, and where they came from."""
+
+    arrival_s: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    source: str
+
+
+def synthetic_requests(route: Route, n: int = DEFAULT_SIM_REQUESTS, seed: int = 0,
+                       arrival_s: np.ndarray | None = None,
+                       lengths: tuple[Numbers, Numbers] | None = None) -> Requests:
+    """Requests for a route: given arrivals / lengths, else synthetic ones.
+
+    Synthetic arrivals: the route's peak rate (rate_rps x peak_to_mean, as the
+    analytical sizing uses) with gamma gaps of its arrival_cv (Poisson at 1).
+    Synthetic lengths: drawn from the route's LengthDistributions.
+    Given lengths are resampled (bootstrap) to the number of arrivals when the counts differ.
+    """
+    gen = np.random.default_rng(seed)
+    parts = []
+    if arrival_s is None:
+        rate, cv = route.peak_rps, route.arrival_cv
+        arrival_s = for_route(rate, cv, n, gen)
+        parts.append(f"synthetic arrivals ({rate:.4g} req/s peak, CV {cv:.3g})")
+    else:
+        parts.append("replayed arrivals")
+    count = len(arrival_s)
+    if lengths is None:
+        inp = route.input.sample(count, gen)
+        out = route.output.sample(count, gen)
+        parts.append("lengths sampled from the route's quantiles")
+    else:
+        inp, out = (np.maximum(1, np.asarray(v, dtype=np.int64)) for v in lengths)
+        if len(inp) != count:
+            pick = gen.integers(0, len(inp), size=count)
+            inp, out = inp[pick], out[pick]
+            parts.append("lengths resampled from the given ones")
+        else:
+            parts.append("given lengths")
+    return Requests(np.asarray(arrival_s, dtype=float), inp, out, ", ".join(parts))
+
+
+def route_log_requests(route: Route) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
+    """(arrival times, (input lengths, output lengths)) of the route's own request log (`log`), or None."""
+    if not route.log:
+        return None
+    requests = read_log(route.log, route=route.name).requests
+    return (requests["t_s"].to_numpy(float),
+            (requests["input_len"].to_numpy(), requests["output_len"].to_numpy()))
+
+
+def replay_requests(path: str | Path, routes: pd.DataFrame, fmt: str | None = None, route: str | None = None
+                    ) -> dict[str, Requests]:
+    """Requests of a log, per route name of `routes`, for planner.simulate (replay).
+
+    A log without a route column feeds `route`, or the only online route.
+    Raises InputError when a log route matches no route of `routes`.
+    """
+    online = [str(n) for n, t in zip(routes["name"], routes["traffic"], strict=True) if t == "online"]
+    if route is None and len(online) == 1:
+        route = online[0]
+    traffic = read_log(path, fmt, route)
+    out = {}
+    for name, group in traffic.requests.groupby("route", sort=True):
+        if str(name) not in set(routes["name"].astype(str)):
+            raise InputError(f"{path}: log route {name!r} is not in the routes file (routes: {', '.join(online)}); "
+                             f"name it with --route")
+        t = group["t_s"].to_numpy(dtype=float)
+        out[str(name)] = Requests(t - t[0], np.maximum(1, group["input_len"].to_numpy()),
+                                  np.maximum(1, group["output_len"].to_numpy()),
+                                  f"replayed {len(group)} requests from {Path(path).name}")
+    return out

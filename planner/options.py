@@ -1,0 +1,218 @@
+"""Options: one fitted curve (engine, version, GPU, precision, TP, config) sized and priced for one route.
+
+- naming: `option_name` (engine/version/gpu/precision/tpN[/config]), `option_label`
+  (of a curve's GroupKey) and `plan_option` (of a PLAN row);
+- construction: `evaluate_option` sizes a curve for a route (planner.sizing),
+  prices it (planner.costs) and says why it is infeasible, if it is;
+  `Option.resized` re-prices it for a fleet found by simulation;
+- `Option.to_row()`: the option as a row of the options table (OPTION_COLUMNS).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fleetfacts.schema import DEFAULT_CONFIG
+from planner import costs, sizing
+from planner.assumptions import Assumptions
+from planner.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
+from planner.queueing import QueueingError
+from planner.routes import Route
+
+SECONDS_PER_HOUR = 3600.0
+
+OPTION_COLUMNS = (
+    "route", "option", "engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
+    "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
+    "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
+    "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
+    "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month",
+    "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "reason", "miss_ratio", "provenance",
+    "price_source", "notes", "analytical_replicas", "sim_replicas", "sim_attainment",
+)
+# Columns of an option's simulation check: absent from its row until it has been simulated.
+SIMULATION_COLUMNS = ("analytical_replicas", "sim_replicas", "sim_attainment")
+
+
+# ---------------------------------------------------------------- naming
+
+def option_name(engine: str, engine_version: str, gpu: str, precision: str, tp: int,
+                config: object = DEFAULT_CONFIG) -> str:
+    """engine/version/gpu/precision/tpN[/config]: how an option is named in plans.
+
+    The config is appended only when it is not the default (blank counts as default), so
+    a tuned and a default profile of the same engine are two options with two names.
+    """
+    name = f"{engine}/{engine_version}/{gpu}/{precision}/tp{int(tp)}"
+    return f"{name}/{config}" if is_custom_config(config) else name
+
+
+def option_label(key: GroupKey) -> str:
+    """The option name of a curve's GroupKey."""
+    return option_name(key.engine, key.engine_version, key.gpu, key.precision, key.tp, key.config)
+
+
+def plan_option(row: Mapping[str, Any]) -> str:
+    """The option name of a PLAN row's recommendation (a plan without engine_config: the default)."""
+    return option_name(row["engine"], row["engine_version"], row["gpu"], row["precision"], row["tp"],
+                       row.get("engine_config", DEFAULT_CONFIG))
+
+
+# ---------------------------------------------------------------- the option record
+
+@dataclass(frozen=True)
+class OptionCost:
+    """What an option costs per month (USD), and the price it was computed from."""
+
+    usd_per_gpu_hour: float
+    gpu_usd_per_month: float
+    usd_per_update: float
+    update_usd_per_month: float
+    adoption_usd_per_month: float
+    eng_usd_per_month: float
+    fixed_usd_per_month: float
+    total_usd_per_month: float
+    usd_per_1m_output_tok: float
+    price_source: str
+
+
+NO_COST = OptionCost(*(math.nan,) * 9, price_source="")
+
+
+@dataclass(frozen=True, eq=False)
+class Option:
+    """One curve sized (and, when it has a price and engine-ops row, priced) for one route.
+
+    curve/price/ops: what it was built from (price/ops None when missing); cost: NO_COST
+    when not priced.  utilisation and notes start as the sizing's and change when
+    a simulation re-sizes the fleet; analytical_replicas / sim_replicas /
+    sim_attainment are set by that check (`simulated`).
+    """
+
+    route: Route
+    key: GroupKey
+    curve: CurveLike
+    sizing: sizing.Sizing
+    feasible: bool
+    reason: str
+    utilisation: float
+    notes: str
+    cost: OptionCost = NO_COST
+    price: costs.Price | None = None
+    ops: costs.EngineOps | None = None
+    simulated: bool = False
+    analytical_replicas: float = math.nan
+    sim_replicas: float = math.nan
+    sim_attainment: float = math.nan
+
+    @property
+    def name(self) -> str:
+        return option_label(self.key)
+
+    @property
+    def tp(self) -> int:
+        return self.key.tp
+
+    @property
+    def replicas(self) -> int:
+        return self.sizing.replicas
+
+    @property
+    def total_usd_per_month(self) -> float:
+        return self.cost.total_usd_per_month
+
+    def resized(self, replicas: int, assumptions: Assumptions, notes: str, utilisation: float | None = None,
+                job_hours: float | None = None) -> Option:
+        """The option on `replicas` replicas (from a simulation), re-priced; utilisation / job hours if given."""
+        changes: dict[str, Any] = {"replicas": replicas, "gpus": replicas * self.tp}
+        if job_hours is not None:
+            changes["job_hours"] = job_hours
+        sized = replace(self.sizing, **changes)
+        assert self.price is not None and self.ops is not None  # only priced (feasible) options are simulated
+        return replace(self, sizing=sized, notes=notes,
+                       utilisation=self.utilisation if utilisation is None else utilisation,
+                       cost=option_cost(self.route, sized, self.tp, self.price, self.ops, assumptions))
+
+    def to_row(self) -> dict[str, Any]:
+        """The option as a row of the options table (OPTION_COLUMNS; the simulation columns only once simulated)."""
+        key, s, c = self.key, self.sizing, self.cost
+        row: dict[str, Any] = {
+            "route": self.route.name, "option": self.name, "engine": key.engine,
+            "engine_version": key.engine_version, "engine_config": key.config, "gpu": key.gpu,
+            "precision": key.precision, "tp": key.tp,
+            "replicas": s.replicas, "gpus": s.gpus, "operating_concurrency": s.concurrency,
+            "replica_output_tok_per_s": s.replica_tok_s, "replica_output_tok_per_s_low": s.replica_tok_s_low,
+            "replica_output_tok_per_s_high": s.replica_tok_s_high, "ttft_pred_ms": s.ttft_ms,
+            "tpot_pred_ms": s.tpot_ms, "e2e_pred_ms": s.e2e_ms, "utilisation": self.utilisation,
+            "peak_utilisation": s.peak_utilisation, "job_hours": s.job_hours, "miss_ratio": s.miss_ratio,
+            "provenance": s.provenance, "notes": self.notes,
+            "usd_per_gpu_hour": c.usd_per_gpu_hour, "gpu_usd_per_month": c.gpu_usd_per_month,
+            "usd_per_update": c.usd_per_update, "update_usd_per_month": c.update_usd_per_month,
+            "adoption_usd_per_month": c.adoption_usd_per_month, "eng_usd_per_month": c.eng_usd_per_month,
+            "fixed_usd_per_month": c.fixed_usd_per_month, "total_usd_per_month": c.total_usd_per_month,
+            "usd_per_1m_output_tok": c.usd_per_1m_output_tok, "price_source": c.price_source,
+            "feasible": self.feasible, "reason": self.reason,
+        }
+        if self.simulated:
+            row.update(analytical_replicas=self.analytical_replicas, sim_replicas=self.sim_replicas,
+                       sim_attainment=self.sim_attainment)
+        return row
+
+
+# ---------------------------------------------------------------- construction
+
+def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops_book: costs.OpsBook,
+                    assumptions: Assumptions) -> Option:
+    """Size `curve` for `route`, price it, and say why it is infeasible (reason '' when feasible)."""
+    key = curve.key
+    try:
+        sized = sizing.size_route(curve, route, key.tp, assumptions.policy)
+    except (NoCurveError, QueueingError) as err:
+        unsized = sizing.unsized(str(err))
+        return Option(route, key, curve, unsized, False, str(err), unsized.utilisation, unsized.note)
+    price = price_book.find(key.gpu, assumptions.provider, assumptions.pricing_type)
+    reason = sized.reason
+    ops = None
+    try:
+        ops = ops_book.find(key.engine, key.engine_version)
+    except costs.CostLookupError as err:
+        reason = reason or str(err)
+    if price is None:
+        reason = reason or costs.no_price_reason(key.gpu, assumptions.provider, assumptions.pricing_type)
+    cost = NO_COST
+    if price is not None and ops is not None and sized.feasible:
+        cost = option_cost(route, sized, key.tp, price, ops, assumptions)
+    return Option(route, key, curve, sized, not reason, reason, sized.utilisation, sized.note, cost, price, ops)
+
+
+def option_cost(route: Route, s: sizing.Sizing, tp: int, price: costs.Price, ops: costs.EngineOps,
+                a: Assumptions) -> OptionCost:
+    """GPU and engineering cost per month of a sized option (see planner.costs)."""
+    gpu_usd = _gpu_cost(route, s, tp, price.usd_per_gpu_hour, a)
+    eng = costs.engineering_cost(route.updates_per_month, ops, a.engineer_usd_per_hour, price.usd_per_gpu_hour,
+                                 a.adoption_amortise_months)
+    total = gpu_usd + eng.total
+    tokens = _output_tokens_per_month(route, a)
+    return OptionCost(
+        usd_per_gpu_hour=price.usd_per_gpu_hour, gpu_usd_per_month=gpu_usd, usd_per_update=eng.usd_per_update,
+        update_usd_per_month=eng.update_usd_per_month, adoption_usd_per_month=eng.adoption_usd_per_month,
+        eng_usd_per_month=eng.total, fixed_usd_per_month=gpu_usd + eng.adoption_usd_per_month,
+        total_usd_per_month=total, usd_per_1m_output_tok=total / tokens * 1e6 if tokens > 0 else math.nan,
+        price_source=price.label())
+
+
+def _gpu_cost(route: Route, s: sizing.Sizing, tp: int, usd_per_gpu_hour: float, a: Assumptions) -> float:
+    if route.traffic == "batch" and a.batch_billing == "per-use":
+        hours = costs.batch_gpu_hours_per_month(s.replicas, tp, s.job_hours, route.jobs_per_month,
+                                                a.batch_billing_granularity_hours)
+        return hours * usd_per_gpu_hour
+    return costs.gpu_usd_per_month(s.gpus, usd_per_gpu_hour, a.hours_per_month)
+
+
+def _output_tokens_per_month(route: Route, a: Assumptions) -> float:
+    if route.traffic == "batch":
+        return route.num_requests * route.output_len * route.jobs_per_month
+    return route.rate_rps * route.output_len * a.hours_per_month * SECONDS_PER_HOUR

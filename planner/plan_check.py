@@ -1,0 +1,112 @@
+"""The simulation check of a saved plan: each planned route simulated on the fleet the plan names.
+
+`simulate_plan(routes, plan, curves)` -> one RouteSimulation per planned route
+(online: SLO attainment and latency percentiles; batch: makespan against the
+deadline); `format_simulations` turns them into text.  The simulator itself
+is planner.simulate; `python -m planner simulate` is the command.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from fleetfacts.errors import InputError
+from planner.curves import Curve, CurveLike, GroupKey, find_curve
+from planner.options import plan_option
+from planner.routes import Route
+from planner.simulate import METRICS, PERCENTILES, SimResult, batch_makespan, simulate_requests
+from planner.workload import DEFAULT_SIM_REQUESTS, Requests, synthetic_requests
+
+
+@dataclass(frozen=True, eq=False)
+class RouteSimulation:
+    """One planned route simulated on its fleet: online -> SimResult; batch -> makespan vs deadline."""
+
+    route: str
+    traffic: str
+    option: str
+    replicas: int
+    source: str
+    result: SimResult | None = None
+    makespan_s: float = math.nan
+    deadline_s: float = math.nan
+    note: str = ""
+
+    def record(self) -> dict[str, Any]:
+        """A flat, JSON-safe dict (NaN -> None)."""
+        out: dict[str, Any] = {"route": self.route, "traffic": self.traffic, "option": self.option,
+                               "replicas": self.replicas, "source": self.source, "note": self.note}
+        if self.result is not None:
+            out.update(self.result.summary())
+        if self.traffic == "batch":
+            out.update(makespan_s=self.makespan_s, deadline_s=self.deadline_s)
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+
+
+def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKey, Curve],
+                  requests_by_route: Mapping[str, Requests] | None = None,
+                  seed: int = 0, n_requests: int = DEFAULT_SIM_REQUESTS, router: str = "jsq"
+                  ) -> list[RouteSimulation]:
+    """Simulate every planned (status ok) route of `plan` on the fleet it names.
+
+    routes: the ROUTES frame the plan was made from; curves: fitted curves
+    (planner.plan.load_catalog().curves); requests_by_route: replayed requests
+    per route name (planner.traffic), others get synthetic ones.  Raises
+    InputError for a plan route missing from `routes`, NoCurveError when its
+    curve is not fitted.
+    """
+    by_name = {str(r["name"]): r for r in routes.to_dict("records")}
+    out = []
+    for p in plan.to_dict("records"):
+        if p["status"] != "ok":
+            continue
+        row = by_name.get(str(p["route"]))
+        if row is None:
+            raise InputError(f"plan route {p['route']!r} is not in the routes file")
+        # A plan written before engine_config existed has none: find_curve then prefers the default config.
+        curve = find_curve(curves, p["engine"], p["gpu"], row["model"], p["precision"], int(p["tp"]),
+                           str(p["engine_version"]), p.get("engine_config") or None)
+        option = plan_option(p)
+        given = (requests_by_route or {}).get(str(p["route"]))
+        out.append(_simulate_route(Route.from_row(row), curve, int(p["replicas"]), option, given, seed, n_requests,
+                                   router))
+    return out
+
+
+def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, given: Requests | None, seed: int,
+                    n_requests: int, router: str) -> RouteSimulation:
+    if route.traffic == "batch":
+        n = route.num_requests
+        inp = route.input.sample(n, seed)
+        out = route.output.sample(n, seed + 1)
+        makespan = batch_makespan(curve, (inp, out), replicas)
+        deadline = route.deadline_hours * 3600.0
+        note = "meets the deadline" if makespan <= deadline else "MISSES the deadline"
+        return RouteSimulation(route.name, "batch", option, replicas, "lengths sampled from the route's quantiles",
+                               makespan_s=makespan, deadline_s=deadline, note=note)
+    requests = given or synthetic_requests(route, n_requests, seed)
+    result = simulate_requests(curve, requests, replicas, router, route.slo)
+    return RouteSimulation(route.name, "online", option, replicas, requests.source, result)
+
+
+def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:
+    """One block of text lines per route: attainment and p50/p95/p99 of TTFT, TPOT and e2e (ms)."""
+    lines = []
+    for s in sims:
+        head = f"{s.route} ({s.traffic}, {s.option} x{s.replicas}): {s.source}"
+        if s.result is None:
+            lines += [head, f"  makespan {s.makespan_s / 3600:.2f} h vs deadline {s.deadline_s / 3600:.2f} h: {s.note}"]
+            continue
+        r = s.result
+        att = "n/a (no SLO)" if math.isnan(r.attainment) else f"{r.attainment * 100:.2f}%"
+        lines += [head, f"  {r.n} requests, SLO ({r.slo.describe()}) attainment {att}"
+                  + (f", {r.rejected} rejected (longer than the KV cache)" if r.rejected else "")]
+        for metric in METRICS:
+            values = "  ".join(f"p{p} {r.percentile_ms(metric, p):9.1f}" for p in PERCENTILES)
+            lines.append(f"  {metric.upper():5s} ms  {values}")
+    return lines
