@@ -27,9 +27,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from fleetfacts.arrivals import arrival_times  # noqa: E402
 from fleetfacts.errors import InputError  # noqa: E402
 from fleetfacts.schema import PROFILE_GROUP  # noqa: E402
-from measure.loadgen import arrival_times  # noqa: E402
 from planner.curves import GroupKey, closed_loop_features, fit_group, load_profiles, row_caps  # noqa: E402
 from planner.simulate import simulate  # noqa: E402
 
