@@ -236,6 +236,8 @@ PLAN = Schema(
         Column("sim_attainment", "float", False, "share of simulated requests meeting every SLO", minimum=0),
         Column("sim_replicas", "int", False, "replicas the simulation check settled on", minimum=0),
         Column("provenance", "str", False, "measured / published / predicted / extrapolated"),
+        Column("latency_basis", "str", False, "what TTFT/TPOT rest on: measured (the option's own latency rows), "
+               "transferred (a measured server front end of the same engine), unverified (no latency measurement)"),
         Column("price_source", "str", False, "provider, pricing type and source of the GPU price"),
         Column("notes", "str", False, ""),
     ),

@@ -47,6 +47,7 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.roofline import kv_cache_tokens, replica_memory_bytes, weights_read_s
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
 from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, load_gpu_specs, load_model_specs, weight_bytes
+from planner.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
@@ -483,6 +484,19 @@ class Curve:
     covered: Range
     points: pd.DataFrame = field(repr=False)  # the group's rows, for exact-shape lookups
     note: str = ""
+    front_end: FrontEnd | None = None         # the OpenAI server's share of TTFT (planner.latency fits it)
+
+    @property
+    def async_scheduling(self) -> bool:
+        """Whether the engine schedules each iteration while the previous one runs (planner.simulate)."""
+        return uses_async_scheduling(self.key.engine, self.key.engine_version)
+
+    @property
+    def latency_basis(self) -> str:
+        """measured (the group has latency rows), transferred (front end borrowed), or unverified."""
+        if self.front_end is not None and self.front_end.basis.startswith("transferred"):
+            return "transferred"
+        return "measured" if self.has_latency else "unverified"
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -537,9 +551,28 @@ class Curve:
         e2e = float(e2e_phi @ self.fit.theta)
         tok_s = concurrency * output_len / e2e
         exact = self._exact("concurrency", input_len, output_len, concurrency)
+        ttft = float(ttft_phi @ self.fit.theta)
+        if self.front_end is not None:  # staggered clients: each waits for the server's front end on top
+            ttft += self.front_end.mean_delay_s(input_len, concurrency / e2e, output_len)
         return self._prediction(tok_s, e2e_phi, e2e, (input_len, output_len, concurrency), exact,
-                                float(ttft_phi @ self.fit.theta) * 1000, float(tpot_phi @ self.fit.theta) * 1000,
-                                e2e * 1000, concurrency)
+                                ttft * 1000, float(tpot_phi @ self.fit.theta) * 1000, e2e * 1000, concurrency)
+
+    def predict_rounds(self, input_len: float, output_len: float, concurrency: float, num_requests: int
+                       ) -> Prediction:
+        """A benchmark's closed loop: `concurrency` clients start together and send `num_requests` in all.
+
+        The clients stay in step (closed_loop_features), so mean TTFT is a place in each round's prefill
+        burst, far above steady state's; this is what `vllm bench serve --max-concurrency` measures.
+        """
+        ttft_phi, tpot_phi, run_phi = closed_loop_features(self.caps, concurrency, int(num_requests),
+                                                           input_len, output_len)
+        seconds = float(run_phi @ self.fit.theta)
+        tok_s = num_requests * output_len / seconds
+        ttft, tpot = float(ttft_phi @ self.fit.theta), float(tpot_phi @ self.fit.theta)
+        if self.front_end is not None:
+            ttft += self.front_end.mean_delay_s(input_len, num_requests / seconds, output_len)
+        return self._prediction(tok_s, run_phi, seconds, (input_len, output_len, concurrency), None,
+                                ttft * 1000, tpot * 1000, (ttft + (output_len - 1) * tpot) * 1000, concurrency)
 
     def saturated(self, input_len: float, output_len: float) -> Prediction:
         """Maximum offline throughput: a batch many times larger than the engine's cap."""
@@ -678,6 +711,20 @@ def find_curve(curves: dict[GroupKey, Curve], engine: str, gpu: str, model: str,
                            f"{precision or ''} tp={tp or 'any'}{f' config={config}' if config else ''}{hint}")
     defaults = [k for k in wanted if k.config == DEFAULT_CONFIG]
     return curves[max(defaults or wanted, key=lambda k: (version_order(k.engine_version), -k.tp))]
+
+
+# Engines that schedule the next iteration while the current one runs, and the first version doing it by
+# default: vLLM 0.14 release notes, "Async scheduling is now enabled by default" (2026-01).
+ASYNC_SCHEDULING_SINCE = {"vllm": Version("0.14")}
+
+
+def uses_async_scheduling(engine: str, engine_version: str) -> bool:
+    """Whether `engine` at `engine_version` schedules iterations asynchronously by default."""
+    since = ASYNC_SCHEDULING_SINCE.get(engine)
+    try:
+        return since is not None and Version(str(engine_version)) >= since
+    except InvalidVersion:
+        return False
 
 
 def version_order(version: str) -> tuple:
