@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 LOWER = (0.0, 0.0, 0.0, 0.0, 1e-4)
 UPPER = (0.2, 1e-4, 0.05, 1e-3, 1.0)
 START = (0.005, 1e-6, 0.002, 2e-5, 0.005)
+# Typical size of each parameter (they span four orders of magnitude), and a cap on the fit's evaluations:
+# percentiles are step functions of the parameters, so the optimiser gains nothing from polishing further.
+X_SCALE = (0.005, 1e-6, 0.002, 2e-5, 0.005)
+MAX_EVALUATIONS = 200
 # p99 of a 20-300-request point is its one to three slowest requests: it weighs half of p50 in the fit.
 P99_WEIGHT = 0.5
 # Rows without a recorded arrival seed are simulated with this many draws of their arrival process.
@@ -103,20 +107,32 @@ def _uniforms(n: int) -> np.ndarray:
     return np.random.default_rng(0).permutation((np.arange(n) + 0.5) / n)
 
 
-def _ttft_with(front_end: FrontEnd, run: EngineRun) -> np.ndarray:
-    engine = run.ttft_s()
-    inputs = np.full(engine.size, float(run.row["input_len"]))
-    return engine + front_end.delays_s(inputs, run.rate_rps(), float(run.row["output_len"]), _uniforms(engine.size))
+@dataclasses.dataclass(frozen=True)
+class _FitRow:
+    """What the fit evaluates per row, computed once: engine TTFTs, load, uniforms, measured percentiles."""
+
+    engine_ttft_s: np.ndarray
+    input_len: np.ndarray
+    rate_rps: float
+    output_len: float
+    uniform: np.ndarray
+    measured_ms: tuple[float, float]   # TTFT p50, p99
+
+    @classmethod
+    def of(cls, run: EngineRun) -> _FitRow:
+        engine = run.ttft_s()
+        return cls(engine, np.full(engine.size, float(run.row["input_len"])), run.rate_rps(),
+                   float(run.row["output_len"]), _uniforms(engine.size),
+                   (float(run.row["ttft_p50_ms"]), float(run.row["ttft_p99_ms"])))
 
 
-def _residuals(params: np.ndarray, runs: list[EngineRun]) -> np.ndarray:
+def _residuals(params: np.ndarray, rows: list[_FitRow]) -> np.ndarray:
     front_end = _front_end(params)
     out = []
-    for run in runs:
-        ttft = _ttft_with(front_end, run)
-        for pct, weight in ((50, 1.0), (99, P99_WEIGHT)):
+    for r in rows:
+        ttft = r.engine_ttft_s + front_end.delays_s(r.input_len, r.rate_rps, r.output_len, r.uniform)
+        for pct, weight, measured in ((50, 1.0, r.measured_ms[0]), (99, P99_WEIGHT, r.measured_ms[1])):
             predicted = _pct_ms(ttft, pct)
-            measured = float(run.row[f"ttft_p{pct}_ms"])
             out.append(weight * math.log(max(predicted, 1e-6) / measured) if math.isfinite(predicted) else 10.0)
     return np.array(out)
 
@@ -125,7 +141,9 @@ def fit_front_end(runs: list[EngineRun], basis: str) -> FrontEnd | None:
     """The front end that makes the replayed rows' TTFT p50/p99 match the measured ones; None without rows."""
     if not runs:
         return None
-    fit = least_squares(_residuals, START, bounds=(LOWER, UPPER), args=(runs,))
+    rows = [_FitRow.of(run) for run in runs]
+    fit = least_squares(_residuals, START, bounds=(LOWER, UPPER), args=(rows,), x_scale=X_SCALE,
+                        max_nfev=MAX_EVALUATIONS)
     return _front_end(fit.x, basis, float(np.sqrt(np.mean(fit.fun**2))))
 
 
