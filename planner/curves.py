@@ -43,6 +43,7 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 from scipy.optimize import lsq_linear
 
+from fleetfacts.arrivals import arrival_cv
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.roofline import kv_cache_tokens, replica_memory_bytes, weights_read_s
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
@@ -424,7 +425,7 @@ class Fit:
     n_obs: int
 
 
-def fit_observations(obs: list[Observation], t0_floor: float, full: bool) -> Fit:
+def fit_observations(obs: list[Observation], t0_floor: float, full: bool, noise: float = NOISE_FLOOR) -> Fit:
     """Bounded linear least squares on relative errors; `full=False` fits (a, k, q) only.
 
     In the reduced fit t0 is placed at the roofline over an assumed achievable
@@ -448,7 +449,7 @@ def fit_observations(obs: list[Observation], t0_floor: float, full: bool) -> Fit
     theta[mask] = result.x / scale
     resid = design @ (result.x / scale) - rhs
     dof = max(len(obs) - int(mask.sum()), 1)
-    sigma = max(NOISE_FLOOR, math.sqrt(float(resid @ resid) / dof))
+    sigma = max(noise, math.sqrt(float(resid @ resid) / dof))
     cov = np.zeros((N_PARAMS, N_PARAMS))
     cov[np.ix_(mask, mask)] = sigma**2 * np.linalg.pinv(design.T @ design)
     return Fit(theta, cov, sigma, free, len(obs))
@@ -665,11 +666,41 @@ def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
     if len(obs) < (7 if rich else 4):
         log.info("%s: %d usable observations, too few to fit; exact shapes only", key.label(), len(obs))
         return None
-    fit = fit_observations(obs, _t0_floor(key), full=rich)
+    fit = fit_observations(obs, _t0_floor(key), full=rich, noise=repeat_noise(group))
     provenance = "measured" if (group["provenance"] == "measured").all() else "published"
     has_latency = any(o.kind != "throughput" for o in obs)
     note = "" if rich else "fitted to saturated throughputs only (t0 from the roofline, assumed 80% of datasheet bandwidth)"
     return Curve(key, caps, fit, provenance, has_latency, _covered(group), group, note)
+
+
+# Columns that make two profile rows the same measurement point (repeats); the arrival process by its CV.
+REPEAT_KEY = ("mode", "input_len", "output_len", "batch_size", "concurrency", "request_rate", "arrival_cv")
+
+
+def repeat_noise(group: pd.DataFrame) -> float:
+    """Relative run-to-run spread of throughput from a group's repeated points, at least NOISE_FLOOR.
+
+    Pooled sample standard deviation of output_tok_per_s over every point measured more than once
+    (relative to that point's mean); the shared, power-capped H200 shows 5-15% between identical runs,
+    which intervals must cover.
+    """
+    rows = group[group["output_tok_per_s"] > 0].assign(
+        arrival_cv=[_arrival_cv(a) for a in group.loc[group["output_tok_per_s"] > 0, "arrival"]])
+    deviations, dof = 0.0, 0
+    for _, same in rows.groupby(list(REPEAT_KEY), dropna=False):
+        if len(same) < 2:
+            continue
+        tok = same["output_tok_per_s"].to_numpy(dtype=float)
+        deviations += float(np.sum((tok / tok.mean() - 1.0) ** 2))
+        dof += len(tok) - 1
+    return max(NOISE_FLOOR, math.sqrt(deviations / dof)) if dof else NOISE_FLOOR
+
+
+def _arrival_cv(arrival: object) -> float:
+    try:
+        return arrival_cv(str(arrival)) if isinstance(arrival, str) and arrival else math.nan
+    except InputError:
+        return math.nan
 
 
 def _covered(group: pd.DataFrame) -> Range:

@@ -260,7 +260,7 @@ METRICS = (("ttft_p50", "ttft_p50_ms"), ("ttft_p99", "ttft_p99_ms"), ("tpot_p50"
            ("tpot_p99", "tpot_p99_ms"), ("throughput", "output_tok_per_s"))
 
 
-def _row_prediction(curve: Curve, row: pd.Series) -> dict[str, float]:
+def predict_row(curve: Curve, row: pd.Series) -> dict[str, float]:
     """A server row predicted by `curve` (with its front end): the row's own arrivals, its caps."""
     served = dataclasses.replace(curve, caps=row_caps(row, curve.caps))
     i, o = int(row["input_len"]), int(row["output_len"])
@@ -297,7 +297,7 @@ def _held_out(key: GroupKey, group: pd.DataFrame, index: object, row: pd.Series)
     if curve is None:
         return None
     curve = calibrate(curve, rest)
-    predicted = _row_prediction(curve, row)
+    predicted = predict_row(curve, row)
     record: dict[str, object] = {"group": key.label(), "shape": f"{int(row['input_len'])}/{int(row['output_len'])}",
                                  "load": f"{float(row['request_rate']):g}/s {row['arrival']}",
                                  "requests": int(row["num_requests"])}

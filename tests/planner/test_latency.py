@@ -160,3 +160,17 @@ def test_unverified_latency_ranks_behind_unless_allowed(tmp_path):
     loose = make_plan(routes, catalog, Assumptions(allow_unverified_latency=True)).plan.iloc[0]
     assert strict["latency_basis"] != "unverified"
     assert loose["latency_basis"] == "unverified" and loose["total_usd_per_month"] < strict["total_usd_per_month"]
+
+
+def test_noise_comes_from_repeated_points():
+    """Issue 13 s.5: intervals cover run-to-run spread measured by repeats, not a fixed 2%."""
+    from planner.curves import NOISE_FLOOR, repeat_noise
+
+    base = {"mode": "rate", "input_len": 256, "output_len": 256, "batch_size": None, "concurrency": None,
+            "request_rate": 24.0}
+    rows = pd.DataFrame([{**base, "arrival": "poisson", "output_tok_per_s": 100.0},
+                         {**base, "arrival": "gamma:cv=1", "output_tok_per_s": 110.0},  # CV 1 is Poisson: a repeat
+                         {**base, "arrival": "gamma:cv=2", "output_tok_per_s": 300.0}])
+    expected = np.sqrt(2 * (5 / 105) ** 2 / 1)
+    assert repeat_noise(rows) == pytest.approx(expected)
+    assert repeat_noise(rows.iloc[[0, 2]]) == NOISE_FLOOR
