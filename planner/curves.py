@@ -684,10 +684,12 @@ def repeat_noise(group: pd.DataFrame) -> float:
     (relative to that point's mean); the shared, power-capped H200 shows 5-15% between identical runs,
     which intervals must cover.
     """
-    rows = group[group["output_tok_per_s"] > 0].assign(
-        arrival_cv=[_arrival_cv(a) for a in group.loc[group["output_tok_per_s"] > 0, "arrival"]])
+    rows = group[pd.to_numeric(group.get("output_tok_per_s"), errors="coerce") > 0]
+    arrivals = rows["arrival"] if "arrival" in rows else pd.Series("", index=rows.index)
+    rows = rows.assign(arrival_cv=[_arrival_cv(a) for a in arrivals])
+    key = [c for c in REPEAT_KEY if c in rows]
     deviations, dof = 0.0, 0
-    for _, same in rows.groupby(list(REPEAT_KEY), dropna=False):
+    for _, same in rows.groupby(key, dropna=False):
         if len(same) < 2:
             continue
         tok = same["output_tok_per_s"].to_numpy(dtype=float)
