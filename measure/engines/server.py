@@ -39,7 +39,7 @@ from measure.engines import trtllm_offline, vllm_offline
 from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled
 from measure.engines.openai_engine import OpenAIEngine, wait_ready
 from measure.engines.registry import register
-from measure.envinfo import redacted_argv
+from measure.redact import redacted_argv
 from measure.points import Point
 from measure.stats import Measurement
 
