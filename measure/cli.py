@@ -21,8 +21,8 @@ from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, 
 from measure.envinfo import command_line, environment_record
 from measure.estimate import ENGINE_START_S, Estimator, make_estimator
 from measure.points import Point, list_presets, load_shapes
-from measure.redact import RedactingFilter, is_secret_name, redact_json, register_secret, safe
 from measure.profile_dir import ProfileDir, default_out_dir, pending_points
+from measure.redact import RedactingFilter, is_secret_name, redact_json, register_secret, safe
 from measure.roofline import fill_profile_roofline, roofline_for
 from measure.sweep import Budget, Calibration, Identity, Outcome, Sweep, resume_command, stderr
 from measure.tokenizer import write_wordlevel_tokenizer

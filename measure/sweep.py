@@ -22,8 +22,8 @@ from typing import Protocol
 from fleetfacts.errors import InputError
 from measure.engines.base import Engine, EngineInfo
 from measure.envinfo import command_line, without_secret_flags
-from measure.redact import redacted_argv, safe
 from measure.points import Point, point_from_mapping
+from measure.redact import redacted_argv, safe
 from measure.stats import Measurement, metric_columns
 
 log = logging.getLogger(__name__)
