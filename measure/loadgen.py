@@ -229,6 +229,7 @@ class SSEReader:
         self.usage: dict = {}
         self.error: str | None = None  # an error event inside a 200 stream (vLLM sends these)
         self.done = False
+        self.finished = False  # a choice carried a finish_reason: the stream said it was complete
         self._rest = b""
 
     def feed(self, chunk: bytes, now: float) -> None:
@@ -264,6 +265,9 @@ class SSEReader:
             return
         if payload.get("usage"):
             self.usage = _usage(payload["usage"])
+        choices = payload.get("choices")
+        if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+            self.finished = True
         if _token_event(payload, self.chat):
             self.times.append(now)
 
@@ -303,6 +307,9 @@ async def stream_request(session: aiohttp.ClientSession, spec: LoadSpec, body: d
     end = time.perf_counter()
     if reader.error:
         return RequestResult(False, start, end, error=safe(f"error in stream: {reader.error}")[:MAX_ERROR])
+    if not (reader.done or reader.finished):
+        return RequestResult(False, start, end, error=f"stream cut after {len(reader.times)} token event(s): "
+                                                      "no finish_reason and no [DONE] (connection dropped?)")
     return _result(start, end, reader.times, reader.usage)
 
 
