@@ -57,7 +57,8 @@ Engines:
 
 Output (one folder): profile.csv, one row per point, written and fsync'ed as each point ends (a killed run
 loses no completed point; --resume continues it, and every stop prints the resume command); a failed point
-(out of memory, timeout, engine error) is a row with status=failed and the reason, and the sweep goes on.
+(out of memory, timeout, engine error, every request failed) is a row with status=failed and the reason, and the
+sweep goes on (until --stop-after-failures points fail in a row). A torn last row is set aside in profile.csv.torn.
 env.json: engine and version, torch, CUDA, driver, GPU name and memory, engine arguments given and
 effective, command line (API keys removed), date; host name only with --record-hostname.
 """
@@ -69,7 +70,8 @@ Metrics per request (ms; mean/p50/p95/p99 per point): TTFT = request sent to fir
 roofline_frac = bandwidth-bound decode step (weights + KV read, GPU spec table) / measured TPOT.
 Presets: default (prompt 128-8192, output 64-2048, batch 1-1024, + concurrency/rate points for HTTP
 engines), tensorrt-llm-published (NVIDIA's ISL/OSL pairs). See `python -m measure shapes PRESET`.
-Exit codes: 0 done, 1 unexpected error, 2 usage or engine error, 3 stopped by --max-time (resume printed),
+Exit codes: 0 done, 1 unexpected error, 2 usage or engine error, 3 stopped by --max-time or --stop-after-failures
+(resume printed),
 130 interrupted.
 Details: docs/measure.md.
 """

@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 import httpx
 
@@ -41,7 +41,7 @@ from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNo
 from measure.engines.openai_engine import OpenAIEngine, wait_ready
 from measure.engines.registry import register
 from measure.points import Point
-from measure.redact import redacted_argv
+from measure.redact import redact_json, redacted_argv
 from measure.stats import Measurement
 
 log = logging.getLogger(__name__)
@@ -392,7 +392,7 @@ class ServerEngine:
 
     def _record(self, record: dict) -> None:
         try:
-            server_metrics.append_record(self.log_path.parent / server_metrics.FILE_NAME, record)
+            server_metrics.append_record(self.log_path.parent / server_metrics.FILE_NAME, cast(dict, redact_json(record)))
         except OSError as err:
             log.warning("cannot write %s: %s", server_metrics.FILE_NAME, err)
 

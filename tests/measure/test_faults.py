@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import csv
 import json
+import random
+import re
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -97,7 +101,6 @@ def test_a_point_whose_every_request_fails_is_a_failed_row_and_the_sweep_goes_on
     failed = [r for r in rows if r["status"] == "failed"]
     assert [int(r["output_len"]) for r in failed] == [6]
     assert failed[0]["num_requests"] == "4" and failed[0]["output_tok_per_s"] == ""
-    import re
     assert re.search(reason, failed[0]["error"]), failed[0]["error"]
     assert "--retry-failed" in err and "Traceback" not in err
     load_table(out / "profile.csv", PROFILE)                             # the planner reads it
@@ -324,7 +327,6 @@ def assert_complete_once(out: Path) -> None:
 
 
 def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(stub, shapes, tmp_path):
-    import random
     url, _ = stub()
     out = tmp_path / "p"
     rng = random.Random(SEED)
@@ -337,8 +339,6 @@ def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(stub,
 
 
 def test_a_full_disk_stops_cleanly_and_resume_repairs_the_torn_row(stub, shapes, tmp_path):
-    import resource
-    import signal
     url, _ = stub()
     out = tmp_path / "p"
     first = run_measure(profile_args(shapes, out, url, "--stop-after-failures", "0"))
