@@ -26,7 +26,9 @@ _FLAG_RE = re.compile(r"(?P<flag>(?:" + "|".join(re.escape(f) for f in SECRET_FL
                       r"(?P<value>\"[^\"]*\"|'[^']*'|\S+)", re.IGNORECASE)
 _KEY_VALUE_RE = re.compile(r"(?P<key>\b[\w.-]*" + _SECRET_NAME + r")\b(?P<sep>\"?\s*[=:]\s*\"?)"
                            r"(?P<value>[^\s\"',;}&]+)", re.IGNORECASE)
-_BEARER_RE = re.compile(r"\b(?P<kind>Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# HTTP credentials; a Basic one is base64 of user:password, at least this long ("Basic settings" is not one).
+_BEARER_RE = re.compile(r"\b(?:(?P<bearer>Bearer)\s+[A-Za-z0-9._~+/=-]+|(?P<basic>Basic)\s+[A-Za-z0-9+/]{12,}=*)",
+                        re.IGNORECASE)
 _USERINFO_RE = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s@]+@", re.IGNORECASE)
 # C0 controls but tab and newline, DEL and C1 controls: ESC starts ANSI/OSC sequences a terminal obeys.
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -50,8 +52,8 @@ def redact_text(text: str) -> str:
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, MASK)
     text = _FLAG_RE.sub(lambda m: f"{m['flag']}{m['sep']}{MASK}", text)
+    text = _BEARER_RE.sub(lambda m: f"{m['bearer'] or m['basic']} {MASK}", text)
     text = _KEY_VALUE_RE.sub(lambda m: f"{m['key']}{m['sep']}{MASK}", text)
-    text = _BEARER_RE.sub(lambda m: f"{m['kind']} {MASK}", text)
     return _USERINFO_RE.sub(lambda m: f"{m['scheme']}{MASK}@", text)
 
 
@@ -83,11 +85,16 @@ def redacted_argv(argv: list[str]) -> list[str]:
 
 
 def _redact_word(arg: str) -> str:
+    """One word; a word holding a command line (--server-cmd) is redacted word by word, and re-quoted only
+    when something in it was a secret."""
     if " " in arg:
         try:
-            return shlex.join(redacted_argv(shlex.split(arg)))
+            words = shlex.split(arg)
         except ValueError:
-            pass
+            return redact_text(arg)
+        redacted = redacted_argv(words)
+        if redacted != words:
+            return shlex.join(redacted)
     return redact_text(arg)
 
 
