@@ -114,4 +114,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg, record.args = safe(record.getMessage()), None
+        if record.exc_info:  # a traceback (with -v) is text too: formatted here, then cleaned
+            record.exc_text = safe(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
         return True

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
 import re
 import resource
@@ -229,6 +230,8 @@ def test_bad_shapes_and_out_paths_are_one_line_errors(stub, shapes, tmp_path, ca
 
 def _everything_written(out: Path, captured) -> str:
     files = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file() and p.name != "server.log")
+    if isinstance(captured, subprocess.CompletedProcess):
+        return files + captured.stdout + captured.stderr
     return files + captured.out + captured.err
 
 
@@ -267,16 +270,16 @@ def test_a_password_in_the_base_url_is_redacted(stub, shapes, tmp_path, capsys):
     assert secret not in _everything_written(out, captured)
 
 
-def test_a_server_error_body_echoing_the_key_is_redacted(stub, shapes, tmp_path, capsys, monkeypatch):
+def test_a_server_error_body_echoing_the_key_is_redacted(stub, shapes, tmp_path):
     secret = "sk-echoed-3456"
     url, _ = stub({6: "500"})
     out = tmp_path / "p"
-    monkeypatch.setenv("OPENAI_API_KEY", secret)
-    assert main(["-v", *profile_args(shapes, out, url)]) == EXIT_OK
-    captured = capsys.readouterr()
+    # A real process, so that its log lines (-v: debug, with tracebacks) reach the stderr checked here.
+    done = run_measure(["-v", *profile_args(shapes, out, url)], env={**os.environ, "OPENAI_API_KEY": secret})
+    assert done is not None and done.returncode == EXIT_OK, done.stderr
     row = next(r for r in read_rows(out) if r["output_len"] == "6")
-    assert row["status"] == "failed" and "Authorization" in row["error"]
-    assert secret not in _everything_written(out, captured)
+    assert row["status"] == "failed" and "Authorization" in row["error"] and "DEBUG" in done.stderr
+    assert secret not in _everything_written(out, done)
 
 
 # ------------------------------------------------------------------ 11: no raw terminal escape codes
@@ -302,10 +305,10 @@ SUBPROCESS_TIMEOUT_S = 60
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_measure(argv, preexec=None, kill_after_s=None) -> subprocess.CompletedProcess | None:
+def run_measure(argv, preexec=None, kill_after_s=None, env=None) -> subprocess.CompletedProcess | None:
     """`python -m measure ...` in a subprocess; SIGKILLed after `kill_after_s` (returns None then)."""
     proc = subprocess.Popen([sys.executable, "-m", "measure", *argv], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec, env=env)
     try:
         out, err = proc.communicate(timeout=kill_after_s or SUBPROCESS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
