@@ -33,8 +33,10 @@ ENGINES = ("vllm", "trtllm", "openai")
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # max_model_len given to in-process engines: the sweep's longest request, rounded up to this.
 MAX_MODEL_LEN_ROUND = 1024
-# A sweep whose points fail this many times in a row stops (resumable): the server is likely down.
-DEFAULT_STOP_AFTER_FAILURES = 3
+# An HTTP sweep (--engine openai, --server) whose points fail this many times in a row stops (resumable): the
+# server is likely down or refusing us, and every later point would fail the same way.  In-process engines go on
+# by default: there a failure is usually one shape out of memory, and the engine is restarted for the next.
+DEFAULT_STOP_AFTER_FAILURES_HTTP = 3
 # Identity fields that must match when --resume appends to an existing profile folder.
 # Tables are wide; keep them readable in logs that are not a terminal.
 CONSOLE_WIDTH = 160
@@ -111,9 +113,9 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
                    help="engine argument passed through (JSON value), repeatable: kv_cache_dtype=fp8")
     p.add_argument("--resume", action="store_true", help="continue an existing profile folder")
     p.add_argument("--retry-failed", action="store_true", help="with --resume: run failed points again")
-    p.add_argument("--stop-after-failures", type=int, default=DEFAULT_STOP_AFTER_FAILURES, metavar="N",
-                   help="stop cleanly (resume printed) after N failed points in a row; 0 = never "
-                   f"(default {DEFAULT_STOP_AFTER_FAILURES})")
+    p.add_argument("--stop-after-failures", type=int, metavar="N",
+                   help="stop cleanly (resume printed) after N failed points in a row; 0 = never (default "
+                   f"{DEFAULT_STOP_AFTER_FAILURES_HTTP} for --engine openai and --server, else 0)")
     p.add_argument("--max-time", type=float, help="seconds this invocation may use; stops before a point "
                    "that would not fit (resume later)")
     p.add_argument("--dry-run", action="store_true", help="print the points and an estimate of GPU-minutes")
@@ -209,7 +211,7 @@ def check_numbers(args: argparse.Namespace) -> None:
                              "digits, '.', '_', '-'; starting with a letter or digit), e.g. h200")
     if args.tp < 1:
         raise InputError(f"--tp must be >= 1, got {args.tp}")
-    if args.stop_after_failures < 0:
+    if args.stop_after_failures is not None and args.stop_after_failures < 0:
         raise InputError(f"--stop-after-failures must be >= 0 (0 = never), got {args.stop_after_failures}")
     if not 1 <= args.port <= MAX_PORT:
         raise InputError(f"--port must be in 1..{MAX_PORT}, got {args.port}")
@@ -358,7 +360,7 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
                       budget=Budget(args.max_time), seed=args.seed,
                       calibration=Calibration.from_rows(profile.rows(), est.point_s),
                       roofline=roofline_for(req.identity["gpu"], cfg), on_engine_start=on_start, progress=bar,
-                      max_consecutive_failures=args.stop_after_failures or None)
+                      max_consecutive_failures=_stop_after(args, cfg))
         try:
             outcome = sweep.run()
         except KeyboardInterrupt:
@@ -375,6 +377,13 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
                    f"resume with:\n  {resume}")
             return EXIT_ERROR
     return _finish(outcome, profile, resume, resume_command(argv, str(req.out), retry_failed=True))
+
+
+def _stop_after(args: argparse.Namespace, config: EngineConfig) -> int | None:
+    """Failed points in a row that stop the sweep (None: never)."""
+    if args.stop_after_failures is not None:
+        return args.stop_after_failures or None
+    return DEFAULT_STOP_AFTER_FAILURES_HTTP if config.server else None
 
 
 def _finish(outcome: Outcome, profile: ProfileDir, resume: str, retry: str) -> int:

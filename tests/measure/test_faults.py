@@ -367,3 +367,15 @@ def test_a_full_disk_stops_cleanly_and_resume_repairs_the_torn_row(stub, shapes,
     assert done is not None and done.returncode == EXIT_OK, done.stderr
     assert_complete_once(out)
     assert (out / "profile.csv.torn").is_file()
+
+
+def test_failures_in_a_row_stop_http_sweeps_by_default_and_never_in_process_ones():
+    from measure.cli import DEFAULT_STOP_AFTER_FAILURES_HTTP, _stop_after, build_parser  # noqa: PLC0415
+    from measure.engines.base import EngineConfig  # noqa: PLC0415
+
+    base = ["profile", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1-8b"]
+    http, local = EngineConfig("openai", "m", "m", server=True), EngineConfig("vllm", "m", "m")
+    assert _stop_after(build_parser().parse_args(base), http) == DEFAULT_STOP_AFTER_FAILURES_HTTP
+    assert _stop_after(build_parser().parse_args(base), local) is None
+    assert _stop_after(build_parser().parse_args([*base, "--stop-after-failures", "0"]), http) is None
+    assert _stop_after(build_parser().parse_args([*base, "--stop-after-failures", "5"]), local) == 5
