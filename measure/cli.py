@@ -10,9 +10,11 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
+from urllib.parse import urlsplit
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import slug
+from fleetfacts.schema import SLUG_RE, slug
 from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
 from measure.engines import make_engine
 from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, kv_cache_precision, parse_engine_args
@@ -20,6 +22,7 @@ from measure.envinfo import command_line, environment_record
 from measure.estimate import ENGINE_START_S, Estimator, make_estimator
 from measure.points import Point, list_presets, load_shapes
 from measure.profile_dir import ProfileDir, default_out_dir, pending_points
+from measure.redact import RedactingFilter, is_secret_name, redact_json, register_secret, safe
 from measure.roofline import fill_profile_roofline, roofline_for
 from measure.sweep import Budget, Calibration, Identity, Outcome, Sweep, resume_command, stderr
 from measure.tokenizer import write_wordlevel_tokenizer
@@ -30,9 +33,14 @@ ENGINES = ("vllm", "trtllm", "openai")
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # max_model_len given to in-process engines: the sweep's longest request, rounded up to this.
 MAX_MODEL_LEN_ROUND = 1024
+# An HTTP sweep (--engine openai, --server) whose points fail this many times in a row stops (resumable): the
+# server is likely down or refusing us, and every later point would fail the same way.  In-process engines go on
+# by default: there a failure is usually one shape out of memory, and the engine is restarted for the next.
+DEFAULT_STOP_AFTER_FAILURES_HTTP = 3
 # Identity fields that must match when --resume appends to an existing profile folder.
 # Tables are wide; keep them readable in logs that are not a terminal.
 CONSOLE_WIDTH = 160
+MAX_PORT = 65535
 IDENTITY_FIELDS = ("gpu", "engine", "model", "precision", "tp", "engine_args", "model_path", "server", "config")
 # What an identity field meant in env.json files written before the field existed.
 IDENTITY_DEFAULTS = {"config": "default"}
@@ -51,7 +59,8 @@ Engines:
 
 Output (one folder): profile.csv, one row per point, written and fsync'ed as each point ends (a killed run
 loses no completed point; --resume continues it, and every stop prints the resume command); a failed point
-(out of memory, timeout, engine error) is a row with status=failed and the reason, and the sweep goes on.
+(out of memory, timeout, engine error, every request failed) is a row with status=failed and the reason, and the
+sweep goes on (until --stop-after-failures points fail in a row). A torn last row is set aside in profile.csv.torn.
 env.json: engine and version, torch, CUDA, driver, GPU name and memory, engine arguments given and
 effective, command line (API keys removed), date; host name only with --record-hostname.
 """
@@ -63,7 +72,8 @@ Metrics per request (ms; mean/p50/p95/p99 per point): TTFT = request sent to fir
 roofline_frac = bandwidth-bound decode step (weights + KV read, GPU spec table) / measured TPOT.
 Presets: default (prompt 128-8192, output 64-2048, batch 1-1024, + concurrency/rate points for HTTP
 engines), tensorrt-llm-published (NVIDIA's ISL/OSL pairs). See `python -m measure shapes PRESET`.
-Exit codes: 0 done, 1 unexpected error, 2 usage or engine error, 3 stopped by --max-time (resume printed),
+Exit codes: 0 done, 1 unexpected error, 2 usage or engine error, 3 stopped by --max-time or --stop-after-failures
+(resume printed),
 130 interrupted.
 Details: docs/measure.md.
 """
@@ -103,6 +113,9 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
                    help="engine argument passed through (JSON value), repeatable: kv_cache_dtype=fp8")
     p.add_argument("--resume", action="store_true", help="continue an existing profile folder")
     p.add_argument("--retry-failed", action="store_true", help="with --resume: run failed points again")
+    p.add_argument("--stop-after-failures", type=int, metavar="N",
+                   help="stop cleanly (resume printed) after N failed points in a row; 0 = never (default "
+                   f"{DEFAULT_STOP_AFTER_FAILURES_HTTP} for --engine openai and --server, else 0)")
     p.add_argument("--max-time", type=float, help="seconds this invocation may use; stops before a point "
                    "that would not fit (resume later)")
     p.add_argument("--dry-run", action="store_true", help="print the points and an estimate of GPU-minutes")
@@ -144,8 +157,7 @@ class ProfileRequest:
 
 def resolve(args: argparse.Namespace) -> ProfileRequest:
     """Validate arguments into an engine config, points and the output folder; raises InputError."""
-    if args.tp < 1:
-        raise InputError(f"--tp must be >= 1, got {args.tp}")
+    check_numbers(args)
     points = load_shapes(args.shapes)
     engine_args = parse_engine_args(args.engine_arg)
     model_path = args.model_path or _default_model_path(args)
@@ -158,16 +170,55 @@ def resolve(args: argparse.Namespace) -> ProfileRequest:
         max_model_len=None if "max_model_len" in engine_args else
         int(math.ceil(max_len / MAX_MODEL_LEN_ROUND) * MAX_MODEL_LEN_ROUND),
         base_url=args.base_url.rstrip("/"), served_model=args.served_model, endpoint=args.endpoint,
-        api_key=args.api_key or os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
+        api_key=_api_key(args), ignore_eos=not args.no_ignore_eos,
         prompt_format=args.prompt_format, request_timeout_s=args.request_timeout,
         point_timeout_s=args.point_timeout, server_port=args.port, server_start_timeout_s=args.server_start_timeout,
         server_cmd=args.server_cmd, server_log=str(out / "server.log"), engine_version=args.engine_version)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: is a file, expected a profile folder (new or to --resume)")
+    _register_secrets(engine_args, config.base_url)
     if args.engine == "openai" and not config.base_url and not config.server_cmd:
         raise InputError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000) or --server-cmd")
     identity = {"gpu": args.gpu, "engine": args.engine_name or args.engine, "model": args.model, "precision": args.precision,
                 "tp": args.tp, "engine_args": engine_args, "model_path": model_path, "server": config.server,
                 "shapes": args.shapes, "config": args.tag or "default"}
     return ProfileRequest(config=config, points=points, out=out, identity=identity)
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key the load generator sends; registered so that no sink writes or prints it."""
+    key = args.api_key or os.environ.get(args.api_key_env) or None
+    register_secret(key)
+    return key
+
+
+def _register_secrets(engine_args: dict, base_url: str) -> None:
+    """Secret engine arguments (api_key=...) and a URL's user:password: no sink writes or prints them."""
+    for key, value in engine_args.items():
+        if is_secret_name(key):
+            register_secret(str(value))
+    parts = urlsplit(base_url)
+    register_secret(parts.password)
+    register_secret(parts.username)
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Slugs, counts and timeouts, checked before anything runs; InputError naming the flag."""
+    for flag in ("gpu", "model", "precision", "tag", "engine_name"):
+        value = getattr(args, flag)
+        if value and not SLUG_RE.match(value):
+            raise InputError(f"--{flag.replace('_', '-')} {safe(repr(value))}: expected a slug (lowercase letters, "
+                             "digits, '.', '_', '-'; starting with a letter or digit), e.g. h200")
+    if args.tp < 1:
+        raise InputError(f"--tp must be >= 1, got {args.tp}")
+    if args.stop_after_failures is not None and args.stop_after_failures < 0:
+        raise InputError(f"--stop-after-failures must be >= 0 (0 = never), got {args.stop_after_failures}")
+    if not 1 <= args.port <= MAX_PORT:
+        raise InputError(f"--port must be in 1..{MAX_PORT}, got {args.port}")
+    for flag in ("request_timeout", "point_timeout", "server_start_timeout", "max_time"):
+        value = getattr(args, flag)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InputError(f"--{flag.replace('_', '-')} must be a number of seconds > 0, got {value}")
 
 
 def _default_model_path(args: argparse.Namespace) -> str:
@@ -187,8 +238,8 @@ def check_folder(profile: ProfileDir, req: ProfileRequest, args: argparse.Namesp
                          "or --out/--tag for a new one")
     old = profile.identity()
     if old and args.resume:
-        old = {**IDENTITY_DEFAULTS, **old}
-        diff = [f for f in IDENTITY_FIELDS if old.get(f) != req.identity.get(f)]
+        old, new = {**IDENTITY_DEFAULTS, **old}, cast(dict, redact_json(req.identity))  # env.json: redacted
+        diff = [f for f in IDENTITY_FIELDS if old.get(f) != new.get(f)]
         if diff:
             raise InputError(f"{profile.env_path}: --resume with different {', '.join(diff)} "
                              f"(was {', '.join(f'{f}={old.get(f)!r}' for f in diff)}); use another --out")
@@ -221,7 +272,7 @@ def print_schedule(points: list[Point], all_points: tuple[Point, ...], est: Esti
             "pending" if p.key() in pending else "done")
         secs = calibration.scale(est.point_s(p)) if runnable and p.key() in pending else 0.0
         total += secs
-        table.add_row(str(i), p.label(), p.purpose, state, f"{secs:.0f}" if secs else "")
+        table.add_row(str(i), _cell(p.label()), _cell(p.purpose), state, f"{secs:.0f}" if secs else "")
     console = Console(stderr=False, width=CONSOLE_WIDTH)
     console.print(table)
     start = ENGINE_START_S if total else 0.0
@@ -242,11 +293,18 @@ def print_summary(outcome: Outcome) -> None:
     for r in outcome.rows:
         load = r.get("batch_size") or r.get("concurrency") or r.get("request_rate")
         table.add_row(r["mode"], str(r["input_len"]), str(r["output_len"]), str(load), str(r["num_requests"]),
-                      r["status"] if r["status"] == "ok" else f"failed: {r['error'][:60]}",
+                      r["status"] if r["status"] == "ok" else _cell(f"failed: {r['error'][:60]}"),
                       _fmt(r.get("duration_s"), ".1f"), _fmt(r.get("output_tok_per_s"), ",.0f"),
                       _fmt(r.get("ttft_p50_ms"), ".1f"), _fmt(r.get("tpot_p50_ms"), ".2f"),
                       _fmt(r.get("roofline_frac"), ".2f"))
     Console(stderr=True, width=CONSOLE_WIDTH).print(table)
+
+
+def _cell(text: str) -> str:
+    """A user-supplied string for a rich table: secrets and control characters removed, markup escaped."""
+    from rich.markup import escape  # noqa: PLC0415
+
+    return escape(safe(text))
 
 
 def _fmt(value: object, spec: str) -> str:
@@ -301,7 +359,8 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
                       estimate_s=est.point_s, engine_start_estimate_s=ENGINE_START_S,
                       budget=Budget(args.max_time), seed=args.seed,
                       calibration=Calibration.from_rows(profile.rows(), est.point_s),
-                      roofline=roofline_for(req.identity["gpu"], cfg), on_engine_start=on_start, progress=bar)
+                      roofline=roofline_for(req.identity["gpu"], cfg), on_engine_start=on_start, progress=bar,
+                      max_consecutive_failures=_stop_after(args, cfg))
         try:
             outcome = sweep.run()
         except KeyboardInterrupt:
@@ -317,10 +376,17 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
             stderr(f"error: {type(err).__name__}: {err}\ncompleted points are saved in {profile.csv_path}\n"
                    f"resume with:\n  {resume}")
             return EXIT_ERROR
-    return _finish(outcome, profile, resume)
+    return _finish(outcome, profile, resume, resume_command(argv, str(req.out), retry_failed=True))
 
 
-def _finish(outcome: Outcome, profile: ProfileDir, resume: str) -> int:
+def _stop_after(args: argparse.Namespace, config: EngineConfig) -> int | None:
+    """Failed points in a row that stop the sweep (None: never)."""
+    if args.stop_after_failures is not None:
+        return args.stop_after_failures or None
+    return DEFAULT_STOP_AFTER_FAILURES_HTTP if config.server else None
+
+
+def _finish(outcome: Outcome, profile: ProfileDir, resume: str, retry: str) -> int:
     if outcome.rows:
         print_summary(outcome)
     if outcome.skipped:
@@ -331,6 +397,13 @@ def _finish(outcome: Outcome, profile: ProfileDir, resume: str) -> int:
         stderr(f"stopped before the time limit with {outcome.remaining_points} point(s) left; resume with:\n"
                f"  {resume}")
         return EXIT_INCOMPLETE
+    if outcome.stopped_for_failures:
+        stderr(f"stopped after {outcome.stopped_for_failures} failed points in a row (their rows say why), with "
+               f"{outcome.remaining_points} point(s) left; fix the cause, then resume with:\n  {retry}")
+        return EXIT_INCOMPLETE
+    failed = sum(r["status"] == "failed" for r in outcome.rows)
+    if failed:
+        stderr(f"{failed} point(s) failed (their rows say why); to run them again:\n  {retry}")
     return EXIT_OK
 
 
@@ -363,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # no key and no terminal escape reaches a log line
+        handler.addFilter(RedactingFilter())
     # httpx (readiness and /metrics polls) logs every request at INFO, which drowns the progress bar.
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
@@ -375,4 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_shapes(args)
     except FleetplanError as err:
         stderr(f"error: {err}")
+        return EXIT_USAGE
+    except OSError as err:  # a file or folder that cannot be read or written: one line, not a traceback
+        where = f"{err.filename}: " if err.filename else ""
+        stderr(f"error: {where}{err.strerror or err}")
         return EXIT_USAGE

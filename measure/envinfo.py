@@ -17,33 +17,32 @@ import socket
 import subprocess
 import sys
 
+from measure.redact import SECRET_FLAGS, redacted_argv
+
 # Environment variables that change engine behaviour and are worth recording.
 RECORDED_ENV_PREFIXES = ("VLLM_", "CUDA_", "NCCL_", "TLLM_", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
                          "PYTORCH_CUDA_ALLOC_CONF")
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "CREDENTIAL")
-SECRET_FLAGS = ("--api-key",)
 # nvidia-smi answers in well under a second; a hung driver must not hang the sweep.
 NVIDIA_SMI_TIMEOUT_S = 15
 
 
-def redacted_argv(argv: list[str]) -> list[str]:
-    """argv with the value of every secret flag removed (both '--flag V' and '--flag=V')."""
+def without_secret_flags(argv: list[str]) -> list[str]:
+    """argv without measure's own secret flags and their values (a command to run again: the key comes
+    from --api-key-env instead)."""
     out, skip = [], False
     for arg in argv:
         if skip:
             skip = False
-            continue
-        if arg in SECRET_FLAGS:
+        elif arg in SECRET_FLAGS:
             skip = True
-            continue
-        if any(arg.startswith(flag + "=") for flag in SECRET_FLAGS):
-            continue
-        out.append(arg)
+        elif not any(arg.startswith(flag + "=") for flag in SECRET_FLAGS):
+            out.append(arg)
     return out
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    args = redacted_argv(list(sys.argv[1:] if argv is None else argv))
+    args = redacted_argv(without_secret_flags(list(sys.argv[1:] if argv is None else argv)))
     return shlex.join(["python", "-m", "measure", *args])
 
 

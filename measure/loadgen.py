@@ -29,11 +29,14 @@ import aiohttp
 import numpy as np
 
 from fleetfacts.errors import InputError
+from measure.redact import safe
 
 log = logging.getLogger(__name__)
 
 # Bodies of failed responses are cut to this many characters in error messages.
 MAX_ERROR_BODY = 200
+# A request's whole error message is cut to this many characters.
+MAX_ERROR = 300
 
 
 @dataclass(frozen=True)
@@ -173,13 +176,19 @@ def request_body(spec: LoadSpec, prompt: str | list[int], output_len: int) -> di
 # ------------------------------------------------------------------ one streamed request
 
 def _token_event(payload: dict, chat: bool) -> bool:
-    """True when an SSE chunk carries generated text (a role-only chat opener or a bare finish does not)."""
-    for choice in payload.get("choices") or []:
-        text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+    """True when an SSE chunk carries generated text (a role-only chat opener or a bare finish does not);
+    TypeError when `choices` is not a list of objects."""
+    choices = payload.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise TypeError(f"choices: expected a list of objects, got {choices!r}"[:MAX_ERROR_BODY])
+    for choice in choices:
+        delta = choice.get("delta") or {}
+        if chat and not isinstance(delta, dict):
+            raise TypeError(f"delta: expected an object, got {delta!r}"[:MAX_ERROR_BODY])
+        text = delta.get("content") if chat else choice.get("text")
         if text:
             return True
-        if text == "" and choice.get("finish_reason") is None and not (chat and "role" in (choice.get("delta")
-                                                                                              or {})):
+        if text == "" and choice.get("finish_reason") is None and not (chat and "role" in delta):
             return True
     return False
 
@@ -197,6 +206,7 @@ class SSEReader:
         self.usage: dict = {}
         self.error: str | None = None  # an error event inside a 200 stream (vLLM sends these)
         self.done = False
+        self.finished = False  # a choice carried a finish_reason: the stream said it was complete
         self._rest = b""
 
     def feed(self, chunk: bytes, now: float) -> None:
@@ -216,16 +226,41 @@ class SSEReader:
         if data == b"[DONE]":
             self.done = True
             return
-        payload = json.loads(data)
+        try:
+            self._event(json.loads(data), now)
+        except (ValueError, TypeError, AttributeError) as err:  # not JSON, not UTF-8, not the expected shape
+            self.error = f"malformed stream event ({type(err).__name__}: {err}): {data[:MAX_ERROR_BODY]!r}"
+            self.done = True
+
+    def _event(self, payload: object, now: float) -> None:
+        if not isinstance(payload, dict):
+            raise TypeError(f"expected a JSON object, got {type(payload).__name__}")
         if payload.get("error"):
             error = payload["error"]
             self.error = str(error.get("message", error) if isinstance(error, dict) else error)
             self.done = True
             return
         if payload.get("usage"):
-            self.usage = payload["usage"]
+            self.usage = _usage(payload["usage"])
+        choices = payload.get("choices")
+        if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+            self.finished = True
         if _token_event(payload, self.chat):
             self.times.append(now)
+
+
+def _usage(usage: object) -> dict:
+    """The stream's usage object with whole-number token counts; TypeError/ValueError otherwise."""
+    if not isinstance(usage, dict):
+        raise TypeError(f"usage: expected a JSON object, got {type(usage).__name__}")
+    out = {}
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(name)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"usage.{name}: expected a whole number >= 0, got {value!r}")
+            out[name] = value
+    return out
 
 
 async def stream_request(session: aiohttp.ClientSession, spec: LoadSpec, body: dict) -> RequestResult:
@@ -238,17 +273,20 @@ async def stream_request(session: aiohttp.ClientSession, spec: LoadSpec, body: d
             if response.status != 200:
                 text = (await response.read()).decode("utf-8", "replace")
                 return RequestResult(False, start, time.perf_counter(),
-                                     error=f"HTTP {response.status}: {' '.join(text.split())[:MAX_ERROR_BODY]}")
+                                     error=f"HTTP {response.status}: {safe(' '.join(text.split()))[:MAX_ERROR_BODY]}")
             async for chunk in response.content.iter_any():
                 reader.feed(chunk, time.perf_counter())
                 if reader.done:
                     break
             reader.close(time.perf_counter())
-    except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError, OSError) as err:
-        return RequestResult(False, start, time.perf_counter(), error=f"{type(err).__name__}: {err}"[:300])
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        return RequestResult(False, start, time.perf_counter(), error=safe(f"{type(err).__name__}: {err}")[:MAX_ERROR])
     end = time.perf_counter()
     if reader.error:
-        return RequestResult(False, start, end, error=f"error in stream: {reader.error}"[:300])
+        return RequestResult(False, start, end, error=safe(f"error in stream: {reader.error}")[:MAX_ERROR])
+    if not (reader.done or reader.finished):
+        return RequestResult(False, start, end, error=f"stream cut after {len(reader.times)} token event(s): "
+                                                      "no finish_reason and no [DONE] (connection dropped?)")
     return _result(start, end, reader.times, reader.usage)
 
 
@@ -296,27 +334,43 @@ async def run_load(spec: LoadSpec) -> LoadResult:
                 queue.put_nowait(body)
             tasks = [asyncio.create_task(_worker(client, spec, queue, results))
                      for _ in range(min(width, len(bodies)))]
-        _, pending = await asyncio.wait(tasks, timeout=spec.max_duration_s)
+        done, pending = await asyncio.wait(tasks, timeout=spec.max_duration_s)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
     end = max((r.end_s for r in results), default=time.perf_counter())
-    return LoadResult(results=tuple(results), duration_s=max(end - start, 1e-9),
-                      cancelled=len(bodies) - len(results))
+    missing = len(bodies) - len(results)
+    if missing and not pending:  # no time limit cut them: say why they never ended, as failures
+        died = next((t.exception() for t in done if not t.cancelled() and t.exception()), None)
+        reason = safe(f"request never completed ({type(died).__name__}: {died})" if died else "request never completed")
+        results += [RequestResult(False, start, end, error=reason[:MAX_ERROR])] * missing
+        missing = 0
+    return LoadResult(results=tuple(results), duration_s=max(end - start, 1e-9), cancelled=missing)
 
 
 async def _send_at(client, spec: LoadSpec, body: dict, when: float, results: list) -> None:
     delay = when - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
-    results.append(await stream_request(client, spec, body))
+    results.append(await _one_request(client, spec, body))
 
 
 async def _worker(client, spec: LoadSpec, queue: asyncio.Queue, results: list) -> None:
     """Closed loop: send the next body as soon as this worker's previous request ended."""
     while not queue.empty():
         body = queue.get_nowait()
-        results.append(await stream_request(client, spec, body))
+        results.append(await _one_request(client, spec, body))
+
+
+async def _one_request(client, spec: LoadSpec, body: dict) -> RequestResult:
+    """stream_request, where anything it did not foresee becomes a failed result with its reason: a task
+    that died would take its worker's remaining requests with it, unsent and uncounted."""
+    start = time.perf_counter()
+    try:
+        return await stream_request(client, spec, body)
+    except Exception as err:  # noqa: BLE001 - counted as this request's failure, never lost
+        log.debug("request failed unexpectedly", exc_info=True)
+        return RequestResult(False, start, time.perf_counter(), error=safe(f"{type(err).__name__}: {err}")[:MAX_ERROR])
 
 
 def run_load_sync(spec: LoadSpec) -> LoadResult:

@@ -117,8 +117,13 @@ def load_shapes(spec: str) -> tuple[Point, ...]:
         if not preset.exists():
             raise InputError(f"shapes {spec!r}: neither a file nor a preset (presets: {', '.join(list_presets())})")
         path = preset
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = [r for r in csv.DictReader(line for line in handle if not line.startswith("#"))]
+    if path.is_dir():
+        raise InputError(f"shapes {path}: is a folder, expected a shapes CSV file or a preset name")
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = [r for r in csv.DictReader(line for line in handle if not line.startswith("#"))]
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise InputError(f"shapes {path}: not a CSV text file ({type(err).__name__}: {err})") from None
     if not rows:
         raise InputError(f"{path}: no shape rows (expected a CSV with columns {', '.join(SHAPE_COLUMNS)})")
     unknown = set(rows[0]) - set(SHAPE_COLUMNS)

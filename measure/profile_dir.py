@@ -9,6 +9,7 @@ leaves a row the planner cannot read.  env.json keeps one record per run
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import math
@@ -20,10 +21,13 @@ import pandas as pd
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PROFILE, escape_formula, validate_frame
 from measure.points import Point, point_from_mapping
+from measure.redact import redact_json, redact_text
 
 log = logging.getLogger(__name__)
 
 PROFILE_FILE = "profile.csv"
+# Where a torn last row (a kill or a full disk during a write) is set aside, beside profile.csv.
+TORN_SUFFIX = ".torn"
 ENV_FILE = "env.json"
 # Significant digits kept for floats in profile.csv: far finer than run-to-run noise.
 FLOAT_DIGITS = 7
@@ -40,7 +44,7 @@ def _cell(value: object) -> str:
         return ""
     if isinstance(value, float):
         return "" if not math.isfinite(value) else format(value, f".{FLOAT_DIGITS}g")
-    return str(escape_formula(value) if isinstance(value, str) else value)
+    return str(escape_formula(redact_text(value)) if isinstance(value, str) else value)
 
 
 def _raw_or_cell(value: object) -> str:
@@ -59,12 +63,44 @@ class ProfileDir:
         return self.csv_path.is_file()
 
     def rows(self) -> list[dict]:
-        """Rows already written (raw strings); a truncated last line from a kill is ignored."""
+        """Rows already written (raw strings); a torn last line (no line end: a kill or a full disk) is ignored.
+        InputError when profile.csv is not a UTF-8 CSV file."""
         if not self.csv_path.is_file():
             return []
-        with open(self.csv_path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
+        try:
+            text = self.csv_path.read_bytes().decode("utf-8")
+            rows = list(csv.DictReader(io.StringIO(text[:text.rfind("\n") + 1], newline="")))
+        except (UnicodeDecodeError, csv.Error) as err:
+            raise InputError(f"{self.csv_path}: not a profile CSV file ({type(err).__name__}: {err}); "
+                             "move it away or pass another --out") from None
         return [r for r in rows if None not in r and r.get("date")]
+
+    def repair_tail(self) -> Path | None:
+        """Set aside a torn last row: the bytes after the last line end (a write cut by a kill or a full
+        disk) go to profile.csv.torn, and profile.csv is cut back to its last whole row (atomically).
+        Returns the file the torn bytes went to, or None when the file ends cleanly."""
+        if not self.csv_path.is_file():
+            return None
+        data = self.csv_path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return None
+        keep = data[:data.rfind(b"\n") + 1]
+        torn = self.csv_path.with_name(PROFILE_FILE + TORN_SUFFIX)
+        with open(torn, "ab") as aside:
+            aside.write(data[len(keep):] + b"\n")
+            aside.flush()
+            os.fsync(aside.fileno())
+        self._replace_bytes(keep)
+        log.warning("%s: its last row was torn (cut during a write); set aside in %s", self.csv_path, torn)
+        return torn
+
+    def _replace_bytes(self, data: bytes) -> None:
+        tmp = self.csv_path.with_suffix(".csv.tmp")
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.csv_path)
 
     def point_status(self) -> dict[tuple, str]:
         """Point key -> 'ok' if any ok row exists for it, else 'failed'."""
@@ -86,6 +122,7 @@ class ProfileDir:
         text = {name: _cell(row.get(name)) for name in PROFILE.names}
         validate_frame(pd.DataFrame([text]), PROFILE, f"{self.csv_path} (row being written)")
         self.path.mkdir(parents=True, exist_ok=True)
+        self.repair_tail()
         self.upgrade_header()
         new = not self.csv_path.is_file() or self.csv_path.stat().st_size == 0
         with open(self.csv_path, "a", newline="", encoding="utf-8") as handle:
@@ -129,27 +166,34 @@ class ProfileDir:
             os.fsync(out.fileno())
         os.replace(tmp, self.csv_path)
 
-    def env_runs(self) -> list[dict]:
+    def _env(self) -> dict:
+        """env.json as a dict ({} when absent); InputError when it is not the JSON object measure writes."""
         if not self.env_path.is_file():
-            return []
+            return {}
         try:
             data = json.loads(self.env_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise InputError(f"{self.env_path}: not valid JSON ({err})") from None
-        return list(data.get("runs", []))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise InputError(f"{self.env_path}: not valid JSON ({type(err).__name__}: {err}); "
+                             "repair or remove it, or pass another --out") from None
+        if not isinstance(data, dict) or not isinstance(data.get("runs", []), list) \
+                or not isinstance(data.get("profile") or {}, dict):
+            raise InputError(f"{self.env_path}: expected an object with 'profile' (object) and 'runs' (list); "
+                             "repair or remove it, or pass another --out")
+        return data
+
+    def env_runs(self) -> list[dict]:
+        return list(self._env().get("runs", []))
 
     def write_env(self, identity: dict, runs: list[dict]) -> None:
         """Rewrite env.json atomically: the profile identity plus every run's environment record."""
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.env_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"profile": identity, "runs": runs}, indent=2, default=str) + "\n",
-                       encoding="utf-8")
+        record = redact_json({"profile": identity, "runs": runs})
+        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, self.env_path)
 
     def identity(self) -> dict | None:
-        if not self.env_path.is_file():
-            return None
-        return json.loads(self.env_path.read_text(encoding="utf-8")).get("profile")
+        return self._env().get("profile")
 
 
 def pending_points(points: tuple[Point, ...], status: dict[tuple, str], retry_failed: bool) -> list[Point]:

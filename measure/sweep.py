@@ -21,8 +21,9 @@ from typing import Protocol
 
 from fleetfacts.errors import InputError
 from measure.engines.base import Engine, EngineInfo
-from measure.envinfo import command_line, redacted_argv
+from measure.envinfo import command_line, without_secret_flags
 from measure.points import Point, point_from_mapping
+from measure.redact import redacted_argv, safe
 from measure.stats import Measurement, metric_columns
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Budget:
 class Outcome:
     rows: list[dict] = field(default_factory=list)
     stopped_for_time: bool = False
+    stopped_for_failures: int = 0           # the failed points in a row that stopped the sweep (0: did not)
     remaining_points: int = 0
     skipped: list[Point] = field(default_factory=list)
     engine_info: EngineInfo | None = None
@@ -117,7 +119,7 @@ class Calibration:
 
 def one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or "(no message)"
-    return f"{type(error).__name__}: {text}"[:MAX_ERROR_CHARS]
+    return safe(f"{type(error).__name__}: {text}")[:MAX_ERROR_CHARS]
 
 
 def build_row(identity: Identity, engine_version: str, point: Point, info: EngineInfo | None,
@@ -139,7 +141,10 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
         row.update(kv_cache_tokens=info.kv_cache_tokens, max_num_seqs=info.max_num_seqs,
                    max_num_batched_tokens=info.max_num_batched_tokens)
     notes = [identity.notes]
-    if measurement is not None:
+    if measurement is not None and measurement.num_requests == 0:  # nothing to time: a failed point
+        error = error or _nothing_completed(measurement)
+        notes.append(measurement.notes)
+    elif measurement is not None:
         row.update(metric_columns(measurement))
         notes.append(measurement.notes)
         if measurement.errors and not error:
@@ -150,6 +155,12 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
     row["error"] = error[:MAX_ERROR_CHARS]
     row["notes"] = "; ".join(n for n in notes if n)
     return row
+
+
+def _nothing_completed(m: Measurement) -> str:
+    if m.errors:
+        return f"all {m.errors} requests failed: {m.first_error}"
+    return "no request completed" + (f" ({m.notes})" if m.notes else "")
 
 
 @dataclass
@@ -168,6 +179,8 @@ class Sweep:
     on_engine_start: Callable[[EngineInfo], None] | None = None
     progress: Progress | None = None
     calibration: Calibration = field(default_factory=Calibration)
+    # Stop (cleanly, resumable) after this many failed points in a row; None = never.
+    max_consecutive_failures: int | None = None
 
     def run(self) -> Outcome:
         outcome = Outcome()
@@ -194,6 +207,7 @@ class Sweep:
         return info
 
     def _run_points(self, points: list[Point], info: EngineInfo, outcome: Outcome) -> None:
+        failures = 0
         for index, point in enumerate(points):
             estimate = self.calibration.scale(self.estimate_s(point))
             if not self.budget.allows(estimate):
@@ -205,6 +219,11 @@ class Sweep:
             self.write_row(row)
             outcome.rows.append(row)
             self._tick(point, row)
+            failures = failures + 1 if row["status"] == "failed" else 0
+            if self.max_consecutive_failures and failures >= self.max_consecutive_failures and index + 1 < len(points):
+                outcome.stopped_for_failures, outcome.remaining_points = failures, len(points) - index - 1
+                log.warning("stopping: %d points failed in a row (last: %s)", failures, row["error"])
+                return
             if died:
                 restarted = self._restart(outcome, len(points) - index - 1)
                 if restarted is None:
@@ -236,19 +255,22 @@ class Sweep:
         if self.progress is not None:
             self.progress.update(1)
             tok = row.get("output_tok_per_s")
-            self.progress.set_postfix_str(f"{point.label()} -> {row['status']}"
+            self.progress.set_postfix_str(safe(f"{point.label()} -> {row['status']}")
                                           + (f" {tok:,.0f} tok/s" if tok else ""))
 
 
-def resume_command(argv: list[str], out_dir: str) -> str:
-    """The command that continues this sweep (secret flags removed; --resume and --out added)."""
-    args = redacted_argv(argv)
+def resume_command(argv: list[str], out_dir: str, retry_failed: bool = False) -> str:
+    """The command that continues this sweep (secret flags removed; --resume and --out added, and
+    --retry-failed when the failed points should run again)."""
+    args = redacted_argv(without_secret_flags(argv))
     if "--resume" not in args:
         args.append("--resume")
+    if retry_failed and "--retry-failed" not in args:
+        args.append("--retry-failed")
     if "--out" not in args and not any(a.startswith("--out=") for a in args):
         args += ["--out", out_dir]
     return command_line(args)
 
 
 def stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(safe(text), file=sys.stderr, flush=True)

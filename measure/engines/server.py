@@ -30,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TextIO, cast
 
 import httpx
 
@@ -39,8 +40,8 @@ from measure.engines import trtllm_offline, vllm_offline
 from measure.engines.base import EngineConfig, EngineError, EngineInfo, EngineNotInstalled
 from measure.engines.openai_engine import OpenAIEngine, wait_ready
 from measure.engines.registry import register
-from measure.envinfo import redacted_argv
 from measure.points import Point
+from measure.redact import redact_json, redacted_argv
 from measure.stats import Measurement
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,8 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def _die_with_parent() -> None:
     """Runs in the server process before exec: ask Linux for SIGTERM when the launching process ends."""
-    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _LIBC is not None:  # None off Linux, where there is no prctl
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def terminate_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
@@ -275,7 +277,7 @@ class ServerEngine:
                                            prompt_format=self.launch.prompt_format))
         self.name = {"vllm": "vLLM", "trtllm": TRTLLM_SERVE}.get(self.kind, Path(self.launch.argv[0]).name)
         self._proc: subprocess.Popen | None = None
-        self._log = None
+        self._log: TextIO | None = None
         self._version: str | None = None
 
     def command_line(self) -> str:
@@ -327,9 +329,9 @@ class ServerEngine:
             # JSON is YAML: trtllm-serve reads this file with yaml.safe_load.
             Path(self.launch.options_path).write_text(json.dumps(self.launch.options, indent=2) + "\n")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
-        self._log.write(f"\n{LOG_HEADER} {dt.datetime.now().isoformat(timespec='seconds')}: {self.command_line()}\n")
-        self._log.flush()
+        self._log = server_log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
+        server_log.write(f"\n{LOG_HEADER} {dt.datetime.now().isoformat(timespec='seconds')}: {self.command_line()}\n")
+        server_log.flush()
         log.info("launching %s server on port %d (log: %s)", self.name, self.config.server_port, self.log_path)
         try:
             self._proc = subprocess.Popen(list(self.launch.argv), stdin=subprocess.DEVNULL, stdout=self._log,
@@ -390,7 +392,7 @@ class ServerEngine:
 
     def _record(self, record: dict) -> None:
         try:
-            server_metrics.append_record(self.log_path.parent / server_metrics.FILE_NAME, record)
+            server_metrics.append_record(self.log_path.parent / server_metrics.FILE_NAME, cast(dict, redact_json(record)))
         except OSError as err:
             log.warning("cannot write %s: %s", server_metrics.FILE_NAME, err)
 

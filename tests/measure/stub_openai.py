@@ -1,0 +1,103 @@
+"""A misbehaving OpenAI-compatible server for fault tests (stdlib only; run as a script on 127.0.0.1).
+
+`python stub_openai.py PORT [FAULTS_JSON] [--api-key KEY]`.  Streams `max_tokens` text chunks, `ITL_S`
+apart, with usage and [DONE].  FAULTS_JSON maps a request's max_tokens (a point's output_len) to a fault:
+`500` (an error body echoing the Authorization header, as some proxies do), `401`, `drop` (the
+connection closed mid-stream), `hang` (no answer for HANG_S), `die` (the server process exits),
+`escape` (a 500 body with terminal escape codes), and `garbage:KIND`, a malformed stream event where
+KIND is `nonobject` (a JSON list), `binary` (bytes that are not UTF-8), `usage` (non-numeric token
+counts) or `choices` (a string where a list belongs).  Warm-up requests (max_tokens 4) are never faulted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ITL_S = 0.002
+HANG_S = 30.0
+GARBAGE = {
+    "nonobject": b"data: [1, 2, 3]\n\n",
+    "binary": b"data: {\"choices\": [{\"text\": \"\xff\xfe\x80\"}]}\n\n",
+    "usage": b'data: {"choices": [{"text": "x"}], "usage": {"completion_tokens": "many"}}\n\n',
+    "choices": b'data: {"choices": "abc"}\n\n',
+}
+
+
+class Stub(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    faults: dict[str, str] = {}
+    api_key: str | None = None
+
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def do_GET(self):  # noqa: N802 - http.server API
+        if self.path in ("/health", "/v1/models", "/version"):
+            self._reply(200, b'{"version": "stub-1"}' if self.path == "/version" else b"{}")
+        else:
+            self._reply(404, b"{}")
+
+    def do_POST(self):  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        n = int(body["max_tokens"])
+        fault = self.faults.get(str(n), "ok")
+        auth = self.headers.get("Authorization", "")
+        if self.api_key and auth != f"Bearer {self.api_key}" or fault == "401":
+            self._reply(401, f'{{"error": "invalid Authorization header {auth!r}"}}'.encode())
+        elif fault == "500":
+            self._reply(500, f'{{"error": "upstream failed", "request_headers": {{"Authorization": "{auth}"}}}}'.encode())
+        elif fault == "escape":
+            self._reply(500, b'{"error": "\x1b[2J\x1b]8;;http://evil\x07click\x1b]8;;\x07"}')
+        elif fault == "hang":
+            time.sleep(HANG_S)
+        elif fault == "die":
+            os._exit(1)
+        else:
+            self._stream(n, fault)
+
+    def _reply(self, status: int, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _stream(self, n: int, fault: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for i in range(n):
+            if fault == "drop" and i == 1:
+                self.connection.shutdown(2)
+                return
+            if fault.startswith("garbage:") and i == 1:
+                self.wfile.write(GARBAGE[fault.split(":", 1)[1]])
+                self.wfile.flush()
+                continue
+            self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'text': f'w{i} '}]})}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(ITL_S)
+        usage = {"prompt_tokens": 7, "completion_tokens": n, "total_tokens": n + 7}
+        self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def main(argv: list[str]) -> None:
+    args = list(argv)
+    if "--api-key" in args:
+        i = args.index("--api-key")
+        Stub.api_key = args[i + 1]
+        del args[i:i + 2]
+    Stub.faults = json.loads(args[1]) if len(args) > 1 else {}
+    server = ThreadingHTTPServer(("127.0.0.1", int(args[0])), Stub)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
