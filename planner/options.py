@@ -130,6 +130,8 @@ class Option:
         changes: dict[str, Any] = {"replicas": replicas, "gpus": replicas * self.tp}
         if job_hours is not None:
             changes["job_hours"] = job_hours
+        if utilisation is not None and self.utilisation > 0:
+            changes["peak_utilisation"] = self.sizing.peak_utilisation * utilisation / self.utilisation
         sized = replace(self.sizing, **changes)
         assert self.price is not None and self.ops is not None  # only priced (feasible) options are simulated
         return replace(self, sizing=sized, notes=notes,

@@ -167,6 +167,8 @@ class PlanResult:
 # (after re-pricing) are all simulated, at most SIM_CHECK_MAX per route (each simulates a few fleets).
 SIM_CHECK_TOP = 2
 SIM_CHECK_MAX = 8
+# Rounding slack when turning a utilisation back into a replica count.
+CAP_TOLERANCE = 1e-9
 
 
 def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None = None,
@@ -244,7 +246,7 @@ def _simulate_online_option(option: Option, a: Assumptions,
     arrivals, lengths = replay if replay is not None else (None, None)
     analytical = option.replicas
     search = simulate.search_replicas(option.route, option.curve, analytical, arrivals, lengths,
-                                      attainment_target=a.slo_attainment)
+                                      attainment_target=a.slo_attainment, min_replicas=_cap_floor(option, a))
     option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
                                  sim_attainment=search.attainment)
     if search.replicas is None:
@@ -257,6 +259,15 @@ def _simulate_online_option(option: Option, a: Assumptions,
     notes = _join(option.notes, f"analytical sizing {analytical} replicas, simulation {search.replicas} "
                                 f"({search.source})")
     return option.resized(search.replicas, a, notes, utilisation=option.utilisation * analytical / search.replicas)
+
+
+def _cap_floor(option: Option, a: Assumptions) -> int:
+    """The fewest replicas keeping the option's peak utilisation within the cap (a simulation never goes below)."""
+    peak = option.sizing.peak_utilisation
+    if not (math.isfinite(peak) and peak > 0):
+        return 1
+    # The tolerance keeps the analytical count itself when its utilisation sits exactly on the cap.
+    return max(1, math.ceil(option.replicas * peak / a.utilisation_cap - CAP_TOLERANCE))
 
 
 def _batch_simulation_check(route: Route, options: list[Option], a: Assumptions) -> list[Option]:
