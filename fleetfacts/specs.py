@@ -218,6 +218,17 @@ def model_facts(model: str, model_dir: str | Path | None = None) -> ModelSpec | 
     return bundled_model_specs().get(slug(model))
 
 
+@lru_cache(maxsize=64)
+def context_window(model: str) -> tuple[int, str] | None:
+    """(max tokens of prompt + output, source) of a model: max_position_embeddings of its config.json; None if unknown."""
+    facts = model_facts(model)
+    if facts is None or not facts.max_position:
+        return None
+    source = facts.source
+    root = str(MODELS_DIR.parent.parent) + "/"
+    return int(facts.max_position), source[len(root):] if source.startswith(root) else source
+
+
 def model_spec_from_config(model: str, config: dict[str, Any], source: str = "config.json") -> ModelSpec:
     """Parameter count and KV geometry of a dense decoder from its Hugging Face config.json dict."""
     hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
