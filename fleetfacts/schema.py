@@ -10,6 +10,7 @@ never surfaces as a traceback.  `measure/` writes profiles with these schemas an
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -300,10 +301,12 @@ def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") 
     if missing:
         raise InputError(f"{where}: missing required column(s) {', '.join(missing)} for a {schema.name} file")
     out = {}
+    lines = row_lines(frame)
     for col in schema.columns:
         raw = frame[col.name].tolist() if col.name in frame.columns else [None] * len(frame)
-        out[col.name] = [_cell(v, col, where, i) for i, v in enumerate(raw)]
+        out[col.name] = [_cell(v, col, where, line) for line, v in zip(lines, raw, strict=True)]
     result = pd.DataFrame(out, columns=schema.names, index=range(len(frame)))
+    result.attrs["lines"] = lines
     for col in schema.columns:
         if col.kind in ("int", "float"):
             result[col.name] = pd.to_numeric(result[col.name], errors="coerce").astype(
@@ -311,8 +314,7 @@ def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") 
     return result
 
 
-def _cell(value: object, col: Column, where: str, index: int) -> object:
-    line = index + 2  # line 1 is the header
+def _cell(value: object, col: Column, where: str, line: int) -> object:
     if _is_blank(value):
         if col.required:
             raise InputError(f"{where}, line {line}, column {col.name!r}: a value is required ({col.doc})")
@@ -326,10 +328,15 @@ def _cell(value: object, col: Column, where: str, index: int) -> object:
 
 
 def read_csv_text(path: Path) -> pd.DataFrame:
-    """Read a CSV as strings, skipping leading '#' comment lines (plan assumptions)."""
+    """Read a CSV as strings, skipping leading '#' comment lines (plan assumptions).
+
+    The index (named "line") holds each row's physical line in the file, so
+    errors name the line an editor shows (comment lines, blank lines and
+    quoted newlines counted).
+    """
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=True,
-                           skiprows=_leading_comment_lines(path))
+        skip = _leading_comment_lines(path)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=True, skiprows=skip)
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except pd.errors.EmptyDataError:
@@ -337,6 +344,44 @@ def read_csv_text(path: Path) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{path}: not a readable CSV file ({first})") from None
+    lines = record_lines(path, skip, encoding="utf-8")
+    if len(lines) == len(frame):
+        frame.index = pd.Index(lines, name="line")
+    return frame
+
+
+def record_lines(path: str | Path, skip: int = 0, encoding: str = "utf-8-sig") -> list[int]:
+    """Physical (1-based) first line of each non-blank record after the header, `skip` lines in.
+
+    Counts quoted newlines and blank lines as an editor does; [] when the file cannot be read as CSV.
+    """
+    out = []
+    try:
+        with open(path, encoding=encoding, newline="") as handle:
+            for _ in range(skip):
+                handle.readline()
+            reader = csv.reader(handle)
+            end, header = skip, False
+            for record in reader:
+                start, end = end + 1, skip + reader.line_num
+                if not any(cell.strip() for cell in record):
+                    continue
+                if header:
+                    out.append(start)
+                header = True
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
+    return out
+
+
+def row_lines(frame: pd.DataFrame) -> list[int]:
+    """The file line of each row: the "line" index of read_csv_text, else row + 2 (line 1 is the header)."""
+    if frame.index.name == "line":
+        return [int(x) for x in frame.index]
+    kept = frame.attrs.get("lines")
+    if isinstance(kept, list) and len(kept) == len(frame):
+        return list(kept)
+    return [i + 2 for i in range(len(frame))]
 
 
 def _leading_comment_lines(path: Path) -> int:

@@ -557,7 +557,7 @@ class Curve:
     def latency_interval(self, phi_time_s: np.ndarray) -> tuple[float, float]:
         """(low, high) seconds for a latency with features phi."""
         seconds = float(phi_time_s @ self.fit.theta)
-        sd = min(self._relative_sd(phi_time_s, seconds), MAX_RELATIVE_SD)
+        sd = self._relative_sd(phi_time_s, seconds)
         return seconds * math.exp(-Z_90 * sd), seconds * math.exp(Z_90 * sd)
 
     # -- internals

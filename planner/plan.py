@@ -35,6 +35,7 @@ from fleetfacts.schema import (
     Schema,
     load_table,
     read_csv_text,
+    row_lines,
     split_list,
     unescape_formula,
     validate_frame,
@@ -124,8 +125,8 @@ def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame
     cells = routes[present].astype(object)
     typed = validate_frame(cells.where(routes[present].notna(), None), ROUTES, where)
     seen: set[str] = set()
-    for index, row in enumerate(typed.to_dict("records")):
-        _check_route_row(row, f"{where}, line {index + 2}", seen)
+    for line, row in zip(row_lines(routes), typed.to_dict("records"), strict=True):
+        _check_route_row(row, f"{where}, line {line}", seen)
     return typed
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import ROUTES, slug, validate_frame
+from fleetfacts.schema import ROUTES, record_lines, slug, validate_frame
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,11 @@ AZURE_ATTRIBUTION = ("Azure LLM inference trace (Azure Public Dataset, CC-BY): P
                      "generative LLM inference using phase splitting\", ISCA 2024")
 # Skip reasons, in the order a row is checked (a row is counted once, under its first problem).
 REASONS = {"timestamp": "bad timestamp", "missing": "missing token count", "numeric": "non-numeric token count",
-           "fraction": "fractional token count", "negative": "negative token count", "json": "unreadable JSON line"}
+           "fraction": "fractional token count", "negative": "negative token count",
+           "huge": "implausibly large token count", "json": "unreadable JSON line"}
+# No model reads or writes this many tokens in one request (the longest published context windows are
+# ~1e7 tokens); larger counts are corrupt rows, and past 2^53 a float no longer holds a whole number.
+MAX_TOKENS_PER_REQUEST = 1e9
 MAX_LINES_SHOWN = 5
 
 
@@ -220,16 +224,18 @@ def _read_raw(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
     if _first_line(path).startswith("{"):
         return _read_jsonl(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False, encoding="utf-8-sig")
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=True, encoding="utf-8-sig")
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty (expected a request log)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{path}: not a readable CSV file ({first})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
-    frame["line"] = np.arange(len(frame)) + 2  # line 1 is the header
-    blank = (frame.drop(columns="line").apply(lambda col: col.str.strip()) == "").all(axis=1)
-    return frame[~blank].reset_index(drop=True), ()
+    blank = (frame.apply(lambda col: col.str.strip()) == "").all(axis=1)
+    frame = frame[~blank].reset_index(drop=True)
+    lines = record_lines(path)  # physical lines: quoted newlines and blank lines counted
+    frame["line"] = lines if len(lines) == len(frame) else np.arange(len(frame)) + 2
+    return frame, ()
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
@@ -282,7 +288,7 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
     inputs, input_bad = _counts(raw[col["input"]] if col["input"] else pd.Series([], dtype=str))
     outputs, output_bad = _counts(raw[col["output"]] if col["output"] else pd.Series([], dtype=str))
     taken = bad["timestamp"].copy()
-    for reason in ("missing", "numeric", "fraction", "negative"):
+    for reason in ("missing", "numeric", "fraction", "negative", "huge"):
         mask = (input_bad[reason] | output_bad[reason]) & ~taken
         bad[reason] = mask
         taken |= mask
@@ -324,7 +330,8 @@ def _counts(cells: pd.Series) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     with np.errstate(invalid="ignore"):
         fraction = np.isfinite(values) & (values != np.round(values))
         negative = np.isfinite(values) & (values < 0)
-    return values, {"missing": missing, "numeric": numeric, "fraction": fraction, "negative": negative}
+        huge = np.isfinite(values) & (values > MAX_TOKENS_PER_REQUEST)
+    return values, {"missing": missing, "numeric": numeric, "fraction": fraction, "negative": negative, "huge": huge}
 
 
 def _raise_first(raw: pd.DataFrame, col: dict[str, str | None], bad: dict[str, np.ndarray], path: Path,
@@ -339,7 +346,8 @@ def _raise_first(raw: pd.DataFrame, col: dict[str, str | None], bad: dict[str, n
     column = col["timestamp"] if reason == "timestamp" else _count_column(raw, col, index)
     value = raw.at[index, column] if column else ""
     expected = "epoch seconds" if epoch_mode else "an ISO-8601 time or epoch seconds"
-    what = f"expected {expected}" if reason == "timestamp" else "expected a whole number of tokens >= 0"
+    what = (f"expected {expected}" if reason == "timestamp"
+            else f"expected a whole number of tokens from 0 to {MAX_TOKENS_PER_REQUEST:.0e}")
     raise InputError(f"{path}, line {raw.at[index, 'line']}, column {column!r}: {REASONS[reason]} {value!r} ({what})")
 
 
@@ -348,7 +356,7 @@ def _count_column(raw: pd.DataFrame, col: dict[str, str | None], index: int) -> 
         name = col[role]
         text = str(raw.at[index, name]).strip() if name else ""
         number = pd.to_numeric(text, errors="coerce")
-        if text == "" or pd.isna(number) or number < 0 or number != round(number):
+        if text == "" or pd.isna(number) or number < 0 or number != round(number) or number > MAX_TOKENS_PER_REQUEST:
             return name
     return col["input"]
 

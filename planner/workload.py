@@ -252,13 +252,14 @@ class FleetSample:
 
 
 class SteadyTraffic:
-    """A route's synthetic traffic for simulating fleets to steady state (common random numbers).
+    """A route's synthetic traffic for simulating fleets to steady state.
 
-    One stream of unit-rate arrival gaps (the route's arrival CV) and token
-    lengths is drawn once; a candidate fleet of R replicas is simulated as
-    k = min(R, SIM_MAX_REPLICAS) replicas fed k/R of the peak rate (the same
-    stream, time-scaled), for max(SIM_SERVICE_TIMES service times, enough
-    arrivals for SIM_MIN_MEASURED measured requests).  service_s: one
+    A candidate fleet of R replicas is simulated as k = min(R, SIM_MAX_REPLICAS)
+    replicas fed a random k/R share of the route's peak-rate arrivals (exact
+    thinning of its gamma renewal process: each kept gap is the sum of a
+    geometric number of the route's gaps, itself gamma), for max(SIM_SERVICE_TIMES
+    service times, enough arrivals for SIM_MIN_MEASURED measured requests).
+    Lengths are drawn once and shared by every fleet.  service_s: one
     request's end-to-end seconds at the operating point (> 0).
     """
 
@@ -266,9 +267,8 @@ class SteadyTraffic:
         if not (math.isfinite(service_s) and service_s > 0):
             raise InputError(f"route {route.name!r}: service time must be a positive number of seconds, "
                              f"got {service_s!r}")
-        self.route, self.service_s = route, float(service_s)
+        self.route, self.service_s, self.seed = route, float(service_s), seed
         gen = np.random.default_rng(seed)
-        self._unit = for_route(1.0, route.arrival_cv, SIM_MAX_REQUESTS, gen)
         self._input = route.input.sample(SIM_MAX_REQUESTS, gen)
         self._output = route.output.sample(SIM_MAX_REQUESTS, gen)
 
@@ -280,15 +280,38 @@ class SteadyTraffic:
         while k > 1 and per_replica * k * self._duration_s(per_replica * k, warmup) > SIM_MAX_REQUESTS:
             k //= 2
         rate = per_replica * k
-        n = int(np.searchsorted(self._unit, self._duration_s(rate, warmup) * rate, side="right"))
-        n = max(1, min(n, SIM_MAX_REQUESTS))
-        source = (f"synthetic arrivals ({rate:.4g} req/s, CV {self.route.arrival_cv:.3g}), "
+        duration = self._duration_s(rate, warmup)
+        count = min(SIM_MAX_REQUESTS, int(duration * rate * THINNING_MARGIN) + THINNING_SLACK)
+        times = thinned_gamma(self.route.peak_rps, self.route.arrival_cv, k / replicas, count, self.seed)
+        n = max(1, int(np.searchsorted(times, duration, side="right")))
+        source = (f"synthetic arrivals ({self.route.peak_rps:.4g} req/s peak, CV {self.route.arrival_cv:.3g}), "
                   f"lengths sampled from the route's quantiles")
-        requests = Requests(self._unit[:n] / rate, self._input[:n], self._output[:n], source)
+        requests = Requests(times[:n], self._input[:n], self._output[:n], source)
         return FleetSample(requests, replicas, k, warmup)
 
     def _duration_s(self, rate: float, warmup: float) -> float:
         return max(SIM_SERVICE_TIMES * self.service_s, warmup + SIM_MIN_MEASURED / rate)
+
+
+# Arrivals drawn for a horizon: its expected count times this, plus a few (a Poisson count rarely
+# exceeds its mean by 10% + 100); a short draw only ends the horizon a little early.
+THINNING_MARGIN = 1.1
+THINNING_SLACK = 100
+
+
+def thinned_gamma(rate_rps: float, cv: float, keep: float, n: int, seed: Seed = 0) -> np.ndarray:
+    """`n` arrival times of a random `keep` share of a gamma renewal process (rate, CV `cv`).
+
+    Each kept gap sums a geometric number N of the process's gaps: gamma with
+    shape N / cv^2 (regular gaps, cv ~ 0: N / rate).
+    """
+    rate = _check_rate(rate_rps)
+    gen = rng(seed)
+    counts = gen.geometric(keep, size=_check_count(n)) if keep < 1.0 else np.ones(n, dtype=np.int64)
+    if cv < MIN_GAMMA_CV:
+        return np.cumsum(counts / rate)
+    shape = 1.0 / cv**2
+    return np.cumsum(gen.gamma(counts * shape, 1.0 / (rate * shape)))
 
 
 def thin_requests(requests: Requests, keep: float, seed: int = 0) -> Requests:
