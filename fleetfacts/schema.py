@@ -25,6 +25,20 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # A profile's `config` when it names no settings: the engine's own defaults (published profiles too).
 DEFAULT_CONFIG = "default"
 
+# Input bounds: not capacity claims, the largest values the planner is built and tested for; a larger
+# value is refused with the limit named instead of overflowing or exhausting memory.
+# Requests/s of one route: 1e7 needs millions of replicas, past any fleet this tool is meant to plan.
+MAX_RATE_RPS = 1e7
+# Requests in one batch job (the simulation check samples a bounded subset of them).
+MAX_BATCH_REQUESTS = 1e9
+# Tokens of one request: the longest published context windows are ~1e7 tokens.
+MAX_TOKENS = 1e9
+# Peak over mean rate, and arrival CV: beyond these a route is not a steady service to size.
+MAX_PEAK_TO_MEAN = 1e3
+MAX_ARRIVAL_CV = 1e2
+# Replicas in one plan row.
+MAX_REPLICAS = 1e7
+
 # Characters that make a spreadsheet treat a cell as a formula (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -36,6 +50,7 @@ class Column:
     kind: "str" (free text), "slug" (lowercase identifier; input is lower-cased),
     "int", "float", or "enum" (one of `choices`, lower-cased).
     minimum: inclusive lower bound for numbers; `positive` makes it exclusive.
+    maximum: inclusive upper bound (an input bound, see the MAX_* constants).
     """
 
     name: str
@@ -46,6 +61,7 @@ class Column:
     minimum: float | None = None
     positive: bool = False
     default: object = None
+    maximum: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,22 +146,25 @@ ROUTES = Schema(
         Column("model", "slug", True, "model slug the route serves"),
         Column("traffic", "enum", True, "online (requests arrive, SLOs apply) or batch (a job with a deadline)",
                choices=("online", "batch")),
-        Column("rate_rps", "float", False, "online: mean request rate, requests/s", positive=True),
-        Column("peak_to_mean", "float", False, "online: peak rate over mean rate (diurnal)", minimum=1, default=1.0),
+        Column("rate_rps", "float", False, "online: mean request rate, requests/s", positive=True,
+               maximum=MAX_RATE_RPS),
+        Column("peak_to_mean", "float", False, "online: peak rate over mean rate (diurnal)", minimum=1, default=1.0,
+               maximum=MAX_PEAK_TO_MEAN),
         Column("arrival_cv", "float", False, "online: coefficient of variation of inter-arrival times "
-               "(1 = Poisson, >1 = bursty)", minimum=0, default=1.0),
-        Column("num_requests", "int", False, "batch: requests in one job", minimum=1),
+               "(1 = Poisson, >1 = bursty)", minimum=0, default=1.0, maximum=MAX_ARRIVAL_CV),
+        Column("num_requests", "int", False, "batch: requests in one job", minimum=1,
+               maximum=MAX_BATCH_REQUESTS),
         Column("jobs_per_month", "float", False, "batch: how often the job runs", minimum=0, default=30.0),
         Column("deadline_hours", "float", False, "batch: the job must finish within this many hours",
                positive=True),
-        Column("input_len_mean", "float", True, "mean prompt tokens", positive=True),
-        Column("input_len_p50", "float", False, "median prompt tokens", positive=True),
-        Column("input_len_p95", "float", False, "p95 prompt tokens", positive=True),
-        Column("input_len_p99", "float", False, "p99 prompt tokens", positive=True),
-        Column("output_len_mean", "float", True, "mean output tokens", positive=True),
-        Column("output_len_p50", "float", False, "median output tokens", positive=True),
-        Column("output_len_p95", "float", False, "p95 output tokens", positive=True),
-        Column("output_len_p99", "float", False, "p99 output tokens", positive=True),
+        Column("input_len_mean", "float", True, "mean prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("input_len_p50", "float", False, "median prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("input_len_p95", "float", False, "p95 prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("input_len_p99", "float", False, "p99 prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_mean", "float", True, "mean output tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_p50", "float", False, "median output tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_p95", "float", False, "p95 output tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_p99", "float", False, "p99 output tokens", positive=True, maximum=MAX_TOKENS),
         Column("slo_percentile", "float", False, "percentile the latency SLOs apply to (95 or 99)",
                choices=(), minimum=50, default=95.0),
         Column("ttft_slo_ms", "float", False, "online: time-to-first-token target, ms", positive=True),
@@ -211,7 +230,8 @@ PLAN = Schema(
         Column("gpu", "slug", False, ""),
         Column("precision", "slug", False, ""),
         Column("tp", "int", False, "GPUs per replica", minimum=1),
-        Column("replicas", "int", False, "replicas (analytical sizing, or simulated where checked)", minimum=0),
+        Column("replicas", "int", False, "replicas (analytical sizing, or simulated where checked)", minimum=0,
+               maximum=MAX_REPLICAS),
         Column("gpus", "int", False, "replicas x tp", minimum=0),
         Column("operating_concurrency", "float", False, "sequences in flight per replica at the operating point",
                minimum=0),
@@ -268,6 +288,8 @@ def _convert(value: object, col: Column) -> object:
         raise ValueError(f"expected a value >= {col.minimum:g}, got {value!r}")
     if col.positive and number <= 0:
         raise ValueError(f"expected a value > 0, got {value!r}")
+    if col.maximum is not None and number > col.maximum:
+        raise ValueError(f"expected a value <= {col.maximum:g} (the planner's input bound), got {value!r}")
     return number
 
 

@@ -46,7 +46,7 @@ from planner.assumptions import Assumptions
 from planner.curves import Curve, GroupKey, fit_curves, load_profiles
 from planner.options import OPTION_COLUMNS, Option, evaluate_option
 from planner.routes import ALLOW_LISTS, Route
-from planner.workload import route_log_requests
+from planner.workload import SIM_BATCH_SAMPLE, route_log_requests
 
 log = logging.getLogger(__name__)
 
@@ -286,9 +286,11 @@ def _simulate_batch_option(option: Option, a: Assumptions) -> Option:
     """cheapest_batch_fleet on lengths sampled from the route's distributions; re-price with its makespan."""
     route = option.route
     gen = np.random.default_rng(0)
-    lengths = (route.input.sample(route.num_requests, gen), route.output.sample(route.num_requests, gen))
+    sample = min(route.num_requests, SIM_BATCH_SAMPLE)
+    lengths = (route.input.sample(sample, gen), route.output.sample(sample, gen))
     fleet = simulate.cheapest_batch_fleet(option.curve, lengths, route.deadline_hours * SECONDS_PER_HOUR,
-                                          option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot")
+                                          option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot",
+                                          total_requests=route.num_requests)
     analytical = option.replicas
     option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
                                  sim_replicas=fleet.replicas if fleet.feasible else math.nan)
@@ -397,6 +399,8 @@ def _read_assumptions(path: Path) -> Assumptions:
         data = json.loads(first[len(marker):])
     except json.JSONDecodeError as err:
         raise InputError(f"{path}, line 1: assumptions are not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}, line 1: assumptions are nested too deeply to be a plan's") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}, line 1: assumptions must be a JSON object")
     return Assumptions.from_dict(data)

@@ -550,7 +550,15 @@ def check_replicas(route: Route, curve: CurveLike, replicas: int, arrivals: np.n
     slo: default: the route's.  attainment_target is accepted for symmetry
     with search_replicas (compare result.attainment with it).
     """
-    return _FleetSimulator(route, curve, arrivals, lengths, slo or route.slo, router, seed, n_requests).run(replicas)
+    return check_fleet(route, curve, replicas, arrivals, lengths, slo, router, seed, n_requests)[0]
+
+
+def check_fleet(route: Route, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
+                lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None, router: str = "jsq",
+                seed: int = 0, n_requests: int | None = None) -> tuple[SimResult, str]:
+    """check_replicas, and a description of what was simulated (subset, horizon, warm-up)."""
+    fleets = _FleetSimulator(route, curve, arrivals, lengths, slo or route.slo, router, seed, n_requests)
+    return fleets.run(replicas), fleets.source
 
 
 def service_time_s(route: Route, curve: CurveLike) -> float:
@@ -559,7 +567,7 @@ def service_time_s(route: Route, curve: CurveLike) -> float:
     pred = curve.predict_concurrency(route.input_len, route.output_len, cap)
     seconds = float(pred.e2e_ms) / 1000.0
     if not (math.isfinite(seconds) and seconds > 0):
-        raise InputError(f"route {route.name!r}: no finite service time predicted on {curve.key}")
+        raise InputError(f"route {route.name!r}: no finite service time predicted on {getattr(curve, 'key', 'this curve')}")
     return seconds
 
 
@@ -706,11 +714,24 @@ def _bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> 
 DEFAULT_PREEMPTION_OVERHEAD = 0.10
 
 
-def batch_makespan(curve: CurveLike, lengths: tuple[Numbers, Numbers], replicas: int) -> float:
-    """Seconds until the last of N requests (all submitted at t = 0, split round robin) finishes."""
+def batch_makespan(curve: CurveLike, lengths: tuple[Numbers, Numbers], replicas: int,
+                   total_requests: int | None = None) -> float:
+    """Seconds until the last of N requests (all submitted at t = 0, split round robin) finishes.
+
+    lengths: the job's requests, or a sample of them when total_requests (N) is
+    larger.  Round-robin replicas are independent, so a fleet over
+    SIM_MAX_REPLICAS is simulated as that many replicas with their exact share
+    of N; when even that share exceeds the sample, the makespan is scaled by
+    share / sample (throughput-bound: conservative when the sample is under a
+    wave).  Memory stays bounded for any N and replica count.
+    """
     inp, out = (np.asarray(v) for v in lengths)
-    result = simulate(curve, np.zeros(len(inp)), inp, out, replicas, "round-robin")
-    return result.makespan_s
+    total = len(inp) if total_requests is None else int(total_requests)
+    simulated = min(int(replicas), SIM_MAX_REPLICAS)
+    share = total * simulated / replicas
+    n = max(1, min(len(inp), math.ceil(share)))
+    result = simulate(curve, np.zeros(n), inp[:n], out[:n], simulated, "round-robin")
+    return result.makespan_s * max(1.0, share / n)
 
 
 @dataclass(frozen=True)
@@ -731,7 +752,8 @@ class BatchFleet:
 def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Numbers, Numbers], deadline_s: float,
                          usd_per_gpu_hour: float, tp: int = 1, spot: bool = False,
                          preemption_overhead: float = DEFAULT_PREEMPTION_OVERHEAD,
-                         billing_granularity_hours: float = 0.0, max_replicas: int = 4096) -> BatchFleet:
+                         billing_granularity_hours: float = 0.0, max_replicas: int = 4096,
+                         total_requests: int | None = None) -> BatchFleet:
     """Fewest replicas whose simulated makespan (x (1 + preemption_overhead) on spot) meets the deadline.
 
     GPU cost grows with replicas x makespan, which the last, partly filled wave
@@ -742,13 +764,13 @@ def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Numbers, Numbers], dea
     if not (deadline_s > 0 and usd_per_gpu_hour >= 0 and preemption_overhead >= 0):
         raise InputError("deadline_s must be > 0, usd_per_gpu_hour and preemption_overhead >= 0")
     factor = 1.0 + (preemption_overhead if spot else 0.0)
-    count = len(lengths[0])
+    count = len(lengths[0]) if total_requests is None else int(total_requests)
     ceiling = max(1, min(max_replicas, count))
     walls: dict[int, float] = {}
 
     def meets(r: int) -> bool:
         if r not in walls:
-            walls[r] = batch_makespan(curve, lengths, r) * factor
+            walls[r] = batch_makespan(curve, lengths, r, count) * factor
         return walls[r] <= deadline_s
 
     best = _bisect_replicas(meets, 1, ceiling)

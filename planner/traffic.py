@@ -63,6 +63,8 @@ REASONS = {"timestamp": "bad timestamp", "missing": "missing token count", "nume
 # ~1e7 tokens); larger counts are corrupt rows, and past 2^53 a float no longer holds a whole number.
 MAX_TOKENS_PER_REQUEST = 1e9
 MAX_LINES_SHOWN = 5
+# Every cell is held as a string while parsing (~10x the file in memory): larger logs are refused.
+MAX_LOG_BYTES = 2 * 2**30
 
 
 # ---------------------------------------------------------------- records
@@ -171,6 +173,7 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     stem).  Raises InputError for an unreadable, empty or unusable log.
     """
     path = Path(path)
+    _check_file(path)
     fmt = detect_format(path) if fmt is None else _check_format(fmt)
     raw, json_skips = _read_raw(path)
     if raw.empty and not json_skips:
@@ -180,6 +183,15 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     frame, skips = _rows(raw, columns, fmt, default_route, path, strict)
     skips = {**({"json": json_skips} if json_skips else {}), **skips}
     return _finish(frame, skips, fmt, path)
+
+
+def _check_file(path: Path) -> None:
+    """A regular file of at most MAX_LOG_BYTES (a device such as /dev/zero never ends)."""
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise InputError(f"{path}: not a regular file (expected a request log)")
+    if path.is_file() and path.stat().st_size > MAX_LOG_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size / 2**30:.1f} GiB is over the {MAX_LOG_BYTES / 2**30:.0f} GiB "
+                         f"limit for one request log; split it (e.g. by day) and derive routes per part")
 
 
 def _check_format(fmt: str) -> str:
@@ -246,7 +258,7 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
                 continue
             try:
                 record = json.loads(text)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than Python parses
                 bad.append(number)
                 continue
             if not isinstance(record, dict):

@@ -151,6 +151,9 @@ SIM_MIN_MEASURED = DEFAULT_SIM_REQUESTS
 SIM_MAX_REPLICAS = 16
 # Requests per simulation at most (~1 s each with the affine step model): the subset shrinks to fit.
 SIM_MAX_REQUESTS = 200_000
+# Requests sampled for a batch job's simulation at most: ~1,250 per simulated replica, several waves of
+# a full batch; a larger job's makespan is scaled from it (planner.simulate.batch_makespan).
+SIM_BATCH_SAMPLE = 20_000
 
 
 @dataclass(frozen=True, eq=False)

@@ -420,6 +420,8 @@ def scenario_from_json(text: str | bytes, where: str = "scenario file") -> Scena
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InputError(f"{where}: not a scenario file (invalid JSON: {err})") from None
+    except RecursionError:
+        raise InputError(f"{where}: not a scenario file (JSON nested deeper than Python can parse)") from None
     if not isinstance(doc, dict) or doc.get("format") != SCENARIO_FORMAT:
         raise InputError(f"{where}: not a Fleetplan scenario file (expected \"format\": \"{SCENARIO_FORMAT}\")")
     if doc.get("version") != SCENARIO_VERSION:
