@@ -562,13 +562,17 @@ def check_fleet(route: Route, curve: CurveLike, replicas: int, arrivals: np.ndar
 
 
 def service_time_s(route: Route, curve: CurveLike) -> float:
-    """One request's end-to-end seconds on a full replica (the horizon unit of the sizing check)."""
-    cap = max(1, int(curve.max_batch(route.input_len, route.output_len)))
-    pred = curve.predict_concurrency(route.input_len, route.output_len, cap)
-    seconds = float(pred.e2e_ms) / 1000.0
+    """One request's end-to-end seconds on a full replica (the horizon unit of the sizing check).
+
+    Its prefill alone, then output_len decode steps in a batch of the curve's
+    max_batch at the mean context (the step-time model the simulator runs).
+    """
+    inp, out = route.input_len, route.output_len
+    batch = max(1, int(curve.max_batch(inp, out)))
+    seconds = curve.step_time_s(1, 0.0, inp, 0.0) + out * curve.step_time_s(batch, inp + out / 2.0)
     if not (math.isfinite(seconds) and seconds > 0):
-        raise InputError(f"route {route.name!r}: no finite service time predicted on {getattr(curve, 'key', 'this curve')}")
-    return seconds
+        raise InputError(f"route {route.name!r}: no finite service time predicted for its lengths")
+    return float(seconds)
 
 
 class _FleetSimulator:
