@@ -464,6 +464,17 @@ def _escaped(text: str) -> bool:
     return text.startswith("'") and (text[1:2] == "'" or _needs_escape(text[1:]) if len(text) > 1 else False)
 
 
+# Terminal control characters (C0 but newline and tab, DEL, C1 such as the 8-bit CSI) and bidirectional
+# overrides: printed as visible escapes so a user string cannot move the cursor, recolour or retitle
+# the terminal, hide text, or reorder what is shown.
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(value: object) -> str:
+    """`value` as text with every terminal control character shown as an escape (e.g. ESC -> '\\x1b')."""
+    return _TERMINAL_UNSAFE.sub(lambda m: ascii(m.group())[1:-1], str(value))
+
+
 def unescape_formula(value: object) -> object:
     if isinstance(value, str) and _escaped(value):
         return value[1:]
