@@ -11,11 +11,13 @@ never surfaces as a traceback.  `measure/` writes profiles with these schemas an
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import pandas as pd
 
@@ -377,22 +379,34 @@ def record_lines(path: str | Path, skip: int = 0, encoding: str = "utf-8-sig") -
 
     Counts quoted newlines and blank lines as an editor does; [] when the file cannot be read as CSV.
     """
-    out = []
     try:
         with open(path, encoding=encoding, newline="") as handle:
-            for _ in range(skip):
-                handle.readline()
-            reader = csv.reader(handle)
-            end, header = skip, False
-            for record in reader:
-                start, end = end + 1, skip + reader.line_num
-                if not any(cell.strip() for cell in record):
-                    continue
-                if header:
-                    out.append(start)
-                header = True
+            return _record_lines(handle, skip)
     except (OSError, UnicodeDecodeError, csv.Error):
         return []
+
+
+def text_record_lines(text: str, skip: int = 0) -> list[int]:
+    """record_lines of CSV text already in memory (an upload)."""
+    try:
+        return _record_lines(io.StringIO(text, newline=""), skip)
+    except csv.Error:
+        return []
+
+
+def _record_lines(handle: TextIO, skip: int) -> list[int]:
+    out = []
+    for _ in range(skip):
+        handle.readline()
+    reader = csv.reader(handle)
+    end, header = skip, False
+    for record in reader:
+        start, end = end + 1, skip + reader.line_num
+        if not any(cell.strip() for cell in record):
+            continue
+        if header:
+            out.append(start)
+        header = True
     return out
 
 

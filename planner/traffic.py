@@ -63,6 +63,8 @@ REASONS = {"timestamp": "bad timestamp", "missing": "missing token count", "nume
 # ~1e7 tokens); larger counts are corrupt rows, and past 2^53 a float no longer holds a whole number.
 MAX_TOKENS_PER_REQUEST = 1e9
 MAX_LINES_SHOWN = 5
+# pandas holds times as nanoseconds since 1970: representable from 1677-09-21 to 2262-04-11.
+MIN_YEAR, MAX_YEAR = 1677, 2262
 # Every cell is held as a string while parsing (~10x the file in memory): larger logs are refused.
 MAX_LOG_BYTES = 2 * 2**30
 
@@ -330,6 +332,8 @@ def _timestamps(cells: pd.Series, path: Path) -> tuple[np.ndarray, bool]:
                              f"or finer; expected epoch seconds (divide by 1000) or ISO-8601 times")
         return values, True
     parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
+    # Times outside pandas' nanosecond range (years 1678-2261, e.g. 9999-12-31) are bad timestamps.
+    parsed = parsed.where((parsed.dt.year > MIN_YEAR) & (parsed.dt.year < MAX_YEAR))
     seconds = (parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
     return seconds.to_numpy(dtype=float, na_value=np.nan), False
 
