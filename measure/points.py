@@ -117,13 +117,16 @@ def load_shapes(spec: str) -> tuple[Point, ...]:
         if not preset.exists():
             raise InputError(f"shapes {spec!r}: neither a file nor a preset (presets: {', '.join(list_presets())})")
         path = preset
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = [r for r in csv.DictReader(line for line in handle if not line.startswith("#"))]
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = [r for r in csv.DictReader(line for line in handle if not line.startswith("#"))]
+    except (UnicodeDecodeError, IsADirectoryError, csv.Error) as err:
+        raise InputError(f"{path}: not a readable shapes CSV ({type(err).__name__})") from None
     if not rows:
         raise InputError(f"{path}: no shape rows (expected a CSV with columns {', '.join(SHAPE_COLUMNS)})")
-    unknown = set(rows[0]) - set(SHAPE_COLUMNS)
-    if unknown:
-        raise InputError(f"{path}: unknown column(s) {', '.join(sorted(unknown))}; "
+    unknown = {str(c) for c in rows[0] if c not in SHAPE_COLUMNS}  # None: cells beyond the header
+    if unknown or any(None in r for r in rows):
+        raise InputError(f"{path}: unknown column(s) or cells beyond the header ({', '.join(sorted(unknown))}); "
                          f"expected {', '.join(SHAPE_COLUMNS)}")
     points = tuple(point_from_mapping(r, f"{path}, line {i + 2}") for i, r in enumerate(rows))
     return _dedupe(points, path)
