@@ -170,8 +170,7 @@ def test_fuzzed_jsonl_logs_read_or_fail_with_one_line(mutations):
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_scenarios_load_or_fail_with_one_line(mutations):
-    from ui.scenario import Scenario, scenario_to_json, scenario_from_json
-    from ui.scenario import Settings
+    from ui.scenario import Scenario, Settings, scenario_from_json, scenario_to_json
     seed_text = scenario_to_json(Scenario("s", pd.read_csv(ROUTES), Settings()))
     text = mutate(seed_text if isinstance(seed_text, str) else seed_text.decode(), mutations)
     try:
