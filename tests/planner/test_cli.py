@@ -191,10 +191,10 @@ def test_route_names_with_terminal_escape_codes_are_printed_neutralised(tmp_path
     assert "\\x1b" in out and "no-such-model" in out
 
 
-def test_an_error_naming_a_cell_with_escape_codes_is_printed_neutralised(tmp_path, capsys):
-    routes = tmp_path / "routes.csv"
+def test_an_error_naming_a_file_with_escape_codes_is_printed_neutralised(tmp_path, capsys):
+    routes = tmp_path / "routes\x1b]0;pwned\x07\x1b[2J.csv"
     routes.write_text("name,model,traffic,rate_rps,input_len_mean,output_len_mean,ttft_slo_ms\n"
-                      f'a,llama-3.1-8b,online,"5{ESCAPES}",500,250,500\n', encoding="utf-8")
+                      "a,llama-3.1-8b,online,-5,500,250,500\n", encoding="utf-8")
     assert main(["plan", "--routes", str(routes), "--out", str(tmp_path / "plan.csv")]) == 2
     err = capsys.readouterr().err
     assert "line 2, column 'rate_rps'" in err and not any(ch in err for ch in "\x1b\x07\x9b\u202e")
