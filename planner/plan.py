@@ -403,4 +403,7 @@ def _read_assumptions(path: Path) -> Assumptions:
         raise InputError(f"{path}, line 1: assumptions are nested too deeply to be a plan's") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}, line 1: assumptions must be a JSON object")
-    return Assumptions.from_dict(data)
+    try:
+        return Assumptions.from_dict(data)
+    except InputError as err:
+        raise InputError(f"{path}, line 1: {err}") from None
