@@ -461,13 +461,15 @@ def scenario_from_json(text: str | bytes, where: str = "scenario file") -> Scena
     if doc.get("version") != SCENARIO_VERSION:
         raise InputError(f"{where}: scenario version {doc.get('version')!r} is not supported "
                          f"(this Fleetplan reads version {SCENARIO_VERSION})")
-    return Scenario(
+    loaded = Scenario(
         name=str(doc.get("name") or "scenario"),
-        routes=check_routes_count(_table(doc.get("routes"), ROUTES, f"{where}, routes"), where),
+        routes=_table(doc.get("routes"), ROUTES, f"{where}, routes"),
         settings=_settings(doc.get("settings") or {}, where),
         prices=None if doc.get("prices") is None else _table(doc["prices"], PRICES, f"{where}, prices"),
         ops=None if doc.get("engine_ops") is None else _table(doc["engine_ops"], ENGINE_OPS, f"{where}, engine_ops"),
     )
+    check_routes_count(loaded.routes, where)
+    return loaded
 
 
 def _table(records: object, schema: Schema, where: str) -> pd.DataFrame:
