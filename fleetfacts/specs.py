@@ -18,12 +18,12 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import read_csv_text, slug
+from fleetfacts.schema import read_csv_text, row_lines, slug
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,7 @@ def _load(path: Path, columns: dict[str, str], key: str) -> list[dict]:
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
     rows, seen = [], set()
-    for index, raw in frame.iterrows():
-        line = int(cast(int, index)) + 2  # the frame keeps read_csv's RangeIndex; +1 header, +1 one-based
+    for line, (_, raw) in zip(row_lines(frame), frame.iterrows(), strict=True):  # physical file lines
         row = {name: _value(raw[name], kind, path, line, name) for name, kind in columns.items()}
         if row[key] in seen:
             raise InputError(f"{path}, line {line}, column {key!r}: duplicate {key} {row[key]!r}")
