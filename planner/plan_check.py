@@ -29,6 +29,8 @@ from planner.workload import (
     thin_requests,
 )
 
+MAX_FULL_REPLAY_REPLICAS = 1024
+
 
 @dataclass(frozen=True, eq=False)
 class RouteSimulation:
@@ -102,7 +104,9 @@ def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, 
         result, source = check_fleet(route, curve, replicas, router=router, seed=seed)
         return RouteSimulation(route.name, "online", option, replicas, source, result)
     requests = given or synthetic_requests(route, n_requests or DEFAULT_SIM_REQUESTS, seed)
-    simulated = min(replicas, SIM_MAX_REPLICAS)
+    # A replayed log runs on the whole fleet up to this many replicas (exact, and bounded by the log);
+    # a larger fleet (memory per replica) is simulated as a subset with its share of the requests.
+    simulated = replicas if replicas <= MAX_FULL_REPLAY_REPLICAS else SIM_MAX_REPLICAS
     source = requests.source
     if simulated < replicas:  # a representative subset, with its share of the requests (bounded memory)
         requests = thin_requests(requests, simulated / replicas, seed)
