@@ -276,7 +276,9 @@ def routes_importer() -> None:
         show_message("routes_upload")
         return
     try:
-        frame = validate_routes(scenario.read_csv_upload(upload.getvalue(), ROUTES, upload.name), upload.name)
+        frame = scenario.check_routes_count(
+            validate_routes(scenario.read_csv_upload(upload.getvalue(), ROUTES, upload.name), upload.name),
+            upload.name)
     except InputError as err:
         remember_message("routes_upload", "error", f"{err}. The routes table is unchanged.")
     else:
@@ -315,10 +317,12 @@ def request_log_importer(inputs: Catalog) -> None:
         try:
             derived, lines = scenario.routes_from_log_upload(upload.getvalue(), upload.name, model, ttft_slo_ms=ttft,
                                                        tpot_slo_ms=tpot, slo_percentile=pct)
+            merged = scenario.check_routes_count(scenario.merge_routes(st.session_state.good_routes, derived),
+                                                 upload.name)
         except InputError as err:
             remember_message("log_upload", "error", f"{err}. The routes table is unchanged.")
         else:
-            set_base("routes", scenario.merge_routes(st.session_state.good_routes, derived))
+            set_base("routes", merged)
             remember_message("log_upload", "success", "Added: " + " · ".join(lines))
     show_message("log_upload")
 

@@ -10,11 +10,14 @@ never surfaces as a traceback.  `measure/` writes profiles with these schemas an
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import pandas as pd
 
@@ -23,6 +26,20 @@ from fleetfacts.errors import InputError
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # A profile's `config` when it names no settings: the engine's own defaults (published profiles too).
 DEFAULT_CONFIG = "default"
+
+# Input bounds: not capacity claims, the largest values the planner is built and tested for; a larger
+# value is refused with the limit named instead of overflowing or exhausting memory.
+# Requests/s of one route: 1e7 needs millions of replicas, past any fleet this tool is meant to plan.
+MAX_RATE_RPS = 1e7
+# Requests in one batch job (the simulation check samples a bounded subset of them).
+MAX_BATCH_REQUESTS = 1e9
+# Tokens of one request: the longest published context windows are ~1e7 tokens.
+MAX_TOKENS = 1e9
+# Peak over mean rate, and arrival CV: beyond these a route is not a steady service to size.
+MAX_PEAK_TO_MEAN = 1e3
+MAX_ARRIVAL_CV = 1e2
+# Replicas in one plan row.
+MAX_REPLICAS = 1e7
 
 # Characters that make a spreadsheet treat a cell as a formula (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -35,6 +52,7 @@ class Column:
     kind: "str" (free text), "slug" (lowercase identifier; input is lower-cased),
     "int", "float", or "enum" (one of `choices`, lower-cased).
     minimum: inclusive lower bound for numbers; `positive` makes it exclusive.
+    maximum: inclusive upper bound (an input bound, see the MAX_* constants).
     """
 
     name: str
@@ -45,6 +63,7 @@ class Column:
     minimum: float | None = None
     positive: bool = False
     default: object = None
+    maximum: float | None = None
 
 
 @dataclass(frozen=True)
@@ -131,22 +150,25 @@ ROUTES = Schema(
         Column("model", "slug", True, "model slug the route serves"),
         Column("traffic", "enum", True, "online (requests arrive, SLOs apply) or batch (a job with a deadline)",
                choices=("online", "batch")),
-        Column("rate_rps", "float", False, "online: mean request rate, requests/s", positive=True),
-        Column("peak_to_mean", "float", False, "online: peak rate over mean rate (diurnal)", minimum=1, default=1.0),
+        Column("rate_rps", "float", False, "online: mean request rate, requests/s", positive=True,
+               maximum=MAX_RATE_RPS),
+        Column("peak_to_mean", "float", False, "online: peak rate over mean rate (diurnal)", minimum=1, default=1.0,
+               maximum=MAX_PEAK_TO_MEAN),
         Column("arrival_cv", "float", False, "online: coefficient of variation of inter-arrival times "
-               "(1 = Poisson, >1 = bursty)", minimum=0, default=1.0),
-        Column("num_requests", "int", False, "batch: requests in one job", minimum=1),
+               "(1 = Poisson, >1 = bursty)", minimum=0, default=1.0, maximum=MAX_ARRIVAL_CV),
+        Column("num_requests", "int", False, "batch: requests in one job", minimum=1,
+               maximum=MAX_BATCH_REQUESTS),
         Column("jobs_per_month", "float", False, "batch: how often the job runs", minimum=0, default=30.0),
         Column("deadline_hours", "float", False, "batch: the job must finish within this many hours",
                positive=True),
-        Column("input_len_mean", "float", True, "mean prompt tokens", positive=True),
-        Column("input_len_p50", "float", False, "median prompt tokens", positive=True),
-        Column("input_len_p95", "float", False, "p95 prompt tokens", positive=True),
-        Column("input_len_p99", "float", False, "p99 prompt tokens", positive=True),
-        Column("output_len_mean", "float", True, "mean output tokens", positive=True),
-        Column("output_len_p50", "float", False, "median output tokens", positive=True),
-        Column("output_len_p95", "float", False, "p95 output tokens", positive=True),
-        Column("output_len_p99", "float", False, "p99 output tokens", positive=True),
+        Column("input_len_mean", "float", True, "mean prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("input_len_p50", "float", False, "median prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("input_len_p95", "float", False, "p95 prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("input_len_p99", "float", False, "p99 prompt tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_mean", "float", True, "mean output tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_p50", "float", False, "median output tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_p95", "float", False, "p95 output tokens", positive=True, maximum=MAX_TOKENS),
+        Column("output_len_p99", "float", False, "p99 output tokens", positive=True, maximum=MAX_TOKENS),
         Column("slo_percentile", "float", False, "percentile the latency SLOs apply to (95 or 99)",
                choices=(), minimum=50, default=95.0),
         Column("ttft_slo_ms", "float", False, "online: time-to-first-token target, ms", positive=True),
@@ -212,7 +234,8 @@ PLAN = Schema(
         Column("gpu", "slug", False, ""),
         Column("precision", "slug", False, ""),
         Column("tp", "int", False, "GPUs per replica", minimum=1),
-        Column("replicas", "int", False, "replicas (analytical sizing, or simulated where checked)", minimum=0),
+        Column("replicas", "int", False, "replicas (analytical sizing, or simulated where checked)", minimum=0,
+               maximum=MAX_REPLICAS),
         Column("gpus", "int", False, "replicas x tp", minimum=0),
         Column("operating_concurrency", "float", False, "sequences in flight per replica at the operating point",
                minimum=0),
@@ -271,6 +294,8 @@ def _convert(value: object, col: Column) -> object:
         raise ValueError(f"expected a value >= {col.minimum:g}, got {value!r}")
     if col.positive and number <= 0:
         raise ValueError(f"expected a value > 0, got {value!r}")
+    if col.maximum is not None and number > col.maximum:
+        raise ValueError(f"expected a value <= {col.maximum:g} (the planner's input bound), got {value!r}")
     return number
 
 
@@ -304,10 +329,12 @@ def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") 
     if missing:
         raise InputError(f"{where}: missing required column(s) {', '.join(missing)} for a {schema.name} file")
     out = {}
+    lines = row_lines(frame)
     for col in schema.columns:
         raw = frame[col.name].tolist() if col.name in frame.columns else [None] * len(frame)
-        out[col.name] = [_cell(v, col, where, i) for i, v in enumerate(raw)]
+        out[col.name] = [_cell(v, col, where, line) for line, v in zip(lines, raw, strict=True)]
     result = pd.DataFrame(out, columns=schema.names, index=range(len(frame)))
+    result.attrs["lines"] = lines
     for col in schema.columns:
         if col.kind in ("int", "float"):
             result[col.name] = pd.to_numeric(result[col.name], errors="coerce").astype(
@@ -315,8 +342,7 @@ def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") 
     return result
 
 
-def _cell(value: object, col: Column, where: str, index: int) -> object:
-    line = index + 2  # line 1 is the header
+def _cell(value: object, col: Column, where: str, line: int) -> object:
     if _is_blank(value):
         if col.required:
             raise InputError(f"{where}, line {line}, column {col.name!r}: a value is required ({col.doc})")
@@ -330,10 +356,15 @@ def _cell(value: object, col: Column, where: str, index: int) -> object:
 
 
 def read_csv_text(path: Path) -> pd.DataFrame:
-    """Read a CSV as strings, skipping leading '#' comment lines (plan assumptions)."""
+    """Read a CSV as strings, skipping leading '#' comment lines (plan assumptions).
+
+    The index (named "line") holds each row's physical line in the file, so
+    errors name the line an editor shows (comment lines, blank lines and
+    quoted newlines counted).
+    """
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=True,
-                           skiprows=_leading_comment_lines(path))
+        skip = _leading_comment_lines(path)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=True, skiprows=skip)
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except pd.errors.EmptyDataError:
@@ -341,6 +372,56 @@ def read_csv_text(path: Path) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{path}: not a readable CSV file ({first})") from None
+    lines = record_lines(path, skip, encoding="utf-8")
+    if len(lines) == len(frame):
+        frame.index = pd.Index(lines, name="line")
+    return frame
+
+
+def record_lines(path: str | Path, skip: int = 0, encoding: str = "utf-8-sig") -> list[int]:
+    """Physical (1-based) first line of each non-blank record after the header, `skip` lines in.
+
+    Counts quoted newlines and blank lines as an editor does; [] when the file cannot be read as CSV.
+    """
+    try:
+        with open(path, encoding=encoding, newline="") as handle:
+            return _record_lines(handle, skip)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
+
+
+def text_record_lines(text: str, skip: int = 0) -> list[int]:
+    """record_lines of CSV text already in memory (an upload)."""
+    try:
+        return _record_lines(io.StringIO(text, newline=""), skip)
+    except csv.Error:
+        return []
+
+
+def _record_lines(handle: TextIO, skip: int) -> list[int]:
+    out = []
+    for _ in range(skip):
+        handle.readline()
+    reader = csv.reader(handle)
+    end, header = skip, False
+    for record in reader:
+        start, end = end + 1, skip + reader.line_num
+        if not any(cell.strip() for cell in record):
+            continue
+        if header:
+            out.append(start)
+        header = True
+    return out
+
+
+def row_lines(frame: pd.DataFrame) -> list[int]:
+    """The file line of each row: the "line" index of read_csv_text, else row + 2 (line 1 is the header)."""
+    if frame.index.name == "line":
+        return [int(x) for x in frame.index]
+    kept = frame.attrs.get("lines")
+    if isinstance(kept, list) and len(kept) == len(frame):
+        return list(kept)
+    return [i + 2 for i in range(len(frame))]
 
 
 def _leading_comment_lines(path: Path) -> int:
@@ -399,6 +480,17 @@ def _needs_escape(text: str) -> bool:
 
 def _escaped(text: str) -> bool:
     return text.startswith("'") and (text[1:2] == "'" or _needs_escape(text[1:]) if len(text) > 1 else False)
+
+
+# Terminal control characters (C0 but newline and tab, DEL, C1 such as the 8-bit CSI) and bidirectional
+# overrides: printed as visible escapes so a user string cannot move the cursor, recolour or retitle
+# the terminal, hide text, or reorder what is shown.
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(value: object) -> str:
+    """`value` as text with every terminal control character shown as an escape (e.g. ESC -> '\\x1b')."""
+    return _TERMINAL_UNSAFE.sub(lambda m: ascii(m.group())[1:-1], str(value))
 
 
 def unescape_formula(value: object) -> object:

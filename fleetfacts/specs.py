@@ -18,12 +18,12 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import read_csv_text, slug
+from fleetfacts.schema import read_csv_text, row_lines, slug
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,7 @@ def _load(path: Path, columns: dict[str, str], key: str) -> list[dict]:
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
     rows, seen = [], set()
-    for index, raw in frame.iterrows():
-        line = int(cast(int, index)) + 2  # the frame keeps read_csv's RangeIndex; +1 header, +1 one-based
+    for line, (_, raw) in zip(row_lines(frame), frame.iterrows(), strict=True):  # physical file lines
         row = {name: _value(raw[name], kind, path, line, name) for name, kind in columns.items()}
         if row[key] in seen:
             raise InputError(f"{path}, line {line}, column {key!r}: duplicate {key} {row[key]!r}")
@@ -216,6 +215,17 @@ def model_facts(model: str, model_dir: str | Path | None = None) -> ModelSpec | 
             except (KeyError, TypeError, ValueError) as err:
                 log.warning("config.json in %s lacks %s: no model facts", directory, err)
     return bundled_model_specs().get(slug(model))
+
+
+@lru_cache(maxsize=64)
+def context_window(model: str) -> tuple[int, str] | None:
+    """(max tokens of prompt + output, source) of a model: max_position_embeddings of its config.json; None if unknown."""
+    facts = model_facts(model)
+    if facts is None or not facts.max_position:
+        return None
+    source = facts.source
+    root = str(MODELS_DIR.parent.parent) + "/"
+    return int(facts.max_position), source[len(root):] if source.startswith(root) else source
 
 
 def model_spec_from_config(model: str, config: dict[str, Any], source: str = "config.json") -> ModelSpec:

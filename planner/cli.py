@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import ROUTES, slug, write_table
+from fleetfacts.schema import ROUTES, slug, terminal_safe, write_table
 from planner.assumptions import Assumptions
 from planner.curves import (
     Curve,
@@ -122,7 +122,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     if args.options_out:
         result.options.to_csv(args.options_out, index=False)
     print_plan(result)
-    print(f"plan written to {args.out}")
+    print(terminal_safe(f"plan written to {args.out}"))
     return 0
 
 
@@ -144,6 +144,11 @@ def _num(value: object, fmt: str = "{:g}") -> str:
     return "" if not math.isfinite(number) else fmt.format(number)
 
 
+def _cell(value: object) -> str:
+    """A user string for a rich table cell: terminal controls shown as escapes, markup shown as text."""
+    return escape(terminal_safe(value))
+
+
 def print_plan(result) -> None:
     """The plan as a readable table, infeasible routes' reasons and the assumptions below it."""
 
@@ -154,20 +159,20 @@ def print_plan(result) -> None:
         table.add_column(name, justify="right" if name in ("tp", "replicas", "gpus", "$/month") else "left")
     for _, r in result.plan.iterrows():
         if r["status"] != "ok":
-            table.add_row(escape(str(r["route"])), "(infeasible)", *[""] * 10)
+            table.add_row(_cell(r["route"]), "(infeasible)", *[""] * 10)
             continue
         engine = engine_label(r["engine"], r["engine_version"], r["engine_config"])
         breakeven = _num(r["breakeven_updates_per_month"], "{:.2f}") or ("never" if r["runner_up"] else "")
-        table.add_row(escape(str(r["route"])), escape(engine), r["gpu"], r["precision"], _num(r["tp"]),
+        table.add_row(_cell(r["route"]), _cell(engine), _cell(r["gpu"]), _cell(r["precision"]), _num(r["tp"]),
                       _num(r["replicas"]), _num(r["gpus"]), _money(r["total_usd_per_month"]),
-                      escape(str(r["runner_up"])), _money(r["savings_usd_per_month"]), breakeven, str(r["provenance"]))
+                      _cell(r["runner_up"]), _money(r["savings_usd_per_month"]), breakeven, _cell(r["provenance"]))
     console = _console()
     console.print(table)
     ok = result.plan[result.plan["status"] == "ok"]
     console.print(f"total: {_num(ok['gpus'].sum())} GPUs, {_money(ok['total_usd_per_month'].sum())}/month "
                   f"({len(ok)} of {len(result.plan)} routes planned)", markup=False)
     for _, r in result.plan[result.plan["status"] != "ok"].iterrows():
-        console.print(f"infeasible: {r['route']}: {r['notes']}", markup=False)
+        console.print(terminal_safe(f"infeasible: {r['route']}: {r['notes']}"), markup=False)
     for name, value, what in result.assumptions.describe():
         console.print(f"  {name} = {value}  ({what})", markup=False, style="dim")
 
@@ -289,12 +294,12 @@ def _prediction_record(curve, pred) -> dict[str, object]:
 
 def _print_prediction(r: dict) -> None:
     label = "EXTRAPOLATED (outside the measured range)" if r["extrapolated"] else r["provenance"]
-    print(f"{r['group']}")
+    print(terminal_safe(r["group"]))
     print(f"  output tok/s (replica): {r['output_tok_per_s']:.0f}  [{r['low']:.0f} .. {r['high']:.0f}]  {label}")
     print(f"  per GPU: {r['per_gpu_output_tok_per_s']:.0f} tok/s   concurrency: {r['concurrency']:g}")
     print(f"  TTFT {r['ttft_ms']:.1f} ms   TPOT {r['tpot_ms']:.2f} ms   e2e {r['e2e_ms']:.0f} ms (means)")
     if r["note"]:
-        print(f"  note: {r['note']}")
+        print(terminal_safe(f"  note: {r['note']}"))
 
 
 # ---------------------------------------------------------------- validate
@@ -395,12 +400,12 @@ def _run_traffic(args: argparse.Namespace) -> int:
     routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,
                                   ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms)
     write_table(routes, args.out, ROUTES)
-    print("\n".join(lines))
+    print(terminal_safe("\n".join(lines)))
     if (routes["model"] == "unknown").any():
         print("note: the log does not name the model: set the 'model' column (or pass --model)")
     if routes[["ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms"]].isna().all(axis=1).any():
         print("note: no SLO given: fill ttft_slo_ms / tpot_slo_ms before planning (or pass --ttft-slo-ms)")
-    print(f"routes written to {args.out}")
+    print(terminal_safe(f"routes written to {args.out}"))
     return 0
 
 
@@ -431,7 +436,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([s.record() for s in sims], allow_nan=False, default=str))
     else:
-        print("\n".join(format_simulations(sims)) or "no planned route to simulate")
+        print(terminal_safe("\n".join(format_simulations(sims))) or "no planned route to simulate")
     return 0
 
 
@@ -459,5 +464,5 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command].run(args)
     except _expected_errors() as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {terminal_safe(err)}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -62,6 +62,10 @@ NOISE_FLOOR = 0.02
 Z_90 = 1.645
 # Outside the measured range the interval widens by this factor per e-fold (log unit) of distance.
 EXTRAPOLATION_WIDENING = 1.0
+# Far outside the measured range the interval says no more than "within this factor either way":
+# the relative SD is capped there, so exp() stays finite and the prediction stays labelled extrapolated.
+MAX_INTERVAL_FACTOR = 10.0
+MAX_RELATIVE_SD = math.log(MAX_INTERVAL_FACTOR) / Z_90
 # Latency observations count less than throughput ones: they carry scheduler jitter.
 LATENCY_WEIGHT = 0.5
 TTFT_WEIGHT = 0.3
@@ -608,7 +612,7 @@ class Curve:
 
     def _prediction(self, tok_s, phi, seconds, shape, exact, ttft, tpot, e2e, concurrency) -> Prediction:
         distance = self._distance_outside(shape)
-        sd = self._relative_sd(phi, seconds) * (1.0 + EXTRAPOLATION_WIDENING * distance)
+        sd = min(self._relative_sd(phi, seconds) * (1.0 + EXTRAPOLATION_WIDENING * distance), MAX_RELATIVE_SD)
         extrapolated = distance > 1e-9
         note = self.note
         if not self.has_latency:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetfacts.schema import DEFAULT_CONFIG
+from fleetfacts.specs import context_window
 from planner import costs, sizing
 from planner.assumptions import Assumptions
 from planner.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
@@ -136,6 +137,8 @@ class Option:
         changes: dict[str, Any] = {"replicas": replicas, "gpus": replicas * self.tp}
         if job_hours is not None:
             changes["job_hours"] = job_hours
+        if utilisation is not None and self.utilisation > 0:
+            changes["peak_utilisation"] = self.sizing.peak_utilisation * utilisation / self.utilisation
         sized = replace(self.sizing, **changes)
         assert self.price is not None and self.ops is not None  # only priced (feasible) options are simulated
         return replace(self, sizing=sized, notes=notes,
@@ -170,11 +173,27 @@ class Option:
 
 # ---------------------------------------------------------------- construction
 
+def context_reason(route: Route) -> str:
+    """Why the route's requests cannot fit the model's context window ('' when they fit or it is unknown)."""
+    known = context_window(route.model)
+    if known is None:
+        return ""
+    window, source = known
+    tokens = route.input_len_pct + route.output_len_pct
+    if tokens <= window:
+        return ""
+    return (f"prompt + output at the route's p{route.slo_percentile:g} ({tokens:,.0f} tokens) exceed "
+            f"{route.model}'s context window of {window:,} tokens (max_position_embeddings, {source})")
+
+
 def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops_book: costs.OpsBook,
                     assumptions: Assumptions) -> Option:
     """Size `curve` for `route`, price it, and say why it is infeasible (reason '' when feasible)."""
     key = curve.key
     try:
+        too_long = context_reason(route)
+        if too_long:
+            raise NoCurveError(too_long)
         sized = sizing.size_route(curve, route, key.tp, assumptions.policy)
     except (NoCurveError, QueueingError) as err:
         unsized = sizing.unsized(str(err))

@@ -36,6 +36,7 @@ from fleetfacts.schema import (
     Schema,
     load_table,
     read_csv_text,
+    row_lines,
     split_list,
     unescape_formula,
     validate_frame,
@@ -47,7 +48,7 @@ from planner.curves import Curve, GroupKey, fit_curves, load_profiles
 from planner.latency import with_server_latency
 from planner.options import OPTION_COLUMNS, Option, evaluate_option
 from planner.routes import ALLOW_LISTS, Route
-from planner.workload import route_log_requests
+from planner.workload import SIM_BATCH_SAMPLE, route_log_requests
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,8 @@ def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame
     cells = routes[present].astype(object)
     typed = validate_frame(cells.where(routes[present].notna(), None), ROUTES, where)
     seen: set[str] = set()
-    for index, row in enumerate(typed.to_dict("records")):
-        _check_route_row(row, f"{where}, line {index + 2}", seen)
+    for line, row in zip(row_lines(routes), typed.to_dict("records"), strict=True):
+        _check_route_row(row, f"{where}, line {line}", seen)
     return typed
 
 
@@ -169,6 +170,8 @@ class PlanResult:
 # (after re-pricing) are all simulated, at most SIM_CHECK_MAX per route (each simulates a few fleets).
 SIM_CHECK_TOP = 2
 SIM_CHECK_MAX = 8
+# Rounding slack when turning a utilisation back into a replica count.
+CAP_TOLERANCE = 1e-9
 
 
 def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None = None,
@@ -254,7 +257,7 @@ def _simulate_online_option(option: Option, a: Assumptions,
     arrivals, lengths = replay if replay is not None else (None, None)
     analytical = option.replicas
     search = simulate.search_replicas(option.route, option.curve, analytical, arrivals, lengths,
-                                      attainment_target=a.slo_attainment)
+                                      attainment_target=a.slo_attainment, min_replicas=_cap_floor(option, a))
     option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
                                  sim_attainment=search.attainment)
     if search.replicas is None:
@@ -267,6 +270,15 @@ def _simulate_online_option(option: Option, a: Assumptions,
     notes = _join(option.notes, f"analytical sizing {analytical} replicas, simulation {search.replicas} "
                                 f"({search.source})")
     return option.resized(search.replicas, a, notes, utilisation=option.utilisation * analytical / search.replicas)
+
+
+def _cap_floor(option: Option, a: Assumptions) -> int:
+    """The fewest replicas keeping the option's peak utilisation within the cap (a simulation never goes below)."""
+    peak = option.sizing.peak_utilisation
+    if not (math.isfinite(peak) and peak > 0):
+        return 1
+    # The tolerance keeps the analytical count itself when its utilisation sits exactly on the cap.
+    return max(1, math.ceil(option.replicas * peak / a.utilisation_cap - CAP_TOLERANCE))
 
 
 def _batch_simulation_check(route: Route, options: list[Option], a: Assumptions) -> list[Option]:
@@ -284,9 +296,11 @@ def _simulate_batch_option(option: Option, a: Assumptions) -> Option:
     """cheapest_batch_fleet on lengths sampled from the route's distributions; re-price with its makespan."""
     route = option.route
     gen = np.random.default_rng(0)
-    lengths = (route.input.sample(route.num_requests, gen), route.output.sample(route.num_requests, gen))
+    sample = min(route.num_requests, SIM_BATCH_SAMPLE)
+    lengths = (route.input.sample(sample, gen), route.output.sample(sample, gen))
     fleet = simulate.cheapest_batch_fleet(option.curve, lengths, route.deadline_hours * SECONDS_PER_HOUR,
-                                          option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot")
+                                          option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot",
+                                          total_requests=route.num_requests)
     analytical = option.replicas
     option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
                                  sim_replicas=fleet.replicas if fleet.feasible else math.nan)
@@ -394,6 +408,11 @@ def _read_assumptions(path: Path) -> Assumptions:
         data = json.loads(first[len(marker):])
     except json.JSONDecodeError as err:
         raise InputError(f"{path}, line 1: assumptions are not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}, line 1: assumptions are nested too deeply to be a plan's") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}, line 1: assumptions must be a JSON object")
-    return Assumptions.from_dict(data)
+    try:
+        return Assumptions.from_dict(data)
+    except InputError as err:
+        raise InputError(f"{path}, line 1: {err}") from None

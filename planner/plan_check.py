@@ -19,8 +19,17 @@ from fleetfacts.errors import InputError
 from planner.curves import Curve, CurveLike, GroupKey, find_curve
 from planner.options import plan_option
 from planner.routes import Route
-from planner.simulate import METRICS, PERCENTILES, SimResult, batch_makespan, simulate_requests
-from planner.workload import DEFAULT_SIM_REQUESTS, Requests, synthetic_requests
+from planner.simulate import METRICS, PERCENTILES, SimResult, batch_makespan, check_fleet, simulate_requests
+from planner.workload import (
+    DEFAULT_SIM_REQUESTS,
+    SIM_BATCH_SAMPLE,
+    SIM_MAX_REPLICAS,
+    Requests,
+    synthetic_requests,
+    thin_requests,
+)
+
+MAX_FULL_REPLAY_REPLICAS = 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,13 +59,15 @@ class RouteSimulation:
 
 def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKey, Curve],
                   requests_by_route: Mapping[str, Requests] | None = None,
-                  seed: int = 0, n_requests: int = DEFAULT_SIM_REQUESTS, router: str = "jsq"
+                  seed: int = 0, n_requests: int | None = None, router: str = "jsq"
                   ) -> list[RouteSimulation]:
     """Simulate every planned (status ok) route of `plan` on the fleet it names.
 
     routes: the ROUTES frame the plan was made from; curves: fitted curves
     (planner.plan.load_catalog().curves); requests_by_route: replayed requests
-    per route name (planner.traffic), others get synthetic ones.  Raises
+    per route name (planner.traffic), others get synthetic ones: n_requests of
+    them, or (None) a steady-state horizon on at most SIM_MAX_REPLICAS replicas
+    with their share of the traffic (planner.workload.SteadyTraffic).  Raises
     InputError for a plan route missing from `routes`, NoCurveError when its
     curve is not fitted.
     """
@@ -79,19 +90,29 @@ def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKe
 
 
 def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, given: Requests | None, seed: int,
-                    n_requests: int, router: str) -> RouteSimulation:
+                    n_requests: int | None, router: str) -> RouteSimulation:
     if route.traffic == "batch":
-        n = route.num_requests
+        n = min(route.num_requests, SIM_BATCH_SAMPLE)
         inp = route.input.sample(n, seed)
         out = route.output.sample(n, seed + 1)
-        makespan = batch_makespan(curve, (inp, out), replicas)
+        makespan = batch_makespan(curve, (inp, out), replicas, route.num_requests)
         deadline = route.deadline_hours * 3600.0
         note = "meets the deadline" if makespan <= deadline else "MISSES the deadline"
         return RouteSimulation(route.name, "batch", option, replicas, "lengths sampled from the route's quantiles",
                                makespan_s=makespan, deadline_s=deadline, note=note)
-    requests = given or synthetic_requests(route, n_requests, seed)
-    result = simulate_requests(curve, requests, replicas, router, route.slo)
-    return RouteSimulation(route.name, "online", option, replicas, requests.source, result)
+    if given is None and n_requests is None:
+        result, source = check_fleet(route, curve, replicas, router=router, seed=seed)
+        return RouteSimulation(route.name, "online", option, replicas, source, result)
+    requests = given or synthetic_requests(route, n_requests or DEFAULT_SIM_REQUESTS, seed)
+    # A replayed log runs on the whole fleet up to this many replicas (exact, and bounded by the log);
+    # a larger fleet (memory per replica) is simulated as a subset with its share of the requests.
+    simulated = replicas if replicas <= MAX_FULL_REPLAY_REPLICAS else SIM_MAX_REPLICAS
+    source = requests.source
+    if simulated < replicas:  # a representative subset, with its share of the requests (bounded memory)
+        requests = thin_requests(requests, simulated / replicas, seed)
+        source = f"{simulated} of {replicas} replicas with their share of the requests; {requests.source}"
+    result = simulate_requests(curve, requests, simulated, router, route.slo)
+    return RouteSimulation(route.name, "online", option, replicas, source, result)
 
 
 def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:

@@ -33,6 +33,7 @@ requests; replicas advanced lazily, only when their load may have changed).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import deque
@@ -47,7 +48,15 @@ from fleetfacts.errors import InputError
 from planner.curves import CurveLike
 from planner.frontend import FrontEnd
 from planner.routes import Route, Slo
-from planner.workload import DEFAULT_SIM_REQUESTS, Numbers, Requests, synthetic_requests
+from planner.workload import (
+    DEFAULT_SIM_REQUESTS,
+    SIM_MAX_REPLICAS,
+    Numbers,
+    Requests,
+    SteadyTraffic,
+    synthetic_requests,
+    thin_requests,
+)
 
 log = logging.getLogger(__name__)
 
@@ -571,16 +580,79 @@ SEARCH_CEILING_MIN = 64
 def check_replicas(route: Route, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
                    lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None,
                    attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
-                   n_requests: int = DEFAULT_SIM_REQUESTS) -> SimResult:
+                   n_requests: int | None = None) -> SimResult:
     """Simulate `replicas` replicas of `curve` on the route's traffic; attainment against its SLOs.
 
     arrivals / lengths: replay these (e.g. from planner.traffic.read_log);
-    otherwise synthetic (see planner.workload.synthetic_requests).  slo: default: the route's.
-    attainment_target is accepted for symmetry with search_replicas (compare
-    result.attainment with it).
+    otherwise synthetic: n_requests of them, or (None) a steady-state horizon
+    on a representative subset of replicas (planner.workload.SteadyTraffic).
+    slo: default: the route's.  attainment_target is accepted for symmetry
+    with search_replicas (compare result.attainment with it).
     """
-    requests = synthetic_requests(route, n_requests, seed, arrivals, lengths)
-    return simulate_requests(curve, requests, replicas, router, slo or route.slo)
+    return check_fleet(route, curve, replicas, arrivals, lengths, slo, router, seed, n_requests)[0]
+
+
+def check_fleet(route: Route, curve: CurveLike, replicas: int, arrivals: np.ndarray | None = None,
+                lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None, router: str = "jsq",
+                seed: int = 0, n_requests: int | None = None) -> tuple[SimResult, str]:
+    """check_replicas, and a description of what was simulated (subset, horizon, warm-up)."""
+    fleets = _FleetSimulator(route, curve, arrivals, lengths, slo or route.slo, router, seed, n_requests)
+    return fleets.run(replicas), fleets.source
+
+
+def service_time_s(route: Route, curve: CurveLike) -> float:
+    """One request's end-to-end seconds on a full replica (the horizon unit of the sizing check).
+
+    Its prefill alone, then output_len decode steps in a batch of the curve's
+    max_batch at the mean context (the step-time model the simulator runs).
+    """
+    inp, out = route.input_len, route.output_len
+    batch = max(1, int(curve.max_batch(inp, out)))
+    seconds = curve.step_time_s(1, 0.0, inp, 0.0) + out * curve.step_time_s(batch, inp + out / 2.0)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InputError(f"route {route.name!r}: no finite service time predicted for its lengths")
+    return float(seconds)
+
+
+class _FleetSimulator:
+    """Simulates candidate fleets of one route on common random numbers; attainment after the warm-up."""
+
+    def __init__(self, route: Route, curve: CurveLike, arrivals: np.ndarray | None,
+                 lengths: tuple[Numbers, Numbers] | None, slo: Slo, router: str, seed: int,
+                 n_requests: int | None) -> None:
+        self.curve, self.slo, self.router, self.seed = curve, slo, router, seed
+        self.steady: SteadyTraffic | None = None
+        self.fixed: Requests | None = None
+        if arrivals is None and n_requests is None and lengths is None:
+            self.steady = SteadyTraffic(route, service_time_s(route, curve), seed)
+        else:
+            self.fixed = synthetic_requests(route, n_requests or DEFAULT_SIM_REQUESTS, seed, arrivals, lengths)
+        self.source = ""
+
+    def run(self, replicas: int) -> SimResult:
+        if self.steady is not None:
+            sample = self.steady.for_fleet(replicas)
+            requests, simulated, warmup = sample.requests, sample.simulated, sample.warmup_s
+            self.source = sample.describe()
+        else:
+            assert self.fixed is not None
+            simulated = min(replicas, SIM_MAX_REPLICAS)
+            requests, warmup = thin_requests(self.fixed, simulated / replicas, self.seed), 0.0
+            self.source = requests.source if simulated == replicas else \
+                f"{simulated} of {replicas} replicas with their share of the requests; {requests.source}"
+        result = simulate_requests(self.curve, requests, simulated, self.router, self.slo)
+        return dataclasses.replace(result, attainment=_measured_attainment(result, warmup))
+
+
+def _measured_attainment(result: SimResult, warmup_s: float) -> float:
+    """SLO attainment of the requests arriving at or after warmup_s (all when none does)."""
+    if result.slo.empty or not result.n:
+        return math.nan
+    measured = result.arrival_s >= warmup_s
+    if not measured.any():
+        measured = np.ones_like(measured)
+    met = result.slo.met(result.ttft_s[measured], result.tpot_s[measured], result.e2e_s[measured])
+    return float(np.mean(met))
 
 
 def simulate_requests(curve: CurveLike, requests: Requests, replicas: int, router: str = "jsq",
@@ -619,32 +691,43 @@ class ReplicaSearch:
 def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.ndarray | None = None,
                     lengths: tuple[Numbers, Numbers] | None = None, slo: Slo | None = None,
                     attainment_target: float = 0.99, router: str = "jsq", seed: int = 0,
-                    n_requests: int = DEFAULT_SIM_REQUESTS, max_replicas: int | None = None) -> ReplicaSearch:
-    """Smallest replica count whose simulated SLO attainment >= attainment_target.
+                    n_requests: int | None = None, max_replicas: int | None = None,
+                    min_replicas: int = 1) -> ReplicaSearch:
+    """Smallest replica count >= min_replicas whose simulated SLO attainment >= attainment_target.
 
     Starts at the analytical count `start`, searches down when it already
     meets the target and up (doubling) when it does not, then bisects;
     assumes attainment does not fall as replicas are added.  Every candidate
-    sees the same requests (common random numbers).  Raises InputError when the
-    route has no SLO.
+    sees the same random numbers.  Traffic: replayed `arrivals` / `lengths`,
+    n_requests synthetic requests, or (default) a steady-state horizon on a
+    representative subset of replicas (planner.workload.SteadyTraffic).
+    min_replicas: a floor below which no fleet is accepted (the utilisation
+    cap).  Raises InputError when the route has no SLO.
     """
     slo = slo or route.slo
     if slo.empty:
         raise InputError(f"route {route.name!r}: no SLO to check (ttft_slo_ms, tpot_slo_ms, e2e_slo_ms)")
-    requests = synthetic_requests(route, n_requests, seed, arrivals, lengths)
-    start = max(1, int(start))
-    ceiling = max_replicas or max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * start)
+    fleets = _FleetSimulator(route, curve, arrivals, lengths, slo, router, seed, n_requests)
+    floor = max(1, int(min_replicas))
+    analytical = max(1, int(start))
+    start = max(floor, analytical)
+    ceiling = max(start, max_replicas or max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * start))
     results: dict[int, SimResult] = {}
+    sources: dict[int, str] = {}
 
     def meets(r: int) -> bool:
+        if r < floor:
+            return False
         if r not in results:
-            results[r] = simulate_requests(curve, requests, r, router, slo)
+            results[r] = fleets.run(r)
+            sources[r] = fleets.source
         return results[r].attainment >= attainment_target
 
     best = _bisect_replicas(meets, start, ceiling)
-    chosen = results[best] if best is not None else results[max(results)]
+    chosen = best if best is not None else max(results)
     tried = tuple(sorted((r, res.attainment) for r, res in results.items()))
-    return ReplicaSearch(best, chosen.attainment, start, attainment_target, tried, chosen, requests.source)
+    return ReplicaSearch(best, results[chosen].attainment, analytical, attainment_target, tried, results[chosen],
+                         sources[chosen])
 
 
 def _bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> int | None:
@@ -674,11 +757,24 @@ def _bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> 
 DEFAULT_PREEMPTION_OVERHEAD = 0.10
 
 
-def batch_makespan(curve: CurveLike, lengths: tuple[Numbers, Numbers], replicas: int) -> float:
-    """Seconds until the last of N requests (all submitted at t = 0, split round robin) finishes."""
+def batch_makespan(curve: CurveLike, lengths: tuple[Numbers, Numbers], replicas: int,
+                   total_requests: int | None = None) -> float:
+    """Seconds until the last of N requests (all submitted at t = 0, split round robin) finishes.
+
+    lengths: the job's requests, or a sample of them when total_requests (N) is
+    larger.  Round-robin replicas are independent, so a fleet over
+    SIM_MAX_REPLICAS is simulated as that many replicas with their exact share
+    of N; when even that share exceeds the sample, the makespan is scaled by
+    share / sample (throughput-bound: conservative when the sample is under a
+    wave).  Memory stays bounded for any N and replica count.
+    """
     inp, out = (np.asarray(v) for v in lengths)
-    result = simulate(curve, np.zeros(len(inp)), inp, out, replicas, "round-robin")
-    return result.makespan_s
+    total = len(inp) if total_requests is None else int(total_requests)
+    simulated = min(int(replicas), SIM_MAX_REPLICAS)
+    share = total * simulated / replicas
+    n = max(1, min(len(inp), math.ceil(share)))
+    result = simulate(curve, np.zeros(n), inp[:n], out[:n], simulated, "round-robin")
+    return result.makespan_s * max(1.0, share / n)
 
 
 @dataclass(frozen=True)
@@ -699,7 +795,8 @@ class BatchFleet:
 def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Numbers, Numbers], deadline_s: float,
                          usd_per_gpu_hour: float, tp: int = 1, spot: bool = False,
                          preemption_overhead: float = DEFAULT_PREEMPTION_OVERHEAD,
-                         billing_granularity_hours: float = 0.0, max_replicas: int = 4096) -> BatchFleet:
+                         billing_granularity_hours: float = 0.0, max_replicas: int = 4096,
+                         total_requests: int | None = None) -> BatchFleet:
     """Fewest replicas whose simulated makespan (x (1 + preemption_overhead) on spot) meets the deadline.
 
     GPU cost grows with replicas x makespan, which the last, partly filled wave
@@ -710,13 +807,13 @@ def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Numbers, Numbers], dea
     if not (deadline_s > 0 and usd_per_gpu_hour >= 0 and preemption_overhead >= 0):
         raise InputError("deadline_s must be > 0, usd_per_gpu_hour and preemption_overhead >= 0")
     factor = 1.0 + (preemption_overhead if spot else 0.0)
-    count = len(lengths[0])
+    count = len(lengths[0]) if total_requests is None else int(total_requests)
     ceiling = max(1, min(max_replicas, count))
     walls: dict[int, float] = {}
 
     def meets(r: int) -> bool:
         if r not in walls:
-            walls[r] = batch_makespan(curve, lengths, r) * factor
+            walls[r] = batch_makespan(curve, lengths, r, count) * factor
         return walls[r] <= deadline_s
 
     best = _bisect_replicas(meets, 1, ceiling)

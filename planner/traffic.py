@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import ROUTES, slug, validate_frame
+from fleetfacts.schema import ROUTES, record_lines, slug, validate_frame
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,16 @@ AZURE_ATTRIBUTION = ("Azure LLM inference trace (Azure Public Dataset, CC-BY): P
                      "generative LLM inference using phase splitting\", ISCA 2024")
 # Skip reasons, in the order a row is checked (a row is counted once, under its first problem).
 REASONS = {"timestamp": "bad timestamp", "missing": "missing token count", "numeric": "non-numeric token count",
-           "fraction": "fractional token count", "negative": "negative token count", "json": "unreadable JSON line"}
+           "fraction": "fractional token count", "negative": "negative token count",
+           "huge": "implausibly large token count", "json": "unreadable JSON line"}
+# No model reads or writes this many tokens in one request (the longest published context windows are
+# ~1e7 tokens); larger counts are corrupt rows, and past 2^53 a float no longer holds a whole number.
+MAX_TOKENS_PER_REQUEST = 1e9
 MAX_LINES_SHOWN = 5
+# pandas holds times as nanoseconds since 1970: representable from 1677-09-21 to 2262-04-11.
+MIN_YEAR, MAX_YEAR = 1677, 2262
+# Every cell is held as a string while parsing (~10x the file in memory): larger logs are refused.
+MAX_LOG_BYTES = 2 * 2**30
 
 
 # ---------------------------------------------------------------- records
@@ -167,6 +175,7 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     stem).  Raises InputError for an unreadable, empty or unusable log.
     """
     path = Path(path)
+    _check_file(path)
     fmt = detect_format(path) if fmt is None else _check_format(fmt)
     raw, json_skips = _read_raw(path)
     if raw.empty and not json_skips:
@@ -176,6 +185,15 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     frame, skips = _rows(raw, columns, fmt, default_route, path, strict)
     skips = {**({"json": json_skips} if json_skips else {}), **skips}
     return _finish(frame, skips, fmt, path)
+
+
+def _check_file(path: Path) -> None:
+    """A regular file of at most MAX_LOG_BYTES (a device such as /dev/zero never ends)."""
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise InputError(f"{path}: not a regular file (expected a request log)")
+    if path.is_file() and path.stat().st_size > MAX_LOG_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size / 2**30:.1f} GiB is over the {MAX_LOG_BYTES / 2**30:.0f} GiB "
+                         f"limit for one request log; split it (e.g. by day) and derive routes per part")
 
 
 def _check_format(fmt: str) -> str:
@@ -220,16 +238,18 @@ def _read_raw(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
     if _first_line(path).startswith("{"):
         return _read_jsonl(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False, encoding="utf-8-sig")
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=True, encoding="utf-8-sig")
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty (expected a request log)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{path}: not a readable CSV file ({first})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
-    frame["line"] = np.arange(len(frame)) + 2  # line 1 is the header
-    blank = (frame.drop(columns="line").apply(lambda col: col.str.strip()) == "").all(axis=1)
-    return frame[~blank].reset_index(drop=True), ()
+    blank = (frame.apply(lambda col: col.str.strip()) == "").all(axis=1)
+    frame = frame[~blank].reset_index(drop=True)
+    lines = record_lines(path)  # physical lines: quoted newlines and blank lines counted
+    frame["line"] = lines if len(lines) == len(frame) else np.arange(len(frame)) + 2
+    return frame, ()
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
@@ -240,7 +260,7 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
                 continue
             try:
                 record = json.loads(text)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than Python parses
                 bad.append(number)
                 continue
             if not isinstance(record, dict):
@@ -282,7 +302,7 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
     inputs, input_bad = _counts(raw[col["input"]] if col["input"] else pd.Series([], dtype=str))
     outputs, output_bad = _counts(raw[col["output"]] if col["output"] else pd.Series([], dtype=str))
     taken = bad["timestamp"].copy()
-    for reason in ("missing", "numeric", "fraction", "negative"):
+    for reason in ("missing", "numeric", "fraction", "negative", "huge"):
         mask = (input_bad[reason] | output_bad[reason]) & ~taken
         bad[reason] = mask
         taken |= mask
@@ -312,6 +332,8 @@ def _timestamps(cells: pd.Series, path: Path) -> tuple[np.ndarray, bool]:
                              f"or finer; expected epoch seconds (divide by 1000) or ISO-8601 times")
         return values, True
     parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
+    # Times outside pandas' nanosecond range (years 1678-2261, e.g. 9999-12-31) are bad timestamps.
+    parsed = parsed.where((parsed.dt.year > MIN_YEAR) & (parsed.dt.year < MAX_YEAR))
     seconds = (parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
     return seconds.to_numpy(dtype=float, na_value=np.nan), False
 
@@ -324,7 +346,8 @@ def _counts(cells: pd.Series) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     with np.errstate(invalid="ignore"):
         fraction = np.isfinite(values) & (values != np.round(values))
         negative = np.isfinite(values) & (values < 0)
-    return values, {"missing": missing, "numeric": numeric, "fraction": fraction, "negative": negative}
+        huge = np.isfinite(values) & (values > MAX_TOKENS_PER_REQUEST)
+    return values, {"missing": missing, "numeric": numeric, "fraction": fraction, "negative": negative, "huge": huge}
 
 
 def _raise_first(raw: pd.DataFrame, col: dict[str, str | None], bad: dict[str, np.ndarray], path: Path,
@@ -339,7 +362,8 @@ def _raise_first(raw: pd.DataFrame, col: dict[str, str | None], bad: dict[str, n
     column = col["timestamp"] if reason == "timestamp" else _count_column(raw, col, index)
     value = raw.at[index, column] if column else ""
     expected = "epoch seconds" if epoch_mode else "an ISO-8601 time or epoch seconds"
-    what = f"expected {expected}" if reason == "timestamp" else "expected a whole number of tokens >= 0"
+    what = (f"expected {expected}" if reason == "timestamp"
+            else f"expected a whole number of tokens from 0 to {MAX_TOKENS_PER_REQUEST:.0e}")
     raise InputError(f"{path}, line {raw.at[index, 'line']}, column {column!r}: {REASONS[reason]} {value!r} ({what})")
 
 
@@ -348,7 +372,7 @@ def _count_column(raw: pd.DataFrame, col: dict[str, str | None], index: int) -> 
         name = col[role]
         text = str(raw.at[index, name]).strip() if name else ""
         number = pd.to_numeric(text, errors="coerce")
-        if text == "" or pd.isna(number) or number < 0 or number != round(number):
+        if text == "" or pd.isna(number) or number < 0 or number != round(number) or number > MAX_TOKENS_PER_REQUEST:
             return name
     return col["input"]
 

@@ -135,8 +135,25 @@ def rate_and_cv(times: np.ndarray) -> tuple[float, float]:
 
 # ---------------------------------------------------------------- requests
 
-# Synthetic requests per simulated check: enough that p99 rests on ~100 requests.
+# Synthetic requests of a fixed-count simulation (planner.plan_check, tests): p99 rests on ~100 requests.
 DEFAULT_SIM_REQUESTS = 10_000
+
+# The sizing check simulates a horizon, not a request count (docs/planning.md, "Simulation check"):
+# Horizon: this many service times (one request's end-to-end time at the operating point): a fleet
+# over capacity builds a queue that grows every service time, so it fails well inside the horizon.
+SIM_SERVICE_TIMES = 30.0
+# Requests arriving in the first service times find an empty fleet (optimistic): not measured.
+SIM_WARMUP_SERVICE_TIMES = 5.0
+# At least this many measured requests (p99 on ~100 requests): a low-rate route simulates longer.
+SIM_MIN_MEASURED = DEFAULT_SIM_REQUESTS
+# A larger fleet is represented by this many replicas fed their share of the traffic (join-shortest-queue
+# pooling over 16 replicas of tens of slots each is close to its limit; fewer would be conservative).
+SIM_MAX_REPLICAS = 16
+# Requests per simulation at most (~1 s each with the affine step model): the subset shrinks to fit.
+SIM_MAX_REQUESTS = 200_000
+# Requests sampled for a batch job's simulation at most: ~1,250 per simulated replica, several waves of
+# a full batch; a larger job's makespan is scaled from it (planner.simulate.batch_makespan).
+SIM_BATCH_SAMPLE = 20_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -213,3 +230,98 @@ def replay_requests(path: str | Path, routes: pd.DataFrame, fmt: str | None = No
                                   np.maximum(1, group["output_len"].to_numpy()),
                                   f"replayed {len(group)} requests from {Path(path).name}")
     return out
+
+
+# ---------------------------------------------------------------- steady-state traffic for the sizing check
+
+@dataclass(frozen=True, eq=False)
+class FleetSample:
+    """The traffic one candidate fleet is simulated with.
+
+    requests: arrivals and lengths for `simulated` replicas (of `replicas`);
+    warmup_s: requests arriving before it are simulated but not measured.
+    """
+
+    requests: Requests
+    replicas: int
+    simulated: int
+    warmup_s: float
+
+    def describe(self) -> str:
+        subset = (f"{self.simulated} of {self.replicas} replicas with their share of the traffic, "
+                  if self.simulated < self.replicas else "")
+        span = float(self.requests.arrival_s[-1]) if self.requests.arrival_s.size else 0.0
+        return f"{subset}{span:.0f} s of arrivals, first {self.warmup_s:.0f} s not measured; {self.requests.source}"
+
+
+class SteadyTraffic:
+    """A route's synthetic traffic for simulating fleets to steady state.
+
+    A candidate fleet of R replicas is simulated as k = min(R, SIM_MAX_REPLICAS)
+    replicas fed a random k/R share of the route's peak-rate arrivals (exact
+    thinning of its gamma renewal process: each kept gap is the sum of a
+    geometric number of the route's gaps, itself gamma), for max(SIM_SERVICE_TIMES
+    service times, enough arrivals for SIM_MIN_MEASURED measured requests).
+    Lengths are drawn once and shared by every fleet.  service_s: one
+    request's end-to-end seconds at the operating point (> 0).
+    """
+
+    def __init__(self, route: Route, service_s: float, seed: int = 0) -> None:
+        if not (math.isfinite(service_s) and service_s > 0):
+            raise InputError(f"route {route.name!r}: service time must be a positive number of seconds, "
+                             f"got {service_s!r}")
+        self.route, self.service_s, self.seed = route, float(service_s), seed
+        gen = np.random.default_rng(seed)
+        self._input = route.input.sample(SIM_MAX_REQUESTS, gen)
+        self._output = route.output.sample(SIM_MAX_REQUESTS, gen)
+
+    def for_fleet(self, replicas: int) -> FleetSample:
+        """The simulated subset and its requests for a fleet of `replicas` (>= 1)."""
+        warmup = SIM_WARMUP_SERVICE_TIMES * self.service_s
+        per_replica = self.route.peak_rps / replicas
+        k = min(replicas, SIM_MAX_REPLICAS)
+        while k > 1 and per_replica * k * self._duration_s(per_replica * k, warmup) > SIM_MAX_REQUESTS:
+            k //= 2
+        rate = per_replica * k
+        duration = self._duration_s(rate, warmup)
+        count = min(SIM_MAX_REQUESTS, int(duration * rate * THINNING_MARGIN) + THINNING_SLACK)
+        times = thinned_gamma(self.route.peak_rps, self.route.arrival_cv, k / replicas, count, self.seed)
+        n = max(1, int(np.searchsorted(times, duration, side="right")))
+        source = (f"synthetic arrivals ({self.route.peak_rps:.4g} req/s peak, CV {self.route.arrival_cv:.3g}), "
+                  f"lengths sampled from the route's quantiles")
+        requests = Requests(times[:n], self._input[:n], self._output[:n], source)
+        return FleetSample(requests, replicas, k, warmup)
+
+    def _duration_s(self, rate: float, warmup: float) -> float:
+        return max(SIM_SERVICE_TIMES * self.service_s, warmup + SIM_MIN_MEASURED / rate)
+
+
+# Arrivals drawn for a horizon: its expected count times this, plus a few (a Poisson count rarely
+# exceeds its mean by 10% + 100); a short draw only ends the horizon a little early.
+THINNING_MARGIN = 1.1
+THINNING_SLACK = 100
+
+
+def thinned_gamma(rate_rps: float, cv: float, keep: float, n: int, seed: Seed = 0) -> np.ndarray:
+    """`n` arrival times of a random `keep` share of a gamma renewal process (rate, CV `cv`).
+
+    Each kept gap sums a geometric number N of the process's gaps: gamma with
+    shape N / cv^2 (regular gaps, cv ~ 0: N / rate).
+    """
+    rate = _check_rate(rate_rps)
+    gen = rng(seed)
+    counts = gen.geometric(keep, size=_check_count(n)) if keep < 1.0 else np.ones(n, dtype=np.int64)
+    if cv < MIN_GAMMA_CV:
+        return np.cumsum(counts / rate)
+    shape = 1.0 / cv**2
+    return np.cumsum(gen.gamma(counts * shape, 1.0 / (rate * shape)))
+
+
+def thin_requests(requests: Requests, keep: float, seed: int = 0) -> Requests:
+    """Each request kept with probability `keep` (a replayed log's share for a subset of replicas)."""
+    if keep >= 1.0:
+        return requests
+    mask = np.random.default_rng(seed).uniform(size=requests.arrival_s.size) < keep
+    t = requests.arrival_s[mask]
+    return Requests(t, requests.input_len[mask], requests.output_len[mask],
+                    f"{requests.source}, thinned to {keep:.3g} of the requests")

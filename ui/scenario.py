@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import ENGINE_OPS, PRICES, ROUTES, Schema, slug, split_list, validate_frame
+from fleetfacts.schema import ENGINE_OPS, PRICES, ROUTES, Schema, slug, split_list, text_record_lines, validate_frame
 from planner.assumptions import Assumptions
 from planner.curves import engine_label
 from planner.plan import Catalog, PlanResult, make_plan, validate_routes, write_plan
@@ -174,7 +174,41 @@ def read_csv_upload(data: bytes, schema: Schema, where: str) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{where}: not a readable CSV file ({first})") from None
+    lines = text_record_lines(text, comments)
+    if len(lines) == len(raw):
+        raw.index = pd.Index(lines, name="line")
     return validate_frame(raw, schema, where)
+
+
+# The app re-plans every route on every edit: past this many the page stops being interactive (a
+# 20,000-route file took ~20 s and 2 GB per rerun).  Larger route sets: `python -m planner plan`.
+MAX_APP_ROUTES = 500
+
+
+def check_routes_count(routes: pd.DataFrame, where: str) -> pd.DataFrame:
+    """`routes` when it has 1..MAX_APP_ROUTES rows; else InputError saying what to do."""
+    if routes.empty:
+        raise InputError(f"{where}: no routes (the table has a header but no rows)")
+    if len(routes) > MAX_APP_ROUTES:
+        raise InputError(f"{where}: {len(routes):,} routes; the app plans up to {MAX_APP_ROUTES} interactively "
+                         f"(plan larger files with `python -m planner plan --routes FILE`)")
+    return routes
+
+
+# Characters kept in an uploaded file's name when it is written to a temporary folder; at most this many.
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_NAME_CHARS = 100
+
+
+def safe_file_name(filename: str, default: str = "requests.csv") -> str:
+    """An upload's name reduced to a plain file name: no folders, NUL or odd characters, at most 100 chars."""
+    name = _SAFE_NAME.sub("_", Path(str(filename).replace("\x00", "")).name.replace("\\", "_")).strip("._")
+    if not name:
+        return default
+    stem, dot, suffix = name.rpartition(".")
+    if dot and len(suffix) <= 10:
+        return stem[: MAX_NAME_CHARS - len(suffix) - 1] + "." + suffix
+    return name[:MAX_NAME_CHARS]
 
 
 def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
@@ -187,7 +221,7 @@ def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
     if len(data) > MAX_LOG_BYTES:
         raise InputError(f"{filename}: file is {len(data) / 1e6:.1f} MB; request logs up to "
                          f"{MAX_LOG_BYTES / 1e6:.0f} MB can be uploaded (use `python -m planner` for larger ones)")
-    name = Path(filename).name or "requests.csv"
+    name = safe_file_name(filename)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / name
         path.write_bytes(data)
@@ -420,18 +454,22 @@ def scenario_from_json(text: str | bytes, where: str = "scenario file") -> Scena
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InputError(f"{where}: not a scenario file (invalid JSON: {err})") from None
+    except RecursionError:
+        raise InputError(f"{where}: not a scenario file (JSON nested deeper than Python can parse)") from None
     if not isinstance(doc, dict) or doc.get("format") != SCENARIO_FORMAT:
         raise InputError(f"{where}: not a Fleetplan scenario file (expected \"format\": \"{SCENARIO_FORMAT}\")")
     if doc.get("version") != SCENARIO_VERSION:
         raise InputError(f"{where}: scenario version {doc.get('version')!r} is not supported "
                          f"(this Fleetplan reads version {SCENARIO_VERSION})")
-    return Scenario(
+    loaded = Scenario(
         name=str(doc.get("name") or "scenario"),
         routes=_table(doc.get("routes"), ROUTES, f"{where}, routes"),
         settings=_settings(doc.get("settings") or {}, where),
         prices=None if doc.get("prices") is None else _table(doc["prices"], PRICES, f"{where}, prices"),
         ops=None if doc.get("engine_ops") is None else _table(doc["engine_ops"], ENGINE_OPS, f"{where}, engine_ops"),
     )
+    check_routes_count(loaded.routes, where)
+    return loaded
 
 
 def _table(records: object, schema: Schema, where: str) -> pd.DataFrame:

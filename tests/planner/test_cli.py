@@ -9,6 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
+from planner.cli import main
 from planner.plan import read_plan
 from tests.conftest import REPO
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
@@ -171,3 +172,30 @@ def test_plan_and_validate_tables_show_the_config(tuned_files, tmp_path):
     assert read_plan(tmp_path / "plan.csv")[0]["engine_config"].iloc[0] == "tuned"
     proc = run("validate", "--profiles", tuned_files["profiles"])
     assert proc.returncode == 0 and "vllm 0.26.0 [tuned] / h100" in proc.stdout
+
+
+# ---------------------------------------------------------------- issue 14 item 11 (terminal half)
+
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\x9b31m\u202e"
+
+
+def test_route_names_with_terminal_escape_codes_are_printed_neutralised(tmp_path, capsys):
+    routes = tmp_path / "routes.csv"
+    name = f"chat{ESCAPES}"
+    routes.write_text("name,model,traffic,rate_rps,input_len_mean,output_len_mean,ttft_slo_ms\n"
+                      f'"{name}",llama-3.1-8b,online,5,500,250,500\n'
+                      f'"{name}-nomodel",no-such-model,online,5,500,250,500\n', encoding="utf-8")
+    assert main(["plan", "--routes", str(routes), "--out", str(tmp_path / "plan.csv"), "--no-simulate"]) == 0
+    out = capsys.readouterr().out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\u202e")
+    assert "\\x1b" in out and "no-such-model" in out
+
+
+def test_an_error_naming_a_file_with_escape_codes_is_printed_neutralised(tmp_path, capsys):
+    routes = tmp_path / "routes\x1b]0;pwned\x07\x1b[2J.csv"
+    routes.write_text("name,model,traffic,rate_rps,input_len_mean,output_len_mean,ttft_slo_ms\n"
+                      "a,llama-3.1-8b,online,-5,500,250,500\n", encoding="utf-8")
+    assert main(["plan", "--routes", str(routes), "--out", str(tmp_path / "plan.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "line 2, column 'rate_rps'" in err and not any(ch in err for ch in "\x1b\x07\x9b\u202e")
+    assert len(err.strip().splitlines()) == 1

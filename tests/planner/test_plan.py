@@ -330,3 +330,27 @@ def test_a_configs_allow_list_keeps_a_route_on_the_settings_it_can_deploy(tuned_
     assert set(only_tuned["option"]) == {"vllm/0.26.0/h100/bf16/tp1/tuned"}
     nothing = make_plan(routes(online_route(configs="fast", **VLLM_H100)), tuned_inputs).plan.iloc[0]
     assert nothing["status"] == "infeasible" and "configs=fast" in nothing["notes"]
+
+
+# ---------------------------------------------------------------- issue 14 item 2: long-context routes
+
+def _long_route(name: str, input_len: float) -> dict:
+    return {"name": name, "model": "llama-3.1-8b", "traffic": "online", "rate_rps": 1.0, "peak_to_mean": 2.0,
+            "input_len_mean": input_len, "output_len_mean": 250.0, "ttft_slo_ms": 50000.0, "tpot_slo_ms": 200.0}
+
+
+def test_a_long_context_route_inside_the_window_gets_a_bounded_extrapolated_prediction():
+    from planner.curves import MAX_INTERVAL_FACTOR
+    plan = make_plan(pd.DataFrame([_long_route("long", 64000.0)]), load_inputs()).plan.iloc[0]
+    assert plan.status == "ok" and plan.provenance == "extrapolated"
+    low, high = plan.replica_output_tok_per_s_low, plan.replica_output_tok_per_s_high
+    assert 0 < low <= plan.replica_output_tok_per_s <= high
+    assert high / low <= MAX_INTERVAL_FACTOR**2 * (1 + 1e-9)
+
+
+def test_a_route_beyond_the_models_context_window_is_infeasible_with_the_window_named():
+    from fleetfacts.specs import context_window
+    window, _ = context_window("llama-3.1-8b")
+    plan = make_plan(pd.DataFrame([_long_route("huge", window + 1.0)]), load_inputs()).plan.iloc[0]
+    assert plan.status == "infeasible"
+    assert f"context window of {window:,} tokens" in plan.notes and "max_position_embeddings" in plan.notes

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import math
+import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from planner import simulate
 from planner.assumptions import Assumptions
-from planner.plan import load_inputs, load_routes, make_plan
+from planner.options import evaluate_option
+from planner.plan import load_inputs, load_routes, make_plan, validate_routes
+from planner.routes import Route
+from planner.workload import SIM_SERVICE_TIMES
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
 
@@ -69,3 +76,41 @@ def test_simulate_cli_replays_the_routes_own_log_like_plan_does(tmp_path):
     assert out.returncode == 0, out.stderr
     code = out.stdout.split("code-completion", 1)[1].split("\n", 2)
     assert "replayed 8819 requests" in code[0] and "attainment 99" in code[1]
+
+
+# ---------------------------------------------------------------- issue 14 item 1: steady state, cap, scale
+
+def _high_rate_routes(rate_rps: float) -> pd.DataFrame:
+    """The issue's repro: one online llama-3.1-8b route, peak 2x, 500/250 tokens, TTFT 500 ms / TPOT 50 ms."""
+    return pd.DataFrame([{"name": "hot", "model": "llama-3.1-8b", "traffic": "online", "rate_rps": rate_rps,
+                          "peak_to_mean": 2.0, "input_len_mean": 500.0, "output_len_mean": 250.0,
+                          "ttft_slo_ms": 500.0, "tpot_slo_ms": 50.0}])
+
+
+@pytest.mark.parametrize("rate_rps", [1000.0, 1e5])
+def test_a_high_rate_route_is_never_simulated_below_the_analytical_count_or_above_the_cap(bundled, rate_rps):
+    inputs, _ = bundled
+    a = Assumptions()
+    started = time.perf_counter()
+    simulated = make_plan(_high_rate_routes(rate_rps), inputs, a, check_by_simulation=True)
+    elapsed = time.perf_counter() - started
+    analytical = make_plan(_high_rate_routes(rate_rps), inputs, a, check_by_simulation=False).plan
+    row = simulated.plan.iloc[0]
+    assert row.status == "ok" and row.replicas >= analytical.replicas.iloc[0]
+    checked = simulated.options[simulated.options.sim_replicas.notna() & simulated.options.feasible]
+    assert len(checked) >= 1
+    assert (checked.peak_utilisation <= a.utilisation_cap + 1e-9).all()
+    assert elapsed < 60, f"planning a {rate_rps:g} req/s route took {elapsed:.0f} s"
+
+
+def test_the_check_fails_an_overloaded_fleet_because_it_simulates_many_service_times(bundled):
+    inputs, _ = bundled
+    route = Route.from_row(validate_routes(_high_rate_routes(1000.0)).to_dict("records")[0])
+    option = next(o for o in (evaluate_option(route, c, inputs.price_book, inputs.ops_book, Assumptions())
+                              for c in inputs.curves.values() if c.key.model == route.model) if o.feasible)
+    # Half the fleet the load needs: at 2000 req/s peak a queue grows every service time.
+    overloaded = max(1, math.floor(option.replicas * option.sizing.peak_utilisation / 2))
+    result = simulate.check_replicas(route, option.curve, overloaded)
+    span = float(result.arrival_s[-1])
+    assert span >= SIM_SERVICE_TIMES * simulate.service_time_s(route, option.curve) * 0.99
+    assert result.attainment < 0.5

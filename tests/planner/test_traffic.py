@@ -191,3 +191,42 @@ def test_cli_simulate_replays_the_trace_on_a_plan(tmp_path, capsys):
     assert record["ttft_p50_ms"] <= record["ttft_p95_ms"] <= record["ttft_p99_ms"]
     assert main(["simulate", "--routes", str(routes), "--plan", str(plan)]) == 0
     assert "attainment" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- issue 14 items 3 and 4
+
+def test_a_row_with_a_huge_token_count_is_skipped_with_its_line_not_overflowed(tmp_path):
+    from planner.traffic import read_log
+    log = tmp_path / "huge.csv"
+    log.write_text("timestamp,prompt_tokens,completion_tokens\n"
+                   + "".join(f"{1000 + i},{500},{50}\n" for i in range(5))
+                   + "1005,100000000000000000000,50\n")
+    traffic = read_log(log)
+    assert traffic.skipped.lines == {"implausibly large token count": (7,)}
+    assert traffic.requests["input_len"].tolist() == [500] * 5
+    with pytest.raises(InputError, match=r"huge.csv, line 7, column 'prompt_tokens': implausibly large"):
+        read_log(log, strict=True)
+
+
+def test_log_errors_name_the_physical_line_across_blank_lines_and_quoted_newlines(tmp_path):
+    from planner.traffic import read_log
+    log = tmp_path / "quoted.csv"
+    log.write_text('timestamp,prompt_tokens,completion_tokens,route\n\n1000,10,5,"chat\nbot"\n\n'
+                   "1001,10,5,chat\n1002,ten,5,chat\n1003,10,5,chat\n1004,10,5,chat\n")
+    with pytest.raises(InputError, match=r"quoted.csv, line 7, column 'prompt_tokens'"):
+        read_log(log, strict=True)
+
+
+def test_routes_errors_name_the_physical_line_after_comments_blank_lines_and_quoted_newlines(tmp_path):
+    from planner.plan import load_routes
+    routes = tmp_path / "routes.csv"
+    routes.write_text("# our routes\n# second comment\n\n"
+                      "name,model,traffic,rate_rps,input_len_mean,output_len_mean,ttft_slo_ms,notes\n"
+                      'a,llama-3.1-8b,online,1,10,10,100,"two\nlines"\n\n'
+                      "b,llama-3.1-8b,online,-1,10,10,100,\n"
+                      "a,llama-3.1-8b,online,1,10,10,100,\n")
+    with pytest.raises(InputError, match=r"routes.csv, line 8, column 'rate_rps'"):
+        load_routes(routes)
+    routes.write_text(routes.read_text().replace(",-1,", ",2,"))
+    with pytest.raises(InputError, match=r"routes.csv, line 9, column 'name': duplicate"):
+        load_routes(routes)

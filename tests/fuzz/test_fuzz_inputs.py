@@ -1,0 +1,205 @@
+"""Property-based fuzzing of every input format (issue 14, "Keep it that way").
+
+Each test mutates a valid file of one format (truncation, deletion, insertion of
+hostile text: control characters, quotes, newlines, huge and non-finite numbers,
+deep nesting) and loads it the way the planner does.  The documented outcomes:
+the file loads (possibly with rows skipped and reported), or an InputError (a
+FleetplanError) whose message is one line naming the file; never any other
+exception.  The CLI test also checks exit 2 and an untouched output file.
+
+Examples per test: FUZZ_EXAMPLES (default 15, the CI budget); scripts/fuzz.sh runs many more.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetfacts.errors import FleetplanError
+from fleetfacts.schema import ENGINE_OPS, PRICES, load_table
+from tests.conftest import REPO
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "15"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("FUZZ_RANDOM") != "1",
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+HOSTILE = ["", ",", '"', '""', "\n", "\r\n", "\x00", "\x1b[31m", "\u202e", "#", "=cmd|' /C calc'!A0", "-1", "0",
+           "1e308", "1e309", "-1e309", "nan", "inf", "9" * 400, "1e30", "1e20", "0.5", "[" * 2000, "{" * 2000,
+           "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "\ufeff", "\xff\xfe", "online", "batch", "llama-3.1-8b",
+           "\t=1+1", "😀", "a" * 5000]
+MUTATION = st.tuples(st.sampled_from(["insert", "delete", "truncate", "replace"]), st.floats(0, 1),
+                     st.one_of(st.sampled_from(HOSTILE), st.text(max_size=20)), st.integers(1, 40))
+
+
+def mutate(text: str, mutations: list[tuple[str, float, str, int]]) -> str:
+    """Apply (kind, position share, text, span) mutations in order."""
+    for kind, share, piece, span in mutations:
+        at = int(share * len(text))
+        if kind == "insert":
+            text = text[:at] + piece + text[at:]
+        elif kind == "delete":
+            text = text[:at] + text[at + span:]
+        elif kind == "truncate":
+            text = text[:at]
+        else:
+            text = text[:at] + piece + text[at + span:]
+    return text
+
+
+def check_error(err: FleetplanError, path: Path) -> None:
+    message = str(err)
+    assert "\n" not in message.strip(), message
+    assert path.name in message or str(path) in message, message
+
+
+def fuzz_file(tmp: Path, name: str, seed: Path, mutations: list, binary: bytes | None = None) -> Path:
+    path = tmp / name
+    if binary is not None:
+        path.write_bytes(binary)
+    else:
+        path.write_text(mutate(seed.read_text(encoding="utf-8"), mutations), encoding="utf-8", errors="surrogatepass")
+    return path
+
+
+def _each(load, seed: Path, name: str, mutations: list) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            path = fuzz_file(Path(folder), name, seed, mutations)
+        except UnicodeEncodeError:
+            return  # a lone surrogate cannot be a file's text
+        try:
+            load(path)
+        except FleetplanError as err:
+            check_error(err, path)
+
+
+@lru_cache(maxsize=1)
+def catalog():
+    from planner.plan import load_inputs
+    return load_inputs()
+
+
+ROUTES = REPO / "examples" / "routes.csv"
+PLAN_ROUTES = ROUTES
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_routes_plan_or_fail_with_one_line(mutations):
+    from planner.plan import load_routes, make_plan
+    _each(lambda p: make_plan(load_routes(p), catalog()), ROUTES, "routes.csv", mutations)
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_prices_load_or_fail_with_one_line(mutations):
+    _each(lambda p: load_table(p, PRICES), REPO / "planner" / "data" / "prices.csv", "prices.csv", mutations)
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_engine_ops_load_or_fail_with_one_line(mutations):
+    _each(lambda p: load_table(p, ENGINE_OPS), REPO / "planner" / "data" / "engine_ops.csv", "engine_ops.csv",
+          mutations)
+
+
+PROFILE = REPO / "profiles" / "measured" / "h200" / "vllm-llama-3.1-8b-bf16-tp1" / "profile.csv"
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_profiles_fit_or_fail_with_one_line(mutations):
+    from planner.curves import fit_curves, load_profiles
+
+    def load(path: Path) -> None:
+        fit_curves(load_profiles(path.parent))
+    _each(load, PROFILE, "profile.csv", mutations)
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_plans_read_or_fail_with_one_line(mutations):
+    from planner.plan import make_plan, read_plan, write_plan
+    seed_dir = Path(tempfile.mkdtemp())
+    try:
+        seed = seed_dir / "plan.csv"
+        write_plan(make_plan(pd.read_csv(ROUTES), catalog()), seed)
+        _each(read_plan, seed, "plan.csv", mutations)
+    finally:
+        shutil.rmtree(seed_dir)
+
+
+LOG = REPO / "examples" / "traces" / "azure_llm_2023_code.csv"
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_traffic_logs_read_or_fail_with_one_line(mutations):
+    from planner.traffic import log_to_routes
+    short = Path(tempfile.mkdtemp())
+    try:
+        seed = short / "seed.csv"
+        seed.write_text("".join(LOG.read_text().splitlines(keepends=True)[:200]))
+        _each(lambda p: log_to_routes(p, model="llama-3.1-8b", ttft_slo_ms=1000.0), seed, "log.csv", mutations)
+    finally:
+        shutil.rmtree(short)
+
+
+JSONL_SEED = "".join(f'{{"timestamp": {1000 + i}, "route": "chat", "prompt_tokens": {100 + i}, '
+                     f'"completion_tokens": {10 + i}}}\n' for i in range(30))
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_jsonl_logs_read_or_fail_with_one_line(mutations):
+    from planner.traffic import read_log
+    with tempfile.TemporaryDirectory() as folder:
+        seed = Path(folder) / "seed.jsonl"
+        seed.write_text(JSONL_SEED)
+        _each(read_log, seed, "log.jsonl", mutations)
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_scenarios_load_or_fail_with_one_line(mutations):
+    from ui.scenario import Scenario, Settings, scenario_from_json, scenario_to_json
+    seed_text = scenario_to_json(Scenario("s", pd.read_csv(ROUTES), Settings()))
+    text = mutate(seed_text if isinstance(seed_text, str) else seed_text.decode(), mutations)
+    try:
+        scenario_from_json(text.encode("utf-8", errors="surrogatepass"), "scenario.json")
+    except FleetplanError as err:
+        check_error(err, Path("scenario.json"))
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_shapes_load_or_fail_with_one_line(mutations):
+    from measure.points import load_shapes
+    _each(lambda p: load_shapes(str(p)), REPO / "measure" / "shapes" / "default.csv", "shapes.csv", mutations)
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\xff", b"", b"\n\n\n", b"#\n#\n"])
+@pytest.mark.parametrize("fmt", ["routes", "prices", "ops", "plan", "log"])
+def test_binary_and_empty_files_fail_with_one_line_and_leave_the_output_alone(tmp_path, capsys, fmt, content):
+    from planner.cli import main
+    bad = tmp_path / "input.csv"
+    bad.write_bytes(content)
+    out = tmp_path / "out.csv"
+    out.write_text("sentinel\n")
+    args = {"routes": ["plan", "--routes", str(bad), "--out", str(out), "--no-simulate"],
+            "prices": ["plan", "--routes", str(ROUTES), "--prices", str(bad), "--out", str(out), "--no-simulate"],
+            "ops": ["plan", "--routes", str(ROUTES), "--ops", str(bad), "--out", str(out), "--no-simulate"],
+            "plan": ["simulate", "--routes", str(ROUTES), "--plan", str(bad)],
+            "log": ["traffic", "--log", str(bad), "--out", str(out)]}[fmt]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "input.csv" in err, err
+    assert out.read_text() == "sentinel\n"

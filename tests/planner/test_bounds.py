@@ -1,0 +1,86 @@
+"""Issue 14 item 14: huge inputs are refused with the limit named, or handled in bounded time and memory."""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleetfacts.errors import InputError
+from fleetfacts.schema import MAX_BATCH_REQUESTS, MAX_RATE_RPS
+from planner import simulate, traffic
+from planner.cli import main
+from tests.planner.sim_fakes import SimCurve
+
+HEADER = "name,model,traffic,rate_rps,num_requests,deadline_hours,input_len_mean,output_len_mean,ttft_slo_ms\n"
+
+
+def _plan(tmp_path: Path, row: str, capsys) -> tuple[int, str]:
+    routes = tmp_path / "routes.csv"
+    routes.write_text(HEADER + row + "\n")
+    out = tmp_path / "plan.csv"
+    code = main(["plan", "--routes", str(routes), "--out", str(out), "--no-simulate"])
+    err = capsys.readouterr().err
+    assert code != 2 or not out.exists()
+    return code, err
+
+
+@pytest.mark.parametrize("num_requests", ["1e10", "1e20", "1e30"])
+def test_a_batch_job_over_the_bound_is_refused_with_the_limit(tmp_path, capsys, num_requests):
+    code, err = _plan(tmp_path, f"b,llama-3.1-8b,batch,,{num_requests},8,500,250,", capsys)
+    assert code == 2 and "num_requests" in err and f"{MAX_BATCH_REQUESTS:g}" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("rate", ["1e8", "1e300"])
+def test_a_rate_over_the_bound_is_refused_with_the_limit(tmp_path, capsys, rate):
+    code, err = _plan(tmp_path, f"r,llama-3.1-8b,online,{rate},,,500,250,500", capsys)
+    assert code == 2 and "rate_rps" in err and f"{MAX_RATE_RPS:g}" in err and "line 2" in err
+
+
+def test_a_batch_job_at_the_bound_simulates_in_bounded_time_and_memory():
+    gen = np.random.default_rng(0)
+    sample = (gen.integers(100, 1000, 20_000), gen.integers(10, 300, 20_000))
+    tracemalloc.start()
+    started = time.perf_counter()
+    makespan = simulate.batch_makespan(SimCurve(), sample, replicas=1_000_000, total_requests=int(MAX_BATCH_REQUESTS))
+    small = simulate.batch_makespan(SimCurve(), sample, replicas=1_000, total_requests=int(MAX_BATCH_REQUESTS))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert time.perf_counter() - started < 30 and peak < 500 * 2**20
+    assert 0 < makespan < small  # a thousand times the replicas finish sooner
+
+
+def test_a_plan_fleet_of_millions_of_replicas_is_simulated_on_a_subset():
+    from planner.routes import Route
+    from tests.planner.test_simulate import ROUTE
+    route = Route.from_row({**ROUTE, "model": "m", "traffic": "online", "rate_rps": 1e6})
+    result, source = simulate.check_fleet(route, SimCurve(), 5_000_000)
+    assert result.replicas <= 16 and "of 5000000 replicas" in source
+
+
+def test_dev_zero_is_not_read_as_a_log():
+    with pytest.raises(InputError, match="not a regular file"):
+        traffic.read_log("/dev/zero")
+
+
+def test_a_jsonl_line_nested_100k_deep_is_skipped_with_its_line(tmp_path):
+    log = tmp_path / "deep.jsonl"
+    rows = [json.dumps({"timestamp": 1000 + i, "prompt_tokens": 100, "completion_tokens": 10}) for i in range(4)]
+    rows.insert(2, "[" * 100_000 + "]" * 100_000)
+    log.write_text("\n".join(rows) + "\n")
+    read = traffic.read_log(log)
+    assert read.skipped.lines == {"unreadable JSON line": (3,)} and len(read.requests) == 4
+
+
+def test_a_plan_with_a_billion_replicas_is_refused_on_read(tmp_path):
+    from fleetfacts.schema import MAX_REPLICAS
+    from planner.plan import read_plan
+    plan = tmp_path / "plan.csv"
+    plan.write_text('# fleetplan-assumptions: {}\nroute,traffic,status,replicas\nr,online,ok,1000000000\n')
+    with pytest.raises(InputError, match=rf"line 3, column .replicas.: expected a value <= {MAX_REPLICAS:g}".replace("+", r"\+")):
+        read_plan(plan)
