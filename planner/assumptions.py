@@ -1,6 +1,6 @@
 """Everything a plan assumes that is not in a data file (hours per month, engineering rate, policy, ...).
 
-`Assumptions` travels with the plan: written in a plan file's first line by
+`Assumptions` travels with the plan: written beside a plan file (plan.assumptions.json) by
 planner.plan.write_plan and read back by read_plan.
 """
 
@@ -32,6 +32,8 @@ ASSUMPTION_NOTES = {
     "batch_efficiency": "assumption: share of a batch job's wall time spent at predicted throughput",
     "default_service_cv2": "assumption: service-time CV^2 when a route gives no output-length p50 "
                            "(1 = as variable as an exponential)",
+    "allow_prerelease": "False = pre-release and development engine builds (0.20+main, 1.0rc1, ...) are not "
+                        "recommended; their profiles still show in charts",
 }
 
 
@@ -50,6 +52,7 @@ class Assumptions:
     batch_billing_granularity_hours: float = 1.0
     batch_efficiency: float = 0.9
     default_service_cv2: float = 1.0
+    allow_prerelease: bool = False
 
     def __post_init__(self) -> None:
         _check_range("hours_per_month", self.hours_per_month, 0.0, 744.0, low_open=True)
@@ -100,6 +103,10 @@ def _check_range(name: str, value: float, low: float, high: float, low_open: boo
 def _coerce_assumption(key: str, value: Any) -> Any:
     if key in ("provider",):
         return None if value in (None, "") else str(value).strip().lower()
+    if key == "allow_prerelease":
+        if not isinstance(value, bool):
+            raise InputError(f"assumptions: {key} expected true or false, got {value!r}")
+        return value
     if key in ("pricing_type", "batch_billing"):
         return str(value).strip().lower()
     try:
