@@ -33,6 +33,7 @@ from fleetfacts.schema import (
     ENGINE_OPS,
     PLAN,
     PRICES,
+    PROFILE_GROUP,
     ROUTES,
     Schema,
     atomic_write_bytes,
@@ -67,12 +68,14 @@ class Catalog:
     """What the planner chooses from and prices with: fitted curves, prices, engine-ops costs (load once).
 
     profiles_df: the profile rows the curves were fitted to.
+    loo_error: cache of group_loo_error (per model:option, the group's worst leave-one-out error).
     """
 
     curves: dict[GroupKey, Curve]
     prices_df: pd.DataFrame
     ops_df: pd.DataFrame
     profiles_df: pd.DataFrame
+    loo_error: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @cached_property
     def price_book(self) -> costs.PriceBook:
@@ -82,14 +85,6 @@ class Catalog:
     def ops_book(self) -> costs.OpsBook:
         return costs.OpsBook(self.ops_df)
 
-    @cached_property
-    def loo_error(self) -> dict[str, float]:
-        """Per option name: the group's worst leave-one-out throughput error (a fraction), as `validate`
-        reports it; computed once per catalog (about a second for the bundled profiles)."""
-        table = leave_one_out(self.profiles_df)
-        labels = {key.label(): option_label(key) for key in self.curves}
-        return {labels[g]: float(e) / 100 for g, e in zip(table["group"], table["max_err_pct"], strict=True)
-                if g in labels}
 
 
 def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.DataFrame | None = None,
@@ -102,6 +97,24 @@ def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.
     curves = fit_curves(profiles)
     log.info("fitted %d curves from %d profile rows", len(curves), len(profiles))
     return Catalog(curves, _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS), profiles)
+
+
+def group_loo_error(catalog: Catalog, key: GroupKey) -> float:
+    """The group's worst leave-one-out throughput error as a fraction (as `validate` reports it; 0 when the
+    group has too few points to leave one out).  Computed on first use and kept in catalog.loo_error,
+    which a dataclasses.replace'd catalog shares."""
+    name = f"{key.model}:{option_label(key)}"
+    if name not in catalog.loo_error:
+        profiles = catalog.profiles_df
+        rows = profiles[np.logical_and.reduce([profiles[c].astype(str) == str(v) for c, v in _group_values(key)])] \
+            if not profiles.empty else profiles
+        table = leave_one_out(rows) if not rows.empty else pd.DataFrame()
+        catalog.loo_error[name] = float(table["max_err_pct"].max()) / 100 if not table.empty else 0.0
+    return catalog.loo_error[name]
+
+
+def _group_values(key: GroupKey) -> list[tuple[str, object]]:
+    return [(c, getattr(key, c)) for c in PROFILE_GROUP]
 
 
 def _table(value: str | Path | pd.DataFrame | None, bundled: Path, schema: Schema) -> pd.DataFrame:
@@ -335,7 +348,7 @@ def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: 
                       key=lambda o: (o["total_usd_per_month"], o["gpus"], o["option"]))
     if not feasible:
         return {**base, "status": "infeasible", "notes": _infeasible_reason(route, options, catalog, a, held_back)}
-    best = _widened(feasible[0], catalog.loo_error.get(feasible[0]["option"], 0.0))
+    best = _widened(feasible[0], _option_loo_error(catalog, route, feasible[0]["option"]))
     runner = next((o for o in feasible[1:] if (o["engine"], o["gpu"]) != (best["engine"], best["gpu"])), None)
     sim = {"sim_attainment": best.get("sim_attainment", math.nan), "sim_replicas": best.get("sim_replicas", math.nan)}
     notes = _join(best["notes"], f"{len(held_back)} pre-release engine build(s) not considered "
@@ -351,6 +364,11 @@ _COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp"
            "price_source")
 # A throughput interval never reaches below this share of its middle (keeps GPU ranges finite).
 MIN_LOW_SHARE = 0.05
+
+
+def _option_loo_error(catalog: Catalog, route: Route, name: str) -> float:
+    key = next((k for k in catalog.curves if k.model == route.model and option_label(k) == name), None)
+    return 0.0 if key is None else group_loo_error(catalog, key)
 
 
 def _widened(option: dict[str, Any], loo_error: float) -> dict[str, Any]:
