@@ -450,7 +450,7 @@ def _infeasible_reason(route: Route, options: list[dict[str, Any]], catalog: Cat
             reason += (f"; pre-release engine builds not considered: {', '.join(held_back)} "
                        f"(allow them with --allow-prerelease)")
         return reason
-    priced = [o for o in options if math.isfinite(float(o["usd_per_gpu_hour"]))]
+    priced = [o for o in options if catalog.price_book.find(o["gpu"], a.provider, a.pricing_type) is not None]
     if not priced:
         gpus = sorted({o["gpu"] for o in options})
         where = f"provider {a.provider}" if a.provider else "any provider"
