@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 import pandas as pd
-from openpyxl import Workbook
+from openpyxl import Workbook  # type: ignore[import-untyped]
 
 from fleetfacts.schema import escape_formula
 from planner.curves import engine_label
@@ -67,13 +67,12 @@ def baseline_diff(plan: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
     rows = [_diff_row(name, before.get(name), now.get(name)) for name in dict.fromkeys([*now, *before])]
     both = [r for r in rows if r["change"] in ("same", "changed")]
     left_out = [r["route"] for r in rows if r["change"] not in ("same", "changed")]
+    sums = {key: round(sum(r[key] for r in both), 2)
+            for key in ("gpus_before", "gpus_now", "usd_per_month_before", "usd_per_month_now")}
     fleet = {"route": FLEET, "change": f"over the {len(both)} routes planned in both"
              + (f"; not counted: {', '.join(left_out)}" if left_out else ""),
-             "engine_before": "", "engine_now": ""}
-    for key in ("gpus_before", "gpus_now", "usd_per_month_before", "usd_per_month_now"):
-        fleet[key] = round(sum(r[key] for r in both), 2)
-    fleet["gpus_change"] = fleet["gpus_now"] - fleet["gpus_before"]
-    fleet["usd_per_month_change"] = round(fleet["usd_per_month_now"] - fleet["usd_per_month_before"], 2)
+             "engine_before": "", "engine_now": "", **sums, "gpus_change": sums["gpus_now"] - sums["gpus_before"],
+             "usd_per_month_change": round(sums["usd_per_month_now"] - sums["usd_per_month_before"], 2)}
     return pd.DataFrame([*rows, fleet], columns=list(DIFF_COLUMNS))
 
 

@@ -179,9 +179,13 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
 
 # ---------------------------------------------------------------- planning
 
+SOURCE_COLUMNS = ("route", "kind", "what", "source", "date")  # PlanResult.sources (plan_sources)
+
+
 @dataclass(frozen=True, eq=False)
 class PlanResult:
-    """A plan: one row per route (schema PLAN), every evaluated option, and the assumptions used."""
+    """A plan: one row per route (schema PLAN), every evaluated option, the assumptions used, and per
+    planned route the sources of its price and profile (SOURCE_COLUMNS)."""
 
     plan: pd.DataFrame
     options: pd.DataFrame
@@ -482,7 +486,6 @@ def plan_coverage(plan: pd.DataFrame) -> str:
     return f"{text}; {', '.join(bad)} infeasible" if bad else text
 
 
-SOURCE_COLUMNS = ("route", "kind", "what", "source", "date")
 
 
 def plan_sources(plan: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
