@@ -482,7 +482,7 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
                  column_config={"route": text(width="medium"), "runner-up": text(width="medium"),
                                 "break-even": text("break-even updates/mo", help=tables.BREAKEVEN_HELP)})
-    with st.expander("Details per route: precision, TP, replicas, $ per 1M tokens, provenance, throughput, notes"):
+    with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
     st.caption(PROVENANCE_NOTE)
