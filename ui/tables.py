@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from fleetfacts.schema import escape_formula
 from ui.charts import recommendation_table
 
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
@@ -78,9 +79,16 @@ def _missing(value: object) -> bool:
 
 def styled(frame: pd.DataFrame, formats: Mapping[str, str] | None = None) -> Styler:
     """`frame` displayed with `formats` (header -> str.format pattern; default FORMATS for the
-    headers present) and an empty cell wherever a value is missing, never "None"."""
+    headers present) and an empty cell wherever a value is missing, never "None".
+
+    Text that would start a spreadsheet formula gets a leading apostrophe in the data itself
+    (issue 14 §11): the table toolbar's "Download as CSV" exports the cell data, not what is shown."""
     formats = {k: v for k, v in (FORMATS if formats is None else formats).items() if k in frame.columns}
-    return frame.style.format(na_rep="").format(formats, na_rep="")
+    safe = frame.copy()
+    for column in safe.columns:
+        if not pd.api.types.is_numeric_dtype(safe[column]) and not pd.api.types.is_bool_dtype(safe[column]):
+            safe[column] = safe[column].map(escape_formula)
+    return safe.style.format(na_rep="").format(formats, na_rep="")
 
 
 def comparison_formats(frame: pd.DataFrame) -> dict[str, str]:

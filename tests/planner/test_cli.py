@@ -238,3 +238,13 @@ def test_bundled_plan_table_fits_120_columns_without_cutting_names(tmp_path):
     for name in [*plan["route"], *plan["runner_up"].dropna()]:
         assert any(name in line for line in lines), f"{name} is cut in the table:\n{table}"
     assert "over 4 of 4 routes" in proc.stdout
+
+
+def test_terminal_escape_codes_in_route_names_are_not_printed_raw(files, tmp_path):
+    routes = tmp_path / "routes.csv"
+    pd.DataFrame([online_route("\x1b]8;;http://evil\x07chat\x1b[31m"), online_route("x\x1b[2J", model="qwen2.5-7b")]
+                 ).to_csv(routes, index=False)
+    proc = run("plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files))
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "?]8;;http://evil?chat?[31m" in proc.stdout
