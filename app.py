@@ -127,6 +127,7 @@ def put_settings(settings: scenario.Settings, inputs: Catalog, where: str) -> li
     ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
     for name in scenario.ALLOW_SETTINGS:
         ss[name] = list(getattr(settings, name))
+    ss.allow_prerelease = bool(settings.allow_prerelease)
     return warnings
 
 
@@ -135,7 +136,8 @@ def current_settings() -> scenario.Settings:
     rate = None if ss.engineer_usd_per_hour == ASSUMED.engineer_usd_per_hour else float(ss.engineer_usd_per_hour)
     return scenario.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
                        **{name: tuple(ss[name]) for name in scenario.ALLOW_SETTINGS},
-                       traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor))
+                       traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor),
+                       allow_prerelease=bool(ss.allow_prerelease))
 
 
 def providers(prices: pd.DataFrame) -> list[str]:
@@ -243,6 +245,9 @@ def allow_controls(inputs: Catalog) -> None:
     st.multiselect("Engine settings", options["configs"], key="configs",
                    help="A profile's config: `default` (the engine's own settings) or a named set such as "
                         "`tuned`, whose settings its env.json records. A plan on `tuned` assumes you deploy them.")
+    st.toggle("Allow pre-release engine builds", key="allow_prerelease",
+              help="Development and pre-release builds (e.g. TensorRT-LLM 0.20+main) are not recommended unless "
+                   "allowed, as `python -m planner plan --allow-prerelease`.")
 
 
 # ---------------------------------------------------------------- inputs

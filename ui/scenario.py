@@ -55,6 +55,7 @@ QUERY_KEYS = {
     "configs": "configs",
     "traffic_growth": "growth",
     "gpu_price_factor": "gpu_price_x",
+    "allow_prerelease": "prerelease",
 }
 PRICING_TYPES = PRICES.column("pricing_type").choices
 # Settings that narrow every route's allow-list column of the same name.
@@ -75,7 +76,8 @@ class Settings:
     reserved / spot; engineer_usd_per_hour: None = the planner's labelled
     default; engines/gpus/precisions/configs: allow-lists applied to every route
     (() = no restriction); traffic_growth multiplies every route's load;
-    gpu_price_factor multiplies every GPU price.
+    gpu_price_factor multiplies every GPU price; allow_prerelease lets pre-release and
+    development engine builds be recommended (the planner's assumption of that name).
     """
 
     provider: str = ""
@@ -87,6 +89,7 @@ class Settings:
     configs: tuple[str, ...] = ()
     traffic_growth: float = 1.0
     gpu_price_factor: float = 1.0
+    allow_prerelease: bool = False
 
     def __post_init__(self) -> None:
         if self.pricing_type not in PRICING_TYPES:
@@ -272,7 +275,7 @@ def scenario_assumptions(settings: Settings, base: Assumptions | None = None) ->
     base = base or Assumptions()
     rate = base.engineer_usd_per_hour if settings.engineer_usd_per_hour is None else settings.engineer_usd_per_hour
     return replace(base, provider=settings.provider or None, pricing_type=settings.pricing_type,
-                   engineer_usd_per_hour=rate)
+                   engineer_usd_per_hour=rate, allow_prerelease=settings.allow_prerelease)
 
 
 def plan_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assumptions: Assumptions | None = None,
@@ -345,8 +348,8 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
         value = getattr(settings, name)
         if value == getattr(default, name):
             continue
-        query[key] = ",".join(value) if isinstance(value, tuple) else f"{value:g}" if isinstance(value, float) \
-            else str(value)
+        query[key] = ",".join(value) if isinstance(value, tuple) else ("1" if value else "0") \
+            if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
     return query
 
 
@@ -389,6 +392,10 @@ def drop_unknown(settings: Settings, known: Mapping[str, Sequence[str]],
 
 
 def _parse_setting(name: str, raw: str) -> object:
+    if name == "allow_prerelease":
+        if raw.strip().lower() not in ("0", "1", "true", "false"):
+            raise ValueError("expected 1 or 0")
+        return raw.strip().lower() in ("1", "true")
     if name in ALLOW_SETTINGS:
         return tuple(dict.fromkeys(slug(v) for v in raw.split(",") if v.strip()))
     if name in ("traffic_growth", "gpu_price_factor", "engineer_usd_per_hour"):

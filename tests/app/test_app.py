@@ -466,3 +466,14 @@ def test_head_to_head_tab_states_the_claim_check(app):
     app.run()
     text = " ".join(m.value for m in app.markdown)
     assert "The common claim of ×1.3–×1.5 holds on" in text and "median" in text
+
+
+def test_pre_release_builds_are_recommended_only_when_allowed(app):
+    def versions(at):
+        return set(recommendation(at)["engine"].str.split().str[1])
+
+    assert not any("+" in v or "rc" in v or "dev" in v for v in versions(app))
+    app.toggle(key="allow_prerelease").set_value(True).run()
+    assert_clean(app)
+    assert any("+" in v for v in versions(app)), versions(app)
+    assert app.query_params["prerelease"] in (["1"], "1")
