@@ -144,7 +144,7 @@ def test_empty_cells_are_empty_and_break_even_says_never(app):
     assert_no_none(details)
     assert decisions.loc["chat", "break-even"] == "" and decisions.loc["chat", "GPUs"] == ""
     others = decisions.drop(index="chat")
-    assert others["break-even"].str.fullmatch(r"never|[\d,]+\.\d").all(), others["break-even"]
+    assert others["break-even"].str.fullmatch(r"never|same engine|[\d,]+\.\d").all(), others["break-even"]
     assert others["$/month"].str.fullmatch(r"\$[\d,]+").all()
     frame = next(d for d in app.dataframe if "runner-up" in d.value.columns)
     help_text = json.dumps(json.loads(frame.proto.columns))
