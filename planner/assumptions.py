@@ -34,6 +34,8 @@ ASSUMPTION_NOTES = {
                            "(1 = as variable as an exponential)",
     "allow_prerelease": "False = pre-release and development engine builds (0.20+main, 1.0rc1, ...) are not "
                         "recommended; their profiles still show in charts",
+    "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
+                                "(measured or transferred) rank behind those with one",
 }
 
 
@@ -53,6 +55,7 @@ class Assumptions:
     batch_efficiency: float = 0.9
     default_service_cv2: float = 1.0
     allow_prerelease: bool = False
+    allow_unverified_latency: bool = False
 
     def __post_init__(self) -> None:
         _check_range("hours_per_month", self.hours_per_month, 0.0, 744.0, low_open=True)
@@ -101,12 +104,12 @@ def _check_range(name: str, value: float, low: float, high: float, low_open: boo
 
 
 def _coerce_assumption(key: str, value: Any) -> Any:
+    if key in ("allow_unverified_latency", "allow_prerelease"):
+        if isinstance(value, bool) or str(value).strip().lower() in ("true", "false", "1", "0"):
+            return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1")
+        raise InputError(f"assumptions: {key} expected true or false, got {value!r}")
     if key in ("provider",):
         return None if value in (None, "") else str(value).strip().lower()
-    if key == "allow_prerelease":
-        if not isinstance(value, bool):
-            raise InputError(f"assumptions: {key} expected true or false, got {value!r}")
-        return value
     if key in ("pricing_type", "batch_billing"):
         return str(value).strip().lower()
     try:
