@@ -8,6 +8,7 @@ small cached functions with every input passed as an argument.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from pathlib import Path
@@ -20,7 +21,8 @@ import streamlit as st
 from fleetfacts.errors import InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.assumptions import Assumptions
-from planner.plan import Catalog, PlanResult, load_inputs, load_routes, validate_routes
+from planner.exports import baseline_diff, workbook_bytes
+from planner.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from ui import charts, scenario, tables
 
 log = logging.getLogger("fleetplan.app")
@@ -54,8 +56,10 @@ def bundled_routes() -> pd.DataFrame:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def replan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-           settings: scenario.Settings) -> tuple[PlanResult, float]:
-    return scenario.timed_plan(routes, bundled_inputs(), settings, None, prices, ops)
+           settings: scenario.Settings, checked: bool) -> tuple[PlanResult, float]:
+    """The plan of the scenario: analytical (milliseconds) or with the simulation check, as the CLI
+    plans (seconds; cached, so each input combination is checked once per process)."""
+    return scenario.timed_plan(routes, bundled_inputs(), settings, None, prices, ops, checked)
 
 
 @st.cache_data(max_entries=64, show_spinner="Re-planning the sensitivity grid…")
@@ -123,6 +127,7 @@ def put_settings(settings: scenario.Settings, inputs: Catalog, where: str) -> li
     ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
     for name in scenario.ALLOW_SETTINGS:
         ss[name] = list(getattr(settings, name))
+    ss.allow_prerelease = bool(settings.allow_prerelease)
     return warnings
 
 
@@ -131,11 +136,20 @@ def current_settings() -> scenario.Settings:
     rate = None if ss.engineer_usd_per_hour == ASSUMED.engineer_usd_per_hour else float(ss.engineer_usd_per_hour)
     return scenario.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
                        **{name: tuple(ss[name]) for name in scenario.ALLOW_SETTINGS},
-                       traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor))
+                       traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor),
+                       allow_prerelease=bool(ss.allow_prerelease))
 
 
 def providers(prices: pd.DataFrame) -> list[str]:
     return sorted(prices["provider"].unique())
+
+
+def pricing_types(prices: pd.DataFrame, provider: str) -> list[str]:
+    """The pricing types with at least one price row for `provider` (CHEAPEST: any provider), in the
+    schema's order; never empty (on-demand when the table has no rows at all)."""
+    rows = prices if provider == CHEAPEST else prices[prices["provider"] == provider]
+    listed = set(rows["pricing_type"])
+    return [t for t in scenario.PRICING_TYPES if t in listed] or [scenario.PRICING_TYPES[0]]
 
 
 def allowed_options(inputs: Catalog) -> dict[str, list[str]]:
@@ -207,9 +221,16 @@ def scenario_loader(inputs: Catalog) -> None:
 
 def price_controls() -> None:
     st.header("Prices")
-    st.selectbox("Provider", [CHEAPEST, *providers(st.session_state.good_prices)], key="provider",
+    prices = st.session_state.good_prices
+    if st.session_state.get("provider") not in [CHEAPEST, *providers(prices)]:
+        st.session_state.provider = CHEAPEST
+    st.selectbox("Provider", [CHEAPEST, *providers(prices)], key="provider",
                  format_func=lambda p: p or "cheapest listed per GPU")
-    st.selectbox("Pricing type", list(scenario.PRICING_TYPES), key="pricing_type")
+    types = pricing_types(prices, st.session_state.provider)
+    if st.session_state.get("pricing_type") not in types:
+        st.session_state.pricing_type = types[0]
+    st.selectbox("Pricing type", types, key="pricing_type",
+                 help="Only the pricing types the prices table lists for this provider.")
     st.number_input("Engineer $/hour", min_value=0.0, max_value=10_000.0, step=10.0, key="engineer_usd_per_hour",
                     help=f"Loaded engineering rate for model updates and engine adoption. Default "
                          f"{ASSUMED.engineer_usd_per_hour:g} is an assumption: set your own.")
@@ -224,6 +245,9 @@ def allow_controls(inputs: Catalog) -> None:
     st.multiselect("Engine settings", options["configs"], key="configs",
                    help="A profile's config: `default` (the engine's own settings) or a named set such as "
                         "`tuned`, whose settings its env.json records. A plan on `tuned` assumes you deploy them.")
+    st.toggle("Allow pre-release engine builds", key="allow_prerelease",
+              help="Development and pre-release builds (e.g. TensorRT-LLM 0.20+main) are not recommended unless "
+                   "allowed, as `python -m planner plan --allow-prerelease`.")
 
 
 # ---------------------------------------------------------------- inputs
@@ -358,10 +382,10 @@ def table_editor(name: str, schema, caption: str) -> pd.DataFrame:
 # ---------------------------------------------------------------- plan
 
 def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-         settings: scenario.Settings) -> tuple[PlanResult | None, float]:
+         settings: scenario.Settings, checked: bool = True) -> tuple[PlanResult | None, float]:
     """Re-plan (cached); on a planning error show it and keep the last good plan."""
     try:
-        result, seconds = replan(routes, prices, ops, settings)
+        result, seconds = replan(routes, prices, ops, settings, checked)
     except InputError as err:
         st.error(f"{err}. Showing the last plan that worked.")
         return st.session_state.get("good_result"), math.nan
@@ -371,6 +395,42 @@ def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
         return st.session_state.get("good_result"), math.nan
     st.session_state.good_result = result
     return result, seconds
+
+
+def checked_plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings,
+                 head) -> tuple[PlanResult | None, float]:
+    """The plan the CLI makes (simulation check included).  A combination of inputs not checked yet
+    first shows the analytical plan, labelled unchecked, while the check runs; then the checked one."""
+    ss = st.session_state
+    key = input_key(routes, prices, ops, settings)
+    if key not in ss.setdefault("checked_keys", set()):
+        quick, _ = plan(routes, prices, ops, settings, checked=False)
+        pending = head.empty()
+        if quick is not None:
+            with pending.container():
+                st.warning(UNCHECKED_NOTE)
+                st.dataframe(tables.styled(tables.decision_table(quick.plan)), hide_index=True, placeholder="")
+        with st.spinner(f"Checking the plan by simulation ({len(routes)} routes: continuous batching on each "
+                        f"route's traffic)…", show_time=True):
+            result, seconds = plan(routes, prices, ops, settings, checked=True)
+        pending.empty()
+        ss.checked_keys.add(key)
+        return result, seconds
+    return plan(routes, prices, ops, settings, checked=True)
+
+
+UNCHECKED_NOTE = ("**Analytical plan, not yet checked by simulation**: the replica counts below come from the "
+                  "queueing model; the simulation check (as `python -m planner plan` runs it) is running and "
+                  "replaces them in a few seconds.")
+
+
+def input_key(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> str:
+    """A digest of everything a plan depends on (which checked plans this session has seen)."""
+    digest = hashlib.sha256()
+    for frame in (routes, prices, ops):
+        digest.update(pd.util.hash_pandas_object(frame.astype(str), index=False).values.tobytes())
+    digest.update(repr(settings).encode())
+    return digest.hexdigest()
 
 
 def summary(result: PlanResult, seconds: float, settings: scenario.Settings) -> None:
@@ -389,10 +449,23 @@ def summary(result: PlanResult, seconds: float, settings: scenario.Settings) -> 
     cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
                    border=True)
     timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
+    st.caption(f"Totals cover {plan_coverage(result.plan)} · {range_text(result.plan)} · checked by simulation, "
+               f"as `python -m planner plan`")
     st.caption(f"{timing} · changes are against the previous plan · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
                f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
                f"×{settings.traffic_growth:g} · engineer ${result.assumptions.engineer_usd_per_hour:,.0f}/h")
+
+
+def range_text(plan: pd.DataFrame) -> str:
+    """'range 9–69 GPUs, $19,154–$124,647/month' over the planned routes (the throughput interval)."""
+    ok = plan[plan["status"] == "ok"]
+    if ok.empty:
+        return "no range"
+    gpus = (ok["gpus_low"].sum(), ok["gpus_high"].sum())
+    usd = (ok["total_usd_per_month_low"].sum(), ok["total_usd_per_month_high"].sum())
+    return (f"range {gpus[0]:,.0f}–{gpus[1]:,.0f} GPUs, ${usd[0]:,.0f}–${usd[1]:,.0f}/month if replicas deliver "
+            f"the low or high end of their throughput interval")
 
 
 def totals_change(totals: dict[str, float]) -> dict[str, float] | None:
@@ -418,14 +491,23 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
                  column_config={"route": text(width="medium"), "runner-up": text(width="medium"),
                                 "break-even": text("break-even updates/mo", help=tables.BREAKEVEN_HELP)})
-    with st.expander("Details per route: precision, TP, replicas, $ per 1M tokens, provenance, throughput, notes"):
+    with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}
     for r in result.plan[result.plan["status"] != "ok"].itertuples():
         st.error(f"Route '{r.route}' (row {rows.get(r.route, '?')}) cannot be planned: {r.notes}. "
-                 f"To fix: relax its SLOs, lower its rate, or allow more engines, GPUs, precisions or engine settings.")
+                 f"To fix: {fix_hint(str(r.notes))}")
+
+
+def fix_hint(notes: str) -> str:
+    """What to change, by the cause the planner gave."""
+    if notes.startswith("missing price"):
+        return "add a price for these GPUs (Prices and engine update costs), or choose another provider or pricing type."
+    if notes.startswith("no profile"):
+        return "allow more engines, GPUs, precisions or engine settings, or profile the model."
+    return "relax its SLOs, lower its rate, or allow more engines, GPUs, precisions or engine settings."
 
 
 # ---------------------------------------------------------------- charts
@@ -475,7 +557,9 @@ def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
 
 def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
     st.caption("Fleet total re-planned for traffic growth and GPU price relative to the current scenario "
-               "(the ringed point). Each point is a full re-plan: the engine and GPU may change along a line.")
+               "(the ringed point). Each point is a full re-plan: the engine and GPU may change along a line. "
+               "Analytical sizing (no simulation check, so the grid stays fast): the ringed point can differ "
+               "from the checked plan above.")
     table = sensitivity(routes, prices, ops, settings)
     st.altair_chart(charts.sensitivity_chart(table))
 
@@ -583,18 +667,43 @@ def export_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
                    settings: scenario.Settings, inputs: Catalog) -> None:
     st.subheader("Take it away")
     name = st.session_state.scenario_name or "scenario"
-    left, middle, right = st.columns([1, 1, 2])
-    left.download_button("Download plan CSV", scenario.plan_csv_bytes(result, settings), file_name=f"plan-{slugify(name)}.csv",
+    diff = baseline_section(result)
+    left, middle, scenario_col, right = st.columns([1, 1, 1, 2])
+    left.download_button("Download plan CSV", scenario.plan_csv_bytes(result), file_name=f"plan-{slugify(name)}.csv",
                          mime="text/csv", key="download_plan", type="primary", on_click="ignore",
-                         help="The planner's plan format with its assumptions on line 1; safe to open in a "
-                              "spreadsheet; `python -m planner` reads it back.")
+                         help="The same file as `python -m planner plan --out`: a plain CSV (header on line 1, "
+                              "rounded), safe to open in a spreadsheet; `python -m planner` reads it back.")
+    middle.download_button("Download workbook (.xlsx)", workbook_bytes(result, diff),
+                           file_name=f"plan-{slugify(name)}.xlsx", key="download_xlsx", on_click="ignore",
+                           mime="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                           help="Sheets: plan, totals per route and fleet, assumptions, price and profile sources"
+                                " (and the baseline difference when a baseline is loaded).")
     saved = scenario.Scenario(name, routes, settings, None if prices.equals(inputs.prices_df) else prices,
                            None if ops.equals(inputs.ops_df) else ops)
-    middle.download_button("Download scenario", scenario.scenario_to_json(saved), file_name=f"{slugify(name)}.json",
-                           mime="application/json", key="download_scenario", on_click="ignore")
+    scenario_col.download_button("Download scenario", scenario.scenario_to_json(saved),
+                                 file_name=f"{slugify(name)}.json", mime="application/json", key="download_scenario",
+                                 on_click="ignore")
     query = scenario.settings_to_query(settings)
     right.markdown("**Share the key settings:** this page's address now carries them"
                    + (f": `?{urlencode(query)}`" if query else " (all defaults)."))
+
+
+def baseline_section(result: PlanResult) -> pd.DataFrame | None:
+    """Load a saved plan CSV and show the differences per route (engine, GPUs, $/month); returns them."""
+    st.file_uploader("Compare with a saved plan (plan CSV, e.g. last quarter's)", type=["csv"], key="baseline_upload")
+    upload = st.session_state.get("baseline_upload")
+    if upload is None:
+        return None
+    try:
+        baseline = scenario.read_plan_upload(upload.getvalue(), upload.name)
+    except InputError as err:
+        st.error(f"{err}. No baseline is compared.")
+        return None
+    diff = baseline_diff(result.plan, baseline)
+    st.caption(f"Differences against {upload.name}, per route; the fleet row sums only the routes planned in both.")
+    st.dataframe(tables.styled(tables.diff_table(diff), tables.DIFF_FORMATS), hide_index=True, key="baseline_diff",
+                 placeholder="")
+    return diff
 
 
 def slugify(name: str) -> str:
@@ -643,7 +752,7 @@ def main() -> None:
     settings = current_settings()
     routes = routes_section(inputs)
     prices, ops = costs_section()
-    result, seconds = plan(routes, prices, ops, settings)
+    result, seconds = checked_plan(routes, prices, ops, settings, head)
     if result is None:
         st.info("Fix the error above to see a plan.")
         st.stop()

@@ -13,7 +13,9 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +239,10 @@ PLAN = Schema(
         Column("replicas", "int", False, "replicas (analytical sizing, or simulated where checked)", minimum=0,
                maximum=MAX_REPLICAS),
         Column("gpus", "int", False, "replicas x tp", minimum=0),
+        Column("gpus_low", "int", False, "GPUs if a replica delivers the high end of its throughput interval "
+               "(interval at least the group's leave-one-out error)", minimum=0),
+        Column("gpus_high", "int", False, "GPUs if a replica delivers only the low end of its throughput interval",
+               minimum=0),
         Column("operating_concurrency", "float", False, "sequences in flight per replica at the operating point",
                minimum=0),
         Column("replica_output_tok_per_s", "float", False, "predicted output tokens/s per replica", minimum=0),
@@ -250,12 +256,18 @@ PLAN = Schema(
         Column("eng_usd_per_month", "float", False, "engineering cost of model updates (+ amortised adoption)",
                minimum=0),
         Column("total_usd_per_month", "float", False, "", minimum=0),
+        Column("total_usd_per_month_low", "float", False, "total at gpus_low (batch per-use: at the faster job)",
+               minimum=0),
+        Column("total_usd_per_month_high", "float", False, "total at gpus_high (batch per-use: at the slower job)",
+               minimum=0),
         Column("usd_per_1m_output_tok", "float", False, "", minimum=0),
         Column("runner_up", "str", False, "engine/version/gpu/precision/tp[/config] of the second-cheapest option"),
         Column("runner_up_total_usd_per_month", "float", False, "", minimum=0),
         Column("savings_usd_per_month", "float", False, "runner-up total minus this total"),
         Column("breakeven_updates_per_month", "float", False, "model updates/month at which the runner-up "
-               "would cost the same (empty: never)"),
+               "would cost the same (empty: never, or not meaningful: see breakeven_note)"),
+        Column("breakeven_note", "str", False, "why break-even is empty (never crosses, or the two options run "
+               "the same engine and differ only in prices)"),
         Column("sim_attainment", "float", False, "share of simulated requests meeting every SLO", minimum=0),
         Column("sim_replicas", "int", False, "replicas the simulation check settled on", minimum=0),
         Column("provenance", "str", False, "measured / published / predicted / extrapolated"),
@@ -508,14 +520,35 @@ def _looks_numeric(text: str) -> bool:
 
 
 def write_table(frame: pd.DataFrame, path: str | Path, schema: Schema, comments: Sequence[str] = ()) -> None:
-    """Write `frame` in `schema`'s column order, formula-safe, with optional '#' header lines."""
+    """Write `frame` in `schema`'s column order, formula-safe, with optional '#' header lines (atomic)."""
+    write_csv(frame.reindex(columns=schema.names), path, comments)
+
+
+def write_csv(frame: pd.DataFrame, path: str | Path, comments: Sequence[str] = ()) -> None:
+    """Write any frame as a formula-safe CSV, atomically (a temp file in the same folder, renamed)."""
+    safe = frame.map(escape_formula)
+    text = "".join(f"# {line}\n" for line in comments) + safe.to_csv(index=False, lineterminator="\n")
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` via a temp file in the same folder and os.replace: a kill or a full disk
+    leaves the old file (or none), never a partial one.  Raises InputError when the folder is missing."""
     path = Path(path)
-    ordered = frame.reindex(columns=schema.names)
-    safe = ordered.map(escape_formula)
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        for line in comments:
-            handle.write(f"# {line}\n")
-        safe.to_csv(handle, index=False)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a file name to write")
+    if not path.parent.exists():
+        raise InputError(f"{path}: folder {path.parent} does not exist")
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 def schema_markdown(schema: Schema) -> str:

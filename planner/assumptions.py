@@ -1,6 +1,6 @@
 """Everything a plan assumes that is not in a data file (hours per month, engineering rate, policy, ...).
 
-`Assumptions` travels with the plan: written in a plan file's first line by
+`Assumptions` travels with the plan: written beside a plan file (plan.assumptions.json) by
 planner.plan.write_plan and read back by read_plan.
 """
 
@@ -32,6 +32,8 @@ ASSUMPTION_NOTES = {
     "batch_efficiency": "assumption: share of a batch job's wall time spent at predicted throughput",
     "default_service_cv2": "assumption: service-time CV^2 when a route gives no output-length p50 "
                            "(1 = as variable as an exponential)",
+    "allow_prerelease": "False = pre-release and development engine builds (0.20+main, 1.0rc1, ...) are not "
+                        "recommended; their profiles still show in charts",
     "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
                                 "(measured or transferred) rank behind those with one",
 }
@@ -52,6 +54,7 @@ class Assumptions:
     batch_billing_granularity_hours: float = 1.0
     batch_efficiency: float = 0.9
     default_service_cv2: float = 1.0
+    allow_prerelease: bool = False
     allow_unverified_latency: bool = False
 
     def __post_init__(self) -> None:
@@ -101,7 +104,7 @@ def _check_range(name: str, value: float, low: float, high: float, low_open: boo
 
 
 def _coerce_assumption(key: str, value: Any) -> Any:
-    if key == "allow_unverified_latency":
+    if key in ("allow_unverified_latency", "allow_prerelease"):
         if isinstance(value, bool) or str(value).strip().lower() in ("true", "false", "1", "0"):
             return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1")
         raise InputError(f"assumptions: {key} expected true or false, got {value!r}")

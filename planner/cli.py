@@ -15,14 +15,16 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import ROUTES, slug, terminal_safe, write_table
+from fleetfacts.schema import ROUTES, atomic_write_bytes, slug, terminal_safe, write_csv, write_table
 from planner.assumptions import Assumptions
 from planner.curves import (
     Curve,
@@ -32,9 +34,19 @@ from planner.curves import (
     leave_one_out,
     load_profiles,
 )
+from planner.exports import baseline_diff, format_diff, workbook_bytes
 from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import PERCENTILES, latency_summary, predict_open_loop, validate_latency, with_server_latency
-from planner.plan import load_inputs, load_routes, make_plan, read_assumptions, read_plan, write_plan
+from planner.plan import (
+    assumptions_path,
+    load_inputs,
+    load_routes,
+    make_plan,
+    plan_coverage,
+    read_assumptions,
+    read_plan,
+    write_plan,
+)
 from planner.plan_check import format_simulations, simulate_plan
 from planner.traffic import log_to_routes
 from planner.workload import replay_requests
@@ -44,8 +56,8 @@ log = logging.getLogger(__name__)
 EXIT_USER_ERROR = 2
 # How `predict --concurrency` runs its clients (see --closed-loop).
 CLOSED_LOOPS = ("staggered", "rounds")
-# Width of tables when stdout is not a terminal (so piped tables do not wrap).
-PIPED_WIDTH = 200
+# Width of tables when stdout is not a terminal: a review terminal's 120 columns (issue 15).
+PIPED_WIDTH = 120
 
 
 @dataclass(frozen=True)
@@ -76,16 +88,23 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--routes", required=True, help="routes CSV (schema ROUTES)")
-    p.add_argument("--out", required=True, help="where to write the plan CSV")
+    p.add_argument("--out", required=True, help="where to write the plan CSV (its assumptions and sources go "
+                   "beside it, in <name>.assumptions.json)")
     _input_arguments(p)
     p.add_argument("--provider", type=slug, help="price GPUs from this provider only (default: cheapest)")
     p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"),
                    help="which price rows to use (default on-demand)")
     p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
     p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
+    p.add_argument("--allow-prerelease", action="store_true", help="also recommend pre-release and development "
+                   "engine builds (e.g. 0.20+main; not recommended by default)")
     p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
                    "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
+    p.add_argument("--xlsx", metavar="FILE.xlsx", help="also write a workbook: plan, totals per route and fleet, "
+                   "assumptions, sources (and the baseline difference with --baseline)")
+    p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "
+                   "per route (engine, GPUs, $/month) and writes them to <out>.baseline-diff.csv")
     p.add_argument("--allow-unverified-latency", action="store_true",
                    help="let options whose TTFT/TPOT rest on no latency measurement win online routes on cost "
                         "(by default they rank behind options with measured or transferred latency)")
@@ -107,28 +126,76 @@ def _assumptions_from_args(args: argparse.Namespace):
         changes["pricing_type"] = args.pricing_type
     if args.engineer_rate is not None:
         changes["engineer_usd_per_hour"] = args.engineer_rate
+    if args.allow_prerelease:
+        changes["allow_prerelease"] = True
     if args.allow_unverified_latency:
         changes["allow_unverified_latency"] = True
     return replace(base, **changes)
 
 
+def refuse_overwriting_inputs(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]) -> None:
+    """InputError when an output would replace an input file (or two outputs are one file)."""
+    seen: dict[Path, str] = {}
+    for flag, value in inputs.items():
+        if value:
+            seen[Path(value).resolve()] = flag
+    for flag, value in outputs.items():
+        if not value:
+            continue
+        path = Path(value).resolve()
+        if path in seen:
+            raise InputError(f"{flag} {value}: is also {seen[path]}; refusing to overwrite an input (choose another "
+                             f"file name)")
+        seen[path] = flag
+
+
+def _plan_outputs(args: argparse.Namespace) -> dict[str, str | Path | None]:
+    return {"--out": args.out, "--out (assumptions)": assumptions_path(args.out), "--options-out": args.options_out,
+            "--xlsx": args.xlsx, "--out (baseline diff)": _diff_path(args.out) if args.baseline else None}
+
+
+def _diff_path(out: str) -> Path:
+    path = Path(out)
+    return path.with_name(path.stem + ".baseline-diff.csv")
+
+
 def _run_plan(args: argparse.Namespace) -> int:
 
+    inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
+              "--assumptions-from": args.assumptions_from}
+    refuse_overwriting_inputs(_plan_outputs(args), inputs)
     assumptions = _assumptions_from_args(args)
     routes = load_routes(args.routes)
+    baseline = read_plan(args.baseline)[0] if args.baseline else None
     catalog = load_inputs(args.profiles, args.prices, args.ops)
     result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate)
-    write_plan(result, args.out)
+    side = write_plan(result, args.out)
     if args.options_out:
-        result.options.to_csv(args.options_out, index=False)
+        write_csv(result.options, args.options_out)
+    diff = None if baseline is None else baseline_diff(result.plan, baseline)
+    if diff is not None:
+        write_csv(diff, _diff_path(args.out))
+    if args.xlsx:
+        atomic_write_bytes(args.xlsx, workbook_bytes(result, diff))
     print_plan(result)
-    print(terminal_safe(f"plan written to {args.out}"))
+    if diff is not None:
+        _print_lines([f"compared with {args.baseline}:", *(format_diff(diff) or ["no route changed"])])
+    written = [args.out, str(side), *(p for p in (args.options_out, args.xlsx) if p)]
+    if diff is not None:
+        written.append(str(_diff_path(args.out)))
+    print(f"plan written to {', '.join(written)}")
     return 0
+
+
+def _print_lines(lines: list[str]) -> None:
+    console = _console()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
 
 
 def _console():
 
-    # Piped output (tests, logs) gets a wide fixed width instead of wrapping at 80 columns.
+    # Piped output (tests, logs) gets the width of a review terminal instead of wrapping at 80 columns.
     return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH, no_color=True)
 
 
@@ -149,28 +216,59 @@ def _cell(value: object) -> str:
     return escape(terminal_safe(value))
 
 
-def print_plan(result) -> None:
-    """The plan as a readable table, infeasible routes' reasons and the assumptions below it."""
+def _range(mid: str, low: str, high: str) -> str:
+    """'3' when the range is one value, else '3' over '2–5'."""
+    return mid if (low == high == mid) or not low else f"{mid}\n{low}–{high}"
 
 
-    table = Table(title="Fleetplan", show_lines=False)
-    for name in ("route", "engine", "gpu", "precision", "tp", "replicas", "gpus", "$/month", "runner-up",
-                 "savings/month", "break-even updates/mo", "provenance"):
-        table.add_column(name, justify="right" if name in ("tp", "replicas", "gpus", "$/month") else "left")
+def _money_range(mid: float, low: float, high: float) -> str:
+    """'$7,651' over '$7,651–112,876' (the range's second figure without its '$', to fit 120 columns)."""
+    if _money(low) == _money(high) == _money(mid):
+        return _money(mid)
+    return _range(_money(mid), _money(low), _money(high).lstrip("$"))
+
+
+# Plan table: the columns never wrapped (a route name or a runner-up cut in two is unreadable).
+NO_WRAP = ("route", "runner-up")
+BASIS = {"measured": "meas", "published": "pub", "predicted": "pred", "extrapolated": "extrap"}
+
+
+def plan_table(result) -> Table:
+    """The plan as a compact table that fits PIPED_WIDTH (120) columns: the option on two lines,
+    ranges under the GPUs and $/month, basis (provenance) abbreviated."""
+    table = Table(title="Fleetplan", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for name in ("route", "engine / option", "GPUs", "$/month", "runner-up", "saves/mo", "b-even", "basis"):
+        table.add_column(name, justify="right" if name in ("GPUs", "$/month", "saves/mo") else "left",
+                         no_wrap=name in NO_WRAP)
     for _, r in result.plan.iterrows():
         if r["status"] != "ok":
-            table.add_row(_cell(r["route"]), "(infeasible)", *[""] * 10)
+            table.add_row(_cell(r["route"]), "(infeasible)", *[""] * 6)
             continue
         engine = engine_label(r["engine"], r["engine_version"], r["engine_config"])
-        breakeven = _num(r["breakeven_updates_per_month"], "{:.2f}") or ("never" if r["runner_up"] else "")
-        table.add_row(_cell(r["route"]), _cell(engine), _cell(r["gpu"]), _cell(r["precision"]), _num(r["tp"]),
-                      _num(r["replicas"]), _num(r["gpus"]), _money(r["total_usd_per_month"]),
-                      _cell(r["runner_up"]), _money(r["savings_usd_per_month"]), breakeven, _cell(r["provenance"]))
+        option = f"{engine}\n{r['gpu']} {r['precision']} tp{_num(r['tp'])}"
+        breakeven = _num(r["breakeven_updates_per_month"], "{:.2f}") or ("never" if str(r["breakeven_note"]).startswith(
+            "never") else "-" if r["runner_up"] else "")
+        table.add_row(_cell(r["route"]), _cell(option),
+                      _range(_num(r["gpus"]), _num(r["gpus_low"]), _num(r["gpus_high"])),
+                      _money_range(r["total_usd_per_month"], r["total_usd_per_month_low"], r["total_usd_per_month_high"]),
+                      _cell(r["runner_up"]), _money(r["savings_usd_per_month"]), breakeven,
+                      BASIS.get(str(r["provenance"]), str(r["provenance"])))
+    return table
+
+
+def print_plan(result) -> None:
+    """The plan as a readable table, what the totals cover, infeasible routes' reasons and the assumptions."""
     console = _console()
-    console.print(table)
+    console.print(plan_table(result))
     ok = result.plan[result.plan["status"] == "ok"]
-    console.print(f"total: {_num(ok['gpus'].sum())} GPUs, {_money(ok['total_usd_per_month'].sum())}/month "
-                  f"({len(ok)} of {len(result.plan)} routes planned)", markup=False)
+    console.print(f"total: {_num(ok['gpus'].sum())} GPUs ({_num(ok['gpus_low'].sum())}–{_num(ok['gpus_high'].sum())}), "
+                  f"{_money(ok['total_usd_per_month'].sum())}/month ({_money(ok['total_usd_per_month_low'].sum())}–"
+                  f"{_money(ok['total_usd_per_month_high'].sum())}) over {terminal_safe(plan_coverage(result.plan))}",
+                  markup=False, highlight=False)
+    console.print("second lines: GPUs and $/month if each replica delivers the low or high end of its throughput "
+                  "interval (at least the curve's leave-one-out error). b-even: model updates/month at which the "
+                  "runner-up costs the same ('-': same engine build, not meaningful). basis: measured, published, "
+                  "predicted or extrapolated.", markup=False, style="dim")
     for _, r in result.plan[result.plan["status"] != "ok"].iterrows():
         console.print(terminal_safe(f"infeasible: {r['route']}: {r['notes']}"), markup=False)
     for name, value, what in result.assumptions.describe():
@@ -397,6 +495,7 @@ def _traffic_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run_traffic(args: argparse.Namespace) -> int:
 
+    refuse_overwriting_inputs({"--out": args.out}, {"--log": args.log})
     routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,
                                   ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms)
     write_table(routes, args.out, ROUTES)

@@ -4,7 +4,8 @@
     result = make_plan(routes_df, catalog, Assumptions())
     result.plan      # schema PLAN, one row per route
     result.options   # every evaluated option, feasible or not, with its reason
-    write_plan(result, "plan.csv"); plan_df, assumptions = read_plan("plan.csv")
+    write_plan(result, "plan.csv")   # plain CSV + plan.assumptions.json beside it
+    plan_df, assumptions = read_plan("plan.csv")
 
 Expected outcomes (no profile for a model, no price for a GPU, an SLO nothing
 meets) are rows with status "infeasible" and a reason, never exceptions.  A
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from packaging.version import InvalidVersion, Version
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import (
@@ -32,21 +34,23 @@ from fleetfacts.schema import (
     ENGINE_OPS,
     PLAN,
     PRICES,
+    PROFILE_GROUP,
     ROUTES,
     Schema,
+    atomic_write_bytes,
+    escape_formula,
     load_table,
     read_csv_text,
     row_lines,
     split_list,
     unescape_formula,
     validate_frame,
-    write_table,
 )
 from planner import costs, simulate
 from planner.assumptions import Assumptions
-from planner.curves import Curve, GroupKey, fit_curves, load_profiles
+from planner.curves import Curve, GroupKey, fit_curves, leave_one_out, load_profiles
 from planner.latency import with_server_latency
-from planner.options import OPTION_COLUMNS, Option, evaluate_option
+from planner.options import OPTION_COLUMNS, Option, evaluate_option, option_label
 from planner.routes import ALLOW_LISTS, Route
 from planner.workload import SIM_BATCH_SAMPLE, route_log_requests
 
@@ -57,8 +61,8 @@ BUNDLED_PRICES = DATA_DIR / "prices.csv"
 BUNDLED_OPS = DATA_DIR / "engine_ops.csv"
 ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
 SECONDS_PER_HOUR = 3600.0
-__all__ = ["Catalog", "PlanResult", "load_inputs", "load_routes", "make_plan", "read_assumptions", "read_plan",
-           "validate_routes", "write_plan"]
+__all__ = ["Catalog", "PlanResult", "assumptions_path", "load_inputs", "load_routes", "make_plan", "plan_coverage",
+           "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan"]
 
 # ---------------------------------------------------------------- catalog
 
@@ -67,12 +71,14 @@ class Catalog:
     """What the planner chooses from and prices with: fitted curves, prices, engine-ops costs (load once).
 
     profiles_df: the profile rows the curves were fitted to.
+    loo_error: cache of group_loo_error (per model:option, the group's worst leave-one-out error).
     """
 
     curves: dict[GroupKey, Curve]
     prices_df: pd.DataFrame
     ops_df: pd.DataFrame
     profiles_df: pd.DataFrame
+    loo_error: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @cached_property
     def price_book(self) -> costs.PriceBook:
@@ -81,6 +87,7 @@ class Catalog:
     @cached_property
     def ops_book(self) -> costs.OpsBook:
         return costs.OpsBook(self.ops_df)
+
 
 
 def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.DataFrame | None = None,
@@ -93,6 +100,24 @@ def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.
     curves = with_server_latency(fit_curves(profiles), profiles)
     log.info("fitted %d curves from %d profile rows", len(curves), len(profiles))
     return Catalog(curves, _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS), profiles)
+
+
+def group_loo_error(catalog: Catalog, key: GroupKey) -> float:
+    """The group's worst leave-one-out throughput error as a fraction (as `validate` reports it; 0 when the
+    group has too few points to leave one out).  Computed on first use and kept in catalog.loo_error,
+    which a dataclasses.replace'd catalog shares."""
+    name = f"{key.model}:{option_label(key)}"
+    if name not in catalog.loo_error:
+        profiles = catalog.profiles_df
+        rows = profiles[np.logical_and.reduce([profiles[c].astype(str) == str(v) for c, v in _group_values(key)])] \
+            if not profiles.empty else profiles
+        table = leave_one_out(rows) if not rows.empty else pd.DataFrame()
+        catalog.loo_error[name] = float(table["max_err_pct"].max()) / 100 if not table.empty else 0.0
+    return catalog.loo_error[name]
+
+
+def _group_values(key: GroupKey) -> list[tuple[str, object]]:
+    return [(c, getattr(key, c)) for c in PROFILE_GROUP]
 
 
 def _table(value: str | Path | pd.DataFrame | None, bundled: Path, schema: Schema) -> pd.DataFrame:
@@ -157,13 +182,18 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
 
 # ---------------------------------------------------------------- planning
 
+SOURCE_COLUMNS = ("route", "kind", "what", "source", "date")  # PlanResult.sources (plan_sources)
+
+
 @dataclass(frozen=True, eq=False)
 class PlanResult:
-    """A plan: one row per route (schema PLAN), every evaluated option, and the assumptions used."""
+    """A plan: one row per route (schema PLAN), every evaluated option, the assumptions used, and per
+    planned route the sources of its price and profile (SOURCE_COLUMNS)."""
 
     plan: pd.DataFrame
     options: pd.DataFrame
     assumptions: Assumptions
+    sources: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=list(SOURCE_COLUMNS)))
 
 
 # Simulation check: keep simulating the cheapest unchecked option until the SIM_CHECK_TOP cheapest
@@ -189,22 +219,42 @@ def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumption
     plan_rows, option_rows = [], []
     for row in routes.to_dict("records"):
         route = Route.from_row(row)
+        curves, held_back = _candidates(route, catalog, assumptions.allow_prerelease)
         options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions)
-                   for curve in _candidates(route, catalog)]
+                   for curve in curves]
         if check_by_simulation and route.traffic == "online":
             options = _online_simulation_check(route, options, assumptions)
         elif check_by_simulation and route.traffic == "batch":
             options = _batch_simulation_check(route, options, assumptions)
         rows = [option.to_row() for option in options]
         option_rows.extend(rows)
-        plan_rows.append(_plan_row(route, rows, catalog, assumptions))
+        plan_rows.append(_plan_row(route, rows, catalog, assumptions, held_back))
     options_df = pd.DataFrame(option_rows, columns=list(OPTION_COLUMNS))
     plan_df = validate_frame(pd.DataFrame(plan_rows, columns=PLAN.names), PLAN, "plan")
-    return PlanResult(plan_df, options_df, assumptions)
+    return PlanResult(plan_df, options_df, assumptions, plan_sources(plan_df, catalog))
 
 
-def _candidates(route: Route, catalog: Catalog) -> list[Curve]:
-    """The fitted curves of the route's model that its allow-lists admit."""
+def is_prerelease(version: str) -> bool:
+    """A pre-release, development or locally built engine version (1.0rc1, 0.21.dev3, 0.20+main);
+    an unparseable version counts as one (nobody can say what it is)."""
+    try:
+        parsed = Version(str(version))
+    except InvalidVersion:
+        return True
+    return parsed.is_prerelease or parsed.is_devrelease or parsed.local is not None
+
+
+def _candidates(route: Route, catalog: Catalog, allow_prerelease: bool = True) -> tuple[list[Curve], list[str]]:
+    """The fitted curves of the route's model that its allow-lists admit, and the labels of those held
+    back because their engine build is a pre-release (unless `allow_prerelease`)."""
+    curves = _allowed_curves(route, catalog)
+    if allow_prerelease:
+        return curves, []
+    held = [c for c in curves if is_prerelease(c.key.engine_version)]
+    return [c for c in curves if c not in held], sorted({f"{c.key.engine} {c.key.engine_version}" for c in held})
+
+
+def _allowed_curves(route: Route, catalog: Catalog) -> list[Curve]:
     allowed = {name: route.allowed(name) for name in ALLOW_LISTS}
     out = []
     for key, curve in catalog.curves.items():
@@ -318,17 +368,21 @@ def _join(*parts: object) -> str:
 
 # ---------------------------------------------------------------- choosing
 
-def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: Assumptions) -> dict[str, Any]:
-    """The PLAN row of a route from its option rows: the best-ranked feasible one (_rank_key) and its runner-up."""
+def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: Assumptions,
+              held_back: list[str] | None = None) -> dict[str, Any]:
+    """The PLAN row of a route from its option rows: the best-ranked feasible one (_rank_key), its runner-up,
+    its ranges."""
     base = {"route": route.name, "traffic": route.traffic}
     feasible = sorted((o for o in options if o["feasible"]), key=lambda o: _rank_key(o, route.traffic, a))
     if not feasible:
-        return {**base, "status": "infeasible", "notes": _infeasible_reason(route, options, catalog)}
-    best = feasible[0]
+        return {**base, "status": "infeasible", "notes": _infeasible_reason(route, options, catalog, a, held_back)}
+    best = _widened(feasible[0], _option_loo_error(catalog, route, feasible[0]["option"]))
     runner = next((o for o in feasible[1:] if (o["engine"], o["gpu"]) != (best["engine"], best["gpu"])), None)
     sim = {"sim_attainment": best.get("sim_attainment", math.nan), "sim_replicas": best.get("sim_replicas", math.nan)}
+    notes = _join(best["notes"], f"{len(held_back)} pre-release engine build(s) not considered "
+                  f"({', '.join(held_back)}; allow_prerelease)" if held_back else "")
     return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **_runner_up_columns(best, runner), **sim,
-            "notes": best["notes"]}
+            **plan_ranges(best, route.traffic, a), "notes": notes}
 
 
 _COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
@@ -336,23 +390,101 @@ _COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp"
            "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
            "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "usd_per_1m_output_tok", "provenance",
            "latency_basis", "price_source")
+# A throughput interval never reaches below this share of its middle (keeps GPU ranges finite).
+MIN_LOW_SHARE = 0.05
+
+
+def _option_loo_error(catalog: Catalog, route: Route, name: str) -> float:
+    key = next((k for k in catalog.curves if k.model == route.model and option_label(k) == name), None)
+    return 0.0 if key is None else group_loo_error(catalog, key)
+
+
+def _widened(option: dict[str, Any], loo_error: float) -> dict[str, Any]:
+    """The option with its throughput interval at least +-loo_error (the group's worst leave-one-out
+    error, as `validate` reports it): a curve is never shown tighter than it predicts its own points."""
+    mid = option["replica_output_tok_per_s"]
+    if not loo_error or not math.isfinite(mid):
+        return option
+    low = min(option["replica_output_tok_per_s_low"], mid * max(MIN_LOW_SHARE, 1.0 - loo_error))
+    high = max(option["replica_output_tok_per_s_high"], mid * (1.0 + loo_error))
+    return {**option, "replica_output_tok_per_s_low": low, "replica_output_tok_per_s_high": high}
+
+
+def plan_ranges(option: dict[str, Any], traffic: str, a: Assumptions) -> dict[str, float]:
+    """GPUs and total $/month if a replica delivers the low or the high end of its throughput interval.
+
+    The load a fleet carries is utilisation x replicas x throughput; at another throughput it needs
+    that load over (cap x throughput) replicas (cap: utilisation_cap online, 1 for a batch deadline).
+    A fleet sized by latency or by the simulation check above its load is never shown smaller: its
+    low end is its own size.  GPU dollars scale with GPUs (batch per-use: with the job's hours).
+    """
+    replicas, tp, mid = option["replicas"], option["tp"], option["replica_output_tok_per_s"]
+    online = traffic == "online"
+    load = option["peak_utilisation"] if online else option["utilisation"]
+    cap = a.utilisation_cap if online else 1.0
+    if not all(math.isfinite(float(v)) for v in (replicas, mid, load)) or mid <= 0:
+        return {}
+
+    def needed(tok_s: float) -> int:
+        return max(1, math.ceil(load * replicas * mid / (cap * tok_s) - 1e-9))
+
+    load_bound = needed(mid) >= replicas
+    low = min(replicas, needed(option["replica_output_tok_per_s_high"])) if load_bound else replicas
+    high = max(replicas, needed(option["replica_output_tok_per_s_low"]))
+    per_use = traffic == "batch" and a.batch_billing == "per-use"
+    return {"gpus_low": low * tp, "gpus_high": high * tp,
+            "total_usd_per_month_low": _total_at(option, low / replicas, mid / option["replica_output_tok_per_s_high"],
+                                                 per_use),
+            "total_usd_per_month_high": _total_at(option, high / replicas, mid / option["replica_output_tok_per_s_low"],
+                                                  per_use)}
+
+
+def _total_at(option: dict[str, Any], fleet_ratio: float, hours_ratio: float, per_use: bool) -> float:
+    gpu = option["gpu_usd_per_month"] * (hours_ratio if per_use else fleet_ratio)
+    return option["total_usd_per_month"] - option["gpu_usd_per_month"] + gpu
 
 
 def _runner_up_columns(best: dict[str, Any], runner: dict[str, Any] | None) -> dict[str, Any]:
     if runner is None:
         return {"runner_up": "", "runner_up_total_usd_per_month": math.nan, "savings_usd_per_month": math.nan,
-                "breakeven_updates_per_month": math.nan}
-    u = costs.breakeven_updates(best["fixed_usd_per_month"], best["usd_per_update"],
-                                runner["fixed_usd_per_month"], runner["usd_per_update"])
+                "breakeven_updates_per_month": math.nan, "breakeven_note": ""}
+    u, note = breakeven(best, runner)
     return {"runner_up": runner["option"], "runner_up_total_usd_per_month": runner["total_usd_per_month"],
             "savings_usd_per_month": runner["total_usd_per_month"] - best["total_usd_per_month"],
-            "breakeven_updates_per_month": math.nan if u is None else u}
+            "breakeven_updates_per_month": u, "breakeven_note": note}
 
 
-def _infeasible_reason(route: Route, options: list[dict[str, Any]], catalog: Catalog) -> str:
+def breakeven(best: dict[str, Any], runner: dict[str, Any]) -> tuple[float, str]:
+    """(updates/month at which the runner-up costs the same, '') or (NaN, why there is none).
+
+    Only between different engine builds (engine or version): the same build on another GPU costs
+    the same engineer hours per update and differs only in its build GPU-hour price, a crossing of
+    price lines that says nothing about adopting an engine.
+    """
+    if (best["engine"], best["engine_version"]) == (runner["engine"], runner["engine_version"]):
+        return math.nan, "same engine build as the runner-up: updates cost the same engineering work"
+    u = costs.breakeven_updates(best["fixed_usd_per_month"], best["usd_per_update"],
+                                runner["fixed_usd_per_month"], runner["usd_per_update"])
+    if u is None:
+        return math.nan, "never: the recommendation stays cheaper at any update rate"
+    return u, ""
+
+
+def _infeasible_reason(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: Assumptions,
+                       held_back: list[str] | None = None) -> str:
     if not options:
-        return _no_profile_reason(route, catalog)
-    misses = [o for o in options if o["miss_ratio"] > 0]
+        reason = _no_profile_reason(route, catalog)
+        if held_back:
+            reason += (f"; pre-release engine builds not considered: {', '.join(held_back)} "
+                       f"(allow them with --allow-prerelease)")
+        return reason
+    priced = [o for o in options if catalog.price_book.find(o["gpu"], a.provider, a.pricing_type) is not None]
+    if not priced:
+        gpus = sorted({o["gpu"] for o in options})
+        where = f"provider {a.provider}" if a.provider else "any provider"
+        return (f"missing price: no {a.pricing_type} price from {where} for {', '.join(gpus)} "
+                f"(add one to the prices table, or choose another provider or pricing type)")
+    misses = [o for o in priced if o["miss_ratio"] > 0]
     if misses:
         closest = min(misses, key=lambda o: o["miss_ratio"])
         return f"no option meets the SLOs; closest: {closest['option']} {closest['reason']}"
@@ -369,31 +501,143 @@ def _no_profile_reason(route: Route, catalog: Catalog) -> str:
             f"profiled: {', '.join(profiled)}")
 
 
+# ---------------------------------------------------------------- totals, sources
+
+def plan_coverage(plan: pd.DataFrame) -> str:
+    """What a plan's totals cover: '4 of 4 routes', or '3 of 4 routes; chat infeasible'."""
+    bad = [str(r) for r in plan.loc[plan["status"] != "ok", "route"]]
+    text = f"{len(plan) - len(bad)} of {len(plan)} routes"
+    return f"{text}; {', '.join(bad)} infeasible" if bad else text
+
+
+
+
+def plan_sources(plan: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """Per planned route: its GPU price's source and the sources of the profile rows its curve was fitted to."""
+    rows = []
+    for r in plan[plan["status"] == "ok"].to_dict("records"):
+        rows.append({"route": r["route"], "kind": "price", "what": f"{r['gpu']} GPU-hour", "source": r["price_source"],
+                     "date": ""})
+        rows.extend({"route": r["route"], "kind": "profile", "what": p["what"], "source": p["source"],
+                     "date": p["date"]} for p in _profile_sources(r, catalog.profiles_df))
+    return pd.DataFrame(rows, columns=list(SOURCE_COLUMNS))
+
+
+def _profile_sources(row: dict[str, Any], profiles: pd.DataFrame) -> list[dict[str, str]]:
+    if profiles.empty:
+        return []
+    match = profiles[(profiles["engine"] == row["engine"]) & (profiles["engine_version"] == row["engine_version"])
+                     & (profiles["gpu"] == row["gpu"]) & (profiles["precision"] == row["precision"])
+                     & (profiles["tp"] == row["tp"])
+                     & (profiles["config"].replace("", DEFAULT_CONFIG).fillna(DEFAULT_CONFIG) == row["engine_config"])]
+    counts = match.groupby(["provenance", "source", "date"]).size()
+    return [{"what": f"{n} {prov} profile point(s)", "source": src, "date": str(date)}
+            for (prov, src, date), n in counts.items()]
+
+
 # ---------------------------------------------------------------- plan files
 
-def write_plan(result: PlanResult, path: str | Path) -> None:
-    """Write the plan (schema PLAN), formula-safe, with the assumptions as the first line."""
-    header = f"{ASSUMPTIONS_PREFIX} {json.dumps(result.assumptions.to_dict(), sort_keys=True)}"
-    write_table(result.plan, path, PLAN, comments=[header])
+# Rounding of plan files (issue 15): tokens/s to whole tokens, dollars to cents, milliseconds to 0.1 ms;
+# finer digits are noise next to the intervals and make a capacity review's spreadsheet unreadable.
+PLAN_DECIMALS = {
+    **dict.fromkeys(("replica_output_tok_per_s", "replica_output_tok_per_s_low", "replica_output_tok_per_s_high"), 0),
+    **dict.fromkeys(("gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "total_usd_per_month_low",
+                     "total_usd_per_month_high", "usd_per_1m_output_tok", "runner_up_total_usd_per_month",
+                     "savings_usd_per_month"), 2),
+    **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "operating_concurrency"), 1),
+    "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
+}
+ASSUMPTIONS_SUFFIX = ".assumptions.json"
+ASSUMPTIONS_FORMAT = "fleetplan-plan-assumptions"
 
 
-def read_plan(path: str | Path) -> tuple[pd.DataFrame, Assumptions]:
-    """Read a plan written by write_plan: (plan frame, assumptions).  Raises InputError."""
+def rounded_plan(plan: pd.DataFrame) -> pd.DataFrame:
+    """The plan as files show it (PLAN_DECIMALS); integer columns as whole numbers."""
+    out = plan.reindex(columns=PLAN.names).copy()
+    for column, digits in PLAN_DECIMALS.items():
+        out[column] = pd.to_numeric(out[column], errors="coerce").round(digits)
+        if digits == 0:
+            out[column] = out[column].astype("Int64")
+    for column in (c.name for c in PLAN.columns if c.kind == "int"):
+        out[column] = pd.to_numeric(out[column], errors="coerce").round().astype("Int64")
+    return out
+
+
+def assumptions_path(plan_path: str | Path) -> Path:
+    """plan.csv -> plan.assumptions.json (beside it)."""
+    path = Path(plan_path)
+    return path.with_name(path.stem + ASSUMPTIONS_SUFFIX)
+
+
+def plan_csv_text(result: PlanResult) -> str:
+    """The plan as a plain CSV: header on line 1, no comments, rounded, formula-safe."""
+    safe = rounded_plan(result.plan).astype(object).map(escape_formula)
+    return safe.to_csv(index=False, lineterminator="\n")
+
+
+def assumptions_document(result: PlanResult) -> dict[str, Any]:
+    """What goes beside a plan: its assumptions, price sources and profile sources."""
+    sources = result.sources.astype(object).where(result.sources.notna(), None)
+    return {"format": ASSUMPTIONS_FORMAT, "assumptions": result.assumptions.to_dict(),
+            "assumption_notes": {name: what for name, _, what in result.assumptions.describe()},
+            "coverage": plan_coverage(result.plan),
+            "price_sources": [r for r in sources.to_dict("records") if r["kind"] == "price"],
+            "profile_sources": [r for r in sources.to_dict("records") if r["kind"] == "profile"]}
+
+
+def write_plan(result: PlanResult, path: str | Path) -> Path:
+    """Write the plan CSV and its assumptions JSON beside it (both atomic); returns the JSON's path."""
+    side = assumptions_path(path)
+    atomic_write_bytes(side, json.dumps(assumptions_document(result), indent=1, sort_keys=True).encode("utf-8"))
+    atomic_write_bytes(path, plan_csv_text(result).encode("utf-8"))
+    return side
+
+
+def read_plan(path: str | Path) -> tuple[pd.DataFrame, Assumptions | None]:
+    """Read a plan written by write_plan: (plan frame, assumptions from the JSON beside it, or None when
+    there is none, e.g. a plan downloaded from the app).  A legacy plan with its assumptions on a
+    '# fleetplan-assumptions:' first line is read too.  Raises InputError."""
     path = Path(path)
-    assumptions = _read_assumptions(path)
+    legacy = _legacy_assumptions(path)
     frame = validate_frame(read_csv_text(path), PLAN, str(path))
     for column in PLAN.columns:
         if column.kind == "str":
             frame[column.name] = frame[column.name].map(unescape_formula)
-    return frame, assumptions
+    if legacy is not None:
+        return frame, legacy
+    side = assumptions_path(path)
+    return frame, _read_assumptions_json(side) if side.exists() else None
 
 
 def read_assumptions(path: str | Path) -> Assumptions:
-    """Only the assumptions of a saved plan (to re-run it)."""
-    return _read_assumptions(Path(path))
+    """Only the assumptions of a saved plan (to re-run it): its .assumptions.json, a legacy first line,
+    or the JSON file itself.  Raises InputError when there are none."""
+    path = Path(path)
+    if path.name.endswith(ASSUMPTIONS_SUFFIX):
+        return _read_assumptions_json(path)
+    legacy = _legacy_assumptions(path)
+    if legacy is not None:
+        return legacy
+    side = assumptions_path(path)
+    if not side.exists():
+        raise InputError(f"{path}: no assumptions beside this plan (expected {side.name})")
+    return _read_assumptions_json(side)
 
 
-def _read_assumptions(path: Path) -> Assumptions:
+def _read_assumptions_json(path: Path) -> Assumptions:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except (IsADirectoryError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not a plan assumptions file ({type(err).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("format") != ASSUMPTIONS_FORMAT or not isinstance(doc.get("assumptions"), dict):
+        raise InputError(f"{path}: not a plan assumptions file (expected \"format\": \"{ASSUMPTIONS_FORMAT}\")")
+    return Assumptions.from_dict(doc["assumptions"])
+
+
+def _legacy_assumptions(path: Path) -> Assumptions | None:
+    """The assumptions of a plan in the old format ('# fleetplan-assumptions: {...}' on line 1), else None."""
     try:
         with open(path, encoding="utf-8") as handle:
             first = handle.readline().rstrip("\r\n")
@@ -403,7 +647,7 @@ def _read_assumptions(path: Path) -> Assumptions:
         raise InputError(f"{path}: not a readable plan file") from None
     marker = f"# {ASSUMPTIONS_PREFIX}"
     if not first.startswith(marker):
-        raise InputError(f"{path}, line 1: not a Fleetplan plan (expected '{marker} {{...}}')")
+        return None
     try:
         data = json.loads(first[len(marker):])
     except json.JSONDecodeError as err:

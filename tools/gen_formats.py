@@ -23,10 +23,15 @@ INTRO = {
     "prices": "`planner/data/prices.csv`: one GPU-hour price per row, with its source and the date it was read.",
     "engine_ops": "`planner/data/engine_ops.csv`: what a model update costs on each engine version (matched by the "
                   "PEP 440 specifier in `versions`). The engineer hourly rate is a plan assumption.",
-    "plan": "The output of `python -m planner plan` and of the app's download: one row per route. Its first line is "
-            "`# fleetplan-assumptions: {json}` (hours per month, engineer rate, provider, pricing type, ...), so a "
-            "saved plan can be re-run (`plan --assumptions-from PLAN.csv`) and diffed. Text cells that would start "
-            "a spreadsheet formula (`= + - @`, tab, CR) are written with a leading `'` and read back exactly.",
+    "plan": "The output of `python -m planner plan` and of the app's download: one row per route, a plain CSV "
+            "(header on line 1, no comment lines; `pd.read_csv` and spreadsheets open it as is). Numbers are rounded "
+            "for people: tokens/s to whole tokens, dollars to cents, milliseconds to 0.1. The assumptions (hours "
+            "per month, engineer rate, provider, pricing type, ...), price sources and profile sources go beside "
+            "it in `<name>.assumptions.json`, so a saved plan can be re-run (`plan --assumptions-from PLAN.csv`) "
+            "and compared (`plan --baseline PLAN.csv`); plans of the older format, with `# fleetplan-assumptions: "
+            "{json}` on line 1, are still read. Text cells that would start a spreadsheet formula (`= + - @`, "
+            "tab, CR) are written with a leading `'` and read back exactly. Files are written to a temp file in "
+            "the same folder and renamed, so a killed run never leaves a partial plan.",
 }
 
 

@@ -26,10 +26,21 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import ENGINE_OPS, PRICES, ROUTES, Schema, slug, split_list, text_record_lines, validate_frame
+from fleetfacts.schema import (
+    ENGINE_OPS,
+    PLAN,
+    PRICES,
+    ROUTES,
+    Schema,
+    slug,
+    split_list,
+    text_record_lines,
+    unescape_formula,
+    validate_frame,
+)
 from planner.assumptions import Assumptions
 from planner.curves import engine_label
-from planner.plan import Catalog, PlanResult, make_plan, validate_routes, write_plan
+from planner.plan import Catalog, PlanResult, make_plan, plan_coverage, plan_csv_text, validate_routes
 from planner.traffic import log_to_routes
 
 SCENARIO_FORMAT = "fleetplan-scenario"
@@ -45,6 +56,7 @@ QUERY_KEYS = {
     "configs": "configs",
     "traffic_growth": "growth",
     "gpu_price_factor": "gpu_price_x",
+    "allow_prerelease": "prerelease",
 }
 PRICING_TYPES = PRICES.column("pricing_type").choices
 # Settings that narrow every route's allow-list column of the same name.
@@ -65,7 +77,8 @@ class Settings:
     reserved / spot; engineer_usd_per_hour: None = the planner's labelled
     default; engines/gpus/precisions/configs: allow-lists applied to every route
     (() = no restriction); traffic_growth multiplies every route's load;
-    gpu_price_factor multiplies every GPU price.
+    gpu_price_factor multiplies every GPU price; allow_prerelease lets pre-release and
+    development engine builds be recommended (the planner's assumption of that name).
     """
 
     provider: str = ""
@@ -77,6 +90,7 @@ class Settings:
     configs: tuple[str, ...] = ()
     traffic_growth: float = 1.0
     gpu_price_factor: float = 1.0
+    allow_prerelease: bool = False
 
     def __post_init__(self) -> None:
         if self.pricing_type not in PRICING_TYPES:
@@ -286,7 +300,6 @@ def scale_prices(prices: pd.DataFrame, factor: float) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- planning a scenario
 
-SCENARIO_PREFIX = "fleetplan-scenario:"
 # Sensitivity grid: traffic multipliers and GPU-price multipliers around today's setting.
 SENSITIVITY_GROWTH = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 SENSITIVITY_PRICE = (0.75, 1.0, 1.25)
@@ -297,17 +310,23 @@ def scenario_assumptions(settings: Settings, base: Assumptions | None = None) ->
     base = base or Assumptions()
     rate = base.engineer_usd_per_hour if settings.engineer_usd_per_hour is None else settings.engineer_usd_per_hour
     return replace(base, provider=settings.provider or None, pricing_type=settings.pricing_type,
-                   engineer_usd_per_hour=rate)
+                   engineer_usd_per_hour=rate, allow_prerelease=settings.allow_prerelease)
 
 
 def plan_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assumptions: Assumptions | None = None,
-                  prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None) -> PlanResult:
-    """Plan the routes under the scenario (growth, allow-lists, price factor, tables); raises InputError."""
+                  prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None,
+                  checked: bool = False) -> PlanResult:
+    """Plan the routes under the scenario (growth, allow-lists, price factor, tables); raises InputError.
+
+    checked: run the planner's simulation check, as `python -m planner plan` does (seconds); False
+    keeps the analytical sizing (milliseconds: the sensitivity grid, the first paint).
+    """
     tables = replace(inputs, prices_df=scale_prices(inputs.prices_df if prices is None else prices,
                                                     settings.gpu_price_factor),
                      ops_df=inputs.ops_df if ops is None else ops)
     typed = validate_routes(routes, "routes table")
-    return make_plan(apply_settings(typed, settings), tables, scenario_assumptions(settings, assumptions))
+    return make_plan(apply_settings(typed, settings), tables, scenario_assumptions(settings, assumptions),
+                     check_by_simulation=checked)
 
 
 def sensitivity_table(routes: pd.DataFrame, inputs: Catalog, settings: Settings,
@@ -326,26 +345,28 @@ def sensitivity_table(routes: pd.DataFrame, inputs: Catalog, settings: Settings,
 
 
 def timed_plan(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assumptions: Assumptions | None = None,
-               prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None) -> tuple[PlanResult, float]:
+               prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None,
+               checked: bool = False) -> tuple[PlanResult, float]:
     """plan_scenario and the seconds it took."""
     start = time.perf_counter()
-    result = plan_scenario(routes, inputs, settings, assumptions, prices, ops)
+    result = plan_scenario(routes, inputs, settings, assumptions, prices, ops, checked)
     return result, time.perf_counter() - start
 
 
-def plan_csv_bytes(result: PlanResult, settings: Settings | None = None) -> bytes:
-    """The plan file exactly as `planner.plan.write_plan` writes it (formula-safe, assumptions on
-    line 1), plus a second comment line with the scenario settings when they are not the defaults.
-    `planner.plan.read_plan` reads it back unchanged (it skips every leading '#' line)."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "plan.csv"
-        write_plan(result, path)
-        text = path.read_text(encoding="utf-8")
-    if settings is not None and settings != Settings():
-        first, rest = text.split("\n", 1)
-        settings_json = json.dumps(_settings_dict(settings), sort_keys=True)
-        text = f"{first}\n# {SCENARIO_PREFIX} {settings_json}\n{rest}"
-    return text.encode("utf-8")
+def plan_csv_bytes(result: PlanResult) -> bytes:
+    """The plan file exactly as `python -m planner plan --out` writes it: a plain CSV (header on line
+    1, rounded, formula-safe) that `pd.read_csv` and `planner.plan.read_plan` read as is.  Its
+    assumptions and sources travel in the workbook (`planner.exports.workbook_bytes`)."""
+    return plan_csv_text(result).encode("utf-8")
+
+
+def read_plan_upload(data: bytes, where: str) -> pd.DataFrame:
+    """A saved plan CSV (this format, or the legacy one with '#' lines first) as a PLAN frame; raises InputError."""
+    frame = read_csv_upload(data, PLAN, where)
+    for column in PLAN.columns:
+        if column.kind == "str":
+            frame[column.name] = frame[column.name].map(unescape_formula)
+    return frame
 
 
 def _settings_dict(settings: Settings) -> dict:
@@ -362,8 +383,8 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
         value = getattr(settings, name)
         if value == getattr(default, name):
             continue
-        query[key] = ",".join(value) if isinstance(value, tuple) else f"{value:g}" if isinstance(value, float) \
-            else str(value)
+        query[key] = ",".join(value) if isinstance(value, tuple) else ("1" if value else "0") \
+            if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
     return query
 
 
@@ -406,6 +427,10 @@ def drop_unknown(settings: Settings, known: Mapping[str, Sequence[str]],
 
 
 def _parse_setting(name: str, raw: str) -> object:
+    if name == "allow_prerelease":
+        if raw.strip().lower() not in ("0", "1", "true", "false"):
+            raise ValueError("expected 1 or 0")
+        return raw.strip().lower() in ("1", "true")
     if name in ALLOW_SETTINGS:
         return tuple(dict.fromkeys(slug(v) for v in raw.split(",") if v.strip()))
     if name in ("traffic_growth", "gpu_price_factor", "engineer_usd_per_hour"):
@@ -514,13 +539,16 @@ COMPARE_HEADERS = {"choice": "engine / GPU", "gpus": "GPUs", "usd_per_month": "$
 
 def compare_plans(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Side-by-side table: one row per route (plus a fleet total), per scenario its choice, GPUs and
-    $/month under human headers ("today: $/month"); the fleet total's choice cell says how many
-    routes its sums cover."""
+    $/month under human headers ("today: $/month"); the fleet total's choice cell says what its sums
+    cover ("3 of 4 routes; chat infeasible") and, when the scenarios planned different routes, that
+    their totals are not like for like."""
+    planned = {name: frozenset(plan.loc[plan["status"] == "ok", "route"]) for name, plan in plans.items()}
+    same_routes = len(set(planned.values())) <= 1
     columns = {}
     for name, plan in plans.items():
         indexed = plan.set_index("route")
         totals = plan_totals(plan)
-        columns[(name, "choice")] = [_choice(r) for _, r in indexed.iterrows()] + [_covered(totals)]
+        columns[(name, "choice")] = [_choice(r) for _, r in indexed.iterrows()] + [_covered(plan, same_routes)]
         columns[(name, "gpus")] = [*pd.to_numeric(indexed["gpus"], errors="coerce"), totals["gpus"]]
         columns[(name, "usd_per_month")] = [*pd.to_numeric(indexed["total_usd_per_month"], errors="coerce"),
                                             totals["total_usd_per_month"]]
@@ -534,9 +562,12 @@ def compare_plans(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _covered(totals: Mapping[str, float]) -> str:
-    planned, routes = totals["routes"] - totals["infeasible"], totals["routes"]
-    return f"{planned:.0f} of {routes:.0f} routes"
+NOT_LIKE_FOR_LIKE = "different routes planned than the other scenarios: totals not like for like"
+
+
+def _covered(plan: pd.DataFrame, same_routes: bool = True) -> str:
+    text = plan_coverage(plan)
+    return text if same_routes else f"{text}; {NOT_LIKE_FOR_LIKE}"
 
 
 def _choice(row: pd.Series) -> str:

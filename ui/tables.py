@@ -13,16 +13,20 @@ from collections.abc import Mapping
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from fleetfacts.schema import escape_formula
 from ui.charts import recommendation_table
 
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
 DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "$/month", "runner-up", "saves $/month", "break-even")
 # Everything else per route, behind an expander.
-DETAIL_COLUMNS = ("route", "precision", "TP", "replicas", "$ per 1M tok", "numbers are",
+DETAIL_COLUMNS = ("route", "precision", "TP", "replicas", "GPUs range", "$/month range", "$ per 1M tok", "numbers are",
                   "replica tok/s (90% interval)", "notes")
 BREAKEVEN_HELP = ("Model updates per month at which the runner-up would cost the same. 'never': the "
-                  "recommendation stays cheaper at any update rate. Empty: no runner-up (or the route is infeasible).")
+                  "recommendation stays cheaper at any update rate. 'same engine': the runner-up runs the same "
+                  "engine build, so updates cost the same work and a break-even says nothing. Empty: no runner-up "
+                  "(or the route is infeasible).")
 NEVER = "never"
+SAME_ENGINE = "same engine"
 # Display formats per header (str.format); a missing value shows as an empty cell.
 DOLLARS = "${:,.0f}"
 COUNT = "{:,.0f}"
@@ -38,8 +42,20 @@ def decision_table(plan: pd.DataFrame) -> pd.DataFrame:
 
 
 def details_table(plan: pd.DataFrame) -> pd.DataFrame:
-    """One row per route: precision, TP, replicas, $ per 1M output tokens, provenance, throughput, notes."""
-    return recommendation_table(plan)[list(DETAIL_COLUMNS)]
+    """One row per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M output tokens,
+    provenance, throughput, notes."""
+    view = recommendation_table(plan)
+    view["GPUs range"] = [_span(r.get("gpus_low"), r.get("gpus_high"), COUNT) for r in plan.to_dict("records")]
+    view["$/month range"] = [_span(r.get("total_usd_per_month_low"), r.get("total_usd_per_month_high"), DOLLARS)
+                             for r in plan.to_dict("records")]
+    return view[list(DETAIL_COLUMNS)]
+
+
+def _span(low: object, high: object, fmt: str) -> str:
+    """'9–69' from the low and high ends of a range ('' when missing)."""
+    if _missing(low) or _missing(high):
+        return ""
+    return f"{fmt.format(float(low))}–{fmt.format(float(high))}"  # type: ignore[arg-type]
 
 
 def breakeven_text(plan: pd.DataFrame) -> list[str]:
@@ -51,7 +67,7 @@ def breakeven_text(plan: pd.DataFrame) -> list[str]:
         if row.get("status") != "ok" or _missing(runner) or str(runner) == "":
             out.append("")
         elif _missing(row.get("breakeven_updates_per_month")):
-            out.append(NEVER)
+            out.append(SAME_ENGINE if str(row.get("breakeven_note") or "").startswith("same engine") else NEVER)
         else:
             out.append(f"{float(row['breakeven_updates_per_month']):,.1f}")
     return out
@@ -63,12 +79,33 @@ def _missing(value: object) -> bool:
 
 def styled(frame: pd.DataFrame, formats: Mapping[str, str] | None = None) -> Styler:
     """`frame` displayed with `formats` (header -> str.format pattern; default FORMATS for the
-    headers present) and an empty cell wherever a value is missing, never "None"."""
+    headers present) and an empty cell wherever a value is missing, never "None".
+
+    Text that would start a spreadsheet formula gets a leading apostrophe in the data itself
+    (issue 14 §11): the table toolbar's "Download as CSV" exports the cell data, not what is shown."""
     formats = {k: v for k, v in (FORMATS if formats is None else formats).items() if k in frame.columns}
-    return frame.style.format(na_rep="").format(formats, na_rep="")
+    safe = frame.copy()
+    for column in safe.columns:
+        if not pd.api.types.is_numeric_dtype(safe[column]) and not pd.api.types.is_bool_dtype(safe[column]):
+            safe[column] = safe[column].map(escape_formula)
+    return safe.style.format(na_rep="").format(formats, na_rep="")
 
 
 def comparison_formats(frame: pd.DataFrame) -> dict[str, str]:
     """Display formats of a scenario comparison (ui.scenario.compare_plans): GPUs and $/month."""
     return {c: DOLLARS if c.endswith("$/month") else COUNT for c in frame.columns
             if c.endswith("$/month") or c.endswith("GPUs")}
+
+
+# Baseline difference (planner.exports.baseline_diff) under human headers.
+DIFF_HEADERS = {"route": "route", "change": "change", "engine_before": "engine / GPU before",
+                "engine_now": "engine / GPU now", "gpus_before": "GPUs before", "gpus_now": "GPUs now",
+                "gpus_change": "GPUs change", "usd_per_month_before": "$/month before",
+                "usd_per_month_now": "$/month now", "usd_per_month_change": "$/month change"}
+DIFF_FORMATS = {"GPUs before": COUNT, "GPUs now": COUNT, "GPUs change": "{:+,.0f}", "$/month before": DOLLARS,
+                "$/month now": DOLLARS, "$/month change": "{:+,.0f}"}
+
+
+def diff_table(diff: pd.DataFrame) -> pd.DataFrame:
+    """A baseline difference as the app shows it."""
+    return diff.rename(columns=DIFF_HEADERS)[list(DIFF_HEADERS.values())]

@@ -8,6 +8,7 @@ import io
 import json
 from pathlib import Path
 
+import openpyxl
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -15,6 +16,7 @@ from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
+from planner.cli import main as cli_main
 from planner.plan import read_plan
 from ui import tables
 from ui.scenario import scenario_from_json
@@ -142,7 +144,7 @@ def test_empty_cells_are_empty_and_break_even_says_never(app):
     assert_no_none(details)
     assert decisions.loc["chat", "break-even"] == "" and decisions.loc["chat", "GPUs"] == ""
     others = decisions.drop(index="chat")
-    assert others["break-even"].str.fullmatch(r"never|[\d,]+\.\d").all(), others["break-even"]
+    assert others["break-even"].str.fullmatch(r"never|same engine|[\d,]+\.\d").all(), others["break-even"]
     assert others["$/month"].str.fullmatch(r"\$[\d,]+").all()
     frame = next(d for d in app.dataframe if "runner-up" in d.value.columns)
     help_text = json.dumps(json.loads(frame.proto.columns))
@@ -227,20 +229,67 @@ def test_allow_list_in_the_sidebar_restricts_every_route(app):
     assert set(plan.loc[plan["engine"] != "infeasible", "engine"].str.split().str[0]) == {"vllm"}
 
 
-def test_download_contains_the_plan(downloads):
+INJECTIONS = ("=HYPERLINK(\"http://x\")", "+cmd|' /C calc'!A0", "@SUM(1+1)", "\t=1+2", "-2+3")
+# Every column a capacity review decides on: the app's download must equal the CLI's on each.
+DECISION_PLAN_COLUMNS = ("route", "status", "engine", "engine_version", "engine_config", "gpu", "precision", "tp",
+                         "replicas", "gpus", "gpus_low", "gpus_high", "total_usd_per_month",
+                         "total_usd_per_month_low", "total_usd_per_month_high", "gpu_usd_per_month",
+                         "eng_usd_per_month", "runner_up", "savings_usd_per_month", "breakeven_updates_per_month",
+                         "breakeven_note", "sim_replicas", "sim_attainment")
+
+
+def downloaded_plan(downloads: dict[str, bytes]) -> bytes:
+    return downloads[next(n for n in downloads if n.startswith("plan-") and n.endswith(".csv"))]
+
+
+def test_the_app_shows_and_downloads_the_plan_the_cli_makes(downloads, tmp_path):
+    """Issue 15 §1: same inputs, same plan (simulation check included) in the app, its download and the CLI."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
-    edit_route(at, 0, name="=HYPERLINK(\"http://x\")")
     assert_clean(at)
-    name = next(n for n in downloads if n.startswith("plan-"))
-    text = downloads[name].decode()
-    assert text.startswith("# fleetplan-assumptions: ")
-    rows = list(csv.reader(io.StringIO(text.split("\n", 1)[1])))
-    header, body = rows[0], rows[1:]
-    assert len(body) == 4 and "total_usd_per_month" in header
-    assert body[0][0] == "'=HYPERLINK(\"http://x\")"
-    for cell in (c for row in body for c in row):  # OWASP CSV injection: no cell may start a formula
-        assert not cell.startswith(("=", "+", "@", "\t", "\r")) or _numeric(cell), cell
-        assert not cell.startswith("-") or _numeric(cell), cell
+    out = tmp_path / "cli-plan.csv"
+    assert cli_main(["plan", "--routes", str(REPO / "examples" / "routes.csv"), "--out", str(out)]) == 0
+    cli = pd.read_csv(out)
+    app = pd.read_csv(io.BytesIO(downloaded_plan(downloads)))
+    assert list(app.columns) == list(cli.columns)
+    for column in DECISION_PLAN_COLUMNS:
+        pd.testing.assert_series_equal(app[column], cli[column], check_names=True, obj=column)
+    assert (cli["sim_replicas"].notna() | (cli["traffic"] != "online")).all(), "the CLI plan was not checked"
+    shown = recommendation(at)
+    assert list(shown["GPUs"]) == list(cli["gpus"])
+    assert list(shown["$/month"].round(2)) == list(cli["total_usd_per_month"])
+    assert metric(at, "GPUs") == f"{cli['gpus'].sum():,.0f}"
+    assert not any("not yet checked" in w.value for w in at.warning), "the final page still shows the unchecked plan"
+
+
+def test_download_is_a_plain_csv_that_opens_as_is(downloads):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    at.selectbox(key="pricing_type").set_value("spot")  # non-default settings once broke the download
+    edit_route(at, 0, name=INJECTIONS[0])
+    assert_clean(at)
+    text = downloaded_plan(downloads).decode()
+    assert text.startswith("route,status,") and "\n#" not in text
+    frame = pd.read_csv(io.StringIO(text))
+    assert frame.shape == (4, len(frame.columns)) and "total_usd_per_month" in frame.columns
+    ok = frame[frame["status"] == "ok"]
+    assert (ok["total_usd_per_month"] == ok["total_usd_per_month"].round(2)).all()
+    assert (ok["replica_output_tok_per_s"] == ok["replica_output_tok_per_s"].round(0)).all()
+    assert (ok["ttft_pred_ms"] == ok["ttft_pred_ms"].round(1)).all()
+
+
+@pytest.mark.parametrize("name", INJECTIONS)
+def test_downloads_neutralise_formulas(downloads, name):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    edit_route(at, 0, name=name)
+    assert_clean(at)
+    rows = list(csv.reader(io.StringIO(downloaded_plan(downloads).decode())))
+    for cell in (c for row in rows[1:] for c in row):  # OWASP CSV injection: no cell may start a formula
+        assert not cell.startswith(("=", "+", "@", "\t", "\r", "-")) or _numeric(cell), cell
+    book = openpyxl.load_workbook(io.BytesIO(downloads[next(n for n in downloads if n.endswith(".xlsx"))]))
+    for sheet in book.worksheets:
+        for row in sheet.iter_rows():
+            for cell in row:
+                assert cell.data_type != "f", (sheet.title, cell.coordinate, cell.value)
+    assert book["plan"]["A2"].value == "'" + name
 
 
 def _numeric(text: str) -> bool:
@@ -254,14 +303,68 @@ def _numeric(text: str) -> bool:
 def test_downloaded_plan_reads_back_unchanged(downloads, tmp_path):
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
     edit_route(at, 0, name="=cmd|' /C calc'!A0")
-    name = next(n for n in downloads if n.startswith("plan-"))
+    name = next(n for n in downloads if n.startswith("plan-") and n.endswith(".csv"))
     (tmp_path / name).write_bytes(downloads[name])
     plan, assumptions = read_plan(tmp_path / name)
     shown = recommendation(at)
     assert plan["route"].iloc[0] == "=cmd|' /C calc'!A0"
     assert list(plan["gpus"]) == list(shown["GPUs"])
-    assert plan["total_usd_per_month"].sum() == pytest.approx(shown["$/month"].sum())
-    assert assumptions.engineer_usd_per_hour == 100.0
+    assert plan["total_usd_per_month"].sum() == pytest.approx(shown["$/month"].sum(), abs=0.05)
+    assert assumptions is None  # a CSV alone carries no assumptions: they are in the workbook
+
+
+def test_workbook_has_plan_totals_assumptions_and_sources(downloads):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    at.number_input(key="engineer_usd_per_hour").set_value(250.0).run()
+    assert_clean(at)
+    book = openpyxl.load_workbook(io.BytesIO(downloads[next(n for n in downloads if n.endswith(".xlsx"))]))
+    assert book.sheetnames == ["plan", "totals", "assumptions", "sources"]
+    assumptions = {r[0]: r[1] for r in book["assumptions"].iter_rows(min_row=2, values_only=True)}
+    assert assumptions["engineer_usd_per_hour"] == "250.0"
+    totals = list(book["totals"].iter_rows(values_only=True))
+    assert totals[-1][0] == "fleet total" and totals[-1][1] == "4 of 4 routes"
+    kinds = {r[1] for r in book["sources"].iter_rows(min_row=2, values_only=True)}
+    assert kinds == {"price", "profile"}
+
+
+def test_a_baseline_plan_shows_the_differences_per_route(downloads):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    baseline = downloaded_plan(downloads)
+    edit_route(at, 0, rate_rps=100.0)
+    at.file_uploader(key="baseline_upload").set_value(("last.csv", baseline, "text/csv")).run()
+    assert_clean(at)
+    diff = next(d.value for d in at.dataframe if "GPUs change" in d.value.columns).set_index("route")
+    assert diff.loc["chat", "change"] == "changed" and diff.loc["chat", "GPUs change"] > 0
+    assert diff.loc["code-completion", "change"] == "same"
+    assert diff.loc["fleet total", "GPUs change"] == diff.loc["chat", "GPUs change"]
+    book = openpyxl.load_workbook(io.BytesIO(downloads[next(n for n in downloads if n.endswith(".xlsx"))]))
+    assert "baseline" in book.sheetnames
+
+
+def test_pricing_types_offered_are_those_the_provider_has_prices_for(app):
+    prices = app.session_state["good_prices"]
+    for provider in sorted(prices["provider"].unique()):
+        app.selectbox(key="provider").set_value(provider).run()
+        assert_clean(app)
+        listed = set(prices.loc[prices["provider"] == provider, "pricing_type"])
+        assert set(app.selectbox(key="pricing_type").options) == listed, provider
+
+
+def test_a_missing_price_is_reported_as_a_missing_price(app):
+    prices = app.session_state["good_prices"]
+    only_h100 = prices[prices["gpu"] == "h100"].to_csv(index=False).encode()
+    app.file_uploader(key="prices_upload").set_value(("h100-only.csv", only_h100, "text/csv")).run()
+    app.multiselect(key="gpus").set_value(["h200"]).run()
+    assert_clean(app)
+    errors = [e.value for e in app.error]
+    assert errors and all("missing price" in e and "h200" in e for e in errors), errors
+    assert all("relax its SLOs" not in e for e in errors), errors
+
+
+def test_totals_say_which_routes_they_cover(app):
+    edit_route(app, 0, tpot_slo_ms=0.5)
+    assert_clean(app)
+    assert any("Totals cover 3 of 4 routes; chat infeasible" in c.value for c in app.caption)
 
 
 def test_scenario_file_round_trips_through_download_and_upload(downloads):
@@ -363,3 +466,17 @@ def test_head_to_head_tab_states_the_claim_check(app):
     app.run()
     text = " ".join(m.value for m in app.markdown)
     assert "The common claim of ×1.3–×1.5 holds on" in text and "median" in text
+
+
+def test_pre_release_builds_are_recommended_only_when_allowed(app):
+    def versions(at):
+        return set(recommendation(at)["engine"].str.split().str[1])
+
+    def held_back(at):
+        return recommendation(at)["notes"].str.contains("pre-release engine build").any()
+
+    assert not any("+" in v or "rc" in v or "dev" in v for v in versions(app)) and held_back(app)
+    app.toggle(key="allow_prerelease").set_value(True).run()
+    assert_clean(app)
+    assert not held_back(app)
+    assert app.query_params["prerelease"] in (["1"], "1")

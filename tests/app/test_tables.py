@@ -27,3 +27,12 @@ def test_styled_shows_missing_values_as_empty_cells_and_formats_money():
 def test_comparison_formats_cover_gpus_and_dollars():
     frame = pd.DataFrame(columns=["route", "now: engine / GPU", "now: GPUs", "now: $/month"])
     assert tables.comparison_formats(frame) == {"now: GPUs": tables.COUNT, "now: $/month": tables.DOLLARS}
+
+
+def test_styled_tables_neutralise_formulas_in_their_data():
+    """The table toolbar's CSV export takes the cell data: a formula-looking name must be text there."""
+    frame = pd.DataFrame({"route": ["=HYPERLINK(\"x\")", "+cmd|' /C calc'!A0", "@SUM(1)", "\t=1", "chat"],
+                          "GPUs": [1, 2, 3, 4, 5]})
+    data = tables.styled(frame).data
+    assert list(data["route"]) == ["'=HYPERLINK(\"x\")", "'+cmd|' /C calc'!A0", "'@SUM(1)", "'\t=1", "chat"]
+    assert list(data["GPUs"]) == [1, 2, 3, 4, 5]

@@ -199,3 +199,80 @@ def test_an_error_naming_a_file_with_escape_codes_is_printed_neutralised(tmp_pat
     err = capsys.readouterr().err
     assert "line 2, column 'rate_rps'" in err and not any(ch in err for ch in "\x1b\x07\x9b\u202e")
     assert len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- exports (issue 15 §2, issue 14 §7, §11)
+
+def test_plan_exports_csv_json_xlsx_and_baseline_diff(files, tmp_path):
+    import openpyxl
+
+    last = tmp_path / "last.csv"
+    assert run("plan", "--routes", files["routes"], "--out", last, *data_flags(files)).returncode == 0
+    routes = tmp_path / "routes.csv"
+    pd.DataFrame([online_route("chat", rate_rps=200.0), batch_route("nightly")]).to_csv(routes, index=False)
+    out, book = tmp_path / "now.csv", tmp_path / "now.xlsx"
+    proc = run("plan", "--routes", routes, "--out", out, *data_flags(files), "--xlsx", book, "--baseline", last)
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(out).columns[0] == "route"
+    assert json.loads((tmp_path / "now.assumptions.json").read_text())["format"] == "fleetplan-plan-assumptions"
+    diff = pd.read_csv(tmp_path / "now.baseline-diff.csv").set_index("route")
+    assert diff.loc["chat", "change"] == "changed" and diff.loc["chat", "gpus_change"] > 0
+    assert diff.loc["'=cmd()", "change"] == "removed"  # formula-escaped in the file
+    assert diff.loc["fleet total", "gpus_change"] == diff.loc["chat", "gpus_change"]  # like for like only
+    assert "chat: changed:" in proc.stdout and "fleet (over the 2 routes planned in both" in proc.stdout
+    sheets = openpyxl.load_workbook(book).sheetnames
+    assert sheets == ["plan", "totals", "assumptions", "sources", "baseline"]
+
+
+def test_out_equal_to_an_input_is_refused_and_the_input_kept(files, tmp_path):
+    routes = tmp_path / "routes.csv"
+    routes.write_bytes(files["routes"].read_bytes())
+    proc = run("plan", "--routes", routes, "--out", routes, *data_flags(files))
+    assert proc.returncode == 2 and "refusing to overwrite an input" in proc.stderr
+    assert routes.read_bytes() == files["routes"].read_bytes()
+    log = tmp_path / "log.csv"
+    log.write_text("timestamp,prompt_tokens,completion_tokens\n2024-01-01T00:00:00,10,5\n2024-01-01T00:00:01,10,5\n")
+    proc = run("traffic", "--log", log, "--out", log)
+    assert proc.returncode == 2 and "refusing to overwrite an input" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["=HYPERLINK(\"http://x\")", "+cmd|' /C calc'!A0", "@SUM(1+1)", "\t=1+2"])
+def test_options_out_neutralises_formulas(files, tmp_path, name):
+    routes = tmp_path / "routes.csv"
+    pd.DataFrame([online_route(name)]).to_csv(routes, index=False)
+    options = tmp_path / "options.csv"
+    assert run("plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files), "--options-out",
+               options).returncode == 0
+    cells = [c for row in pd.read_csv(options, dtype=str, keep_default_na=False).itertuples(index=False) for c in row]
+    assert f"'{name}" in cells
+    assert not [c for c in cells if c.startswith(("=", "+", "@", "\t")) and not _number(c)]
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_bundled_plan_table_fits_120_columns_without_cutting_names(tmp_path):
+    proc = run("plan", "--routes", REPO / "examples" / "routes.csv", "--out", tmp_path / "p.csv", "--no-simulate")
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.split("total:")[0]
+    assert max(len(line.rstrip()) for line in table.splitlines()) <= 120
+    plan = pd.read_csv(tmp_path / "p.csv")
+    lines = table.splitlines()
+    for name in [*plan["route"], *plan["runner_up"].dropna()]:
+        assert any(name in line for line in lines), f"{name} is cut in the table:\n{table}"
+    assert "over 4 of 4 routes" in proc.stdout
+
+
+def test_terminal_escape_codes_in_route_names_are_not_printed_raw(files, tmp_path):
+    routes = tmp_path / "routes.csv"
+    pd.DataFrame([online_route("\x1b]8;;http://evil\x07chat\x1b[31m"), online_route("x\x1b[2J", model="qwen2.5-7b")]
+                 ).to_csv(routes, index=False)
+    proc = run("plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files))
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "]8;;http://evil" in proc.stdout and "chat" in proc.stdout  # shown as text, controls escaped

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import re
 
 import pandas as pd
 import pytest
@@ -10,16 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import PLAN
+from fleetfacts.schema import PLAN, validate_frame
 from planner import costs
 from planner.assumptions import Assumptions
 from planner.options import plan_option
 from planner.plan import (
+    PLAN_DECIMALS,
     Catalog,
     load_inputs,
     load_routes,
     make_plan,
+    plan_csv_text,
+    read_assumptions,
     read_plan,
+    rounded_plan,
     validate_routes,
     write_plan,
 )
@@ -149,7 +156,14 @@ def test_provider_and_pricing_type_assumptions(inputs):
     chosen = make_plan(routes(online_route()), inputs, Assumptions(provider="cloud-a")).plan.iloc[0]
     assert chosen["price_source"].startswith("cloud-a")
     spot = make_plan(routes(online_route()), inputs, Assumptions(pricing_type="spot")).plan.iloc[0]
-    assert spot["status"] == "infeasible" and "no price for gpu" in spot["notes"]
+    assert spot["status"] == "infeasible" and spot["notes"].startswith("missing price: no spot price")
+    assert "SLO" not in spot["notes"]
+
+
+def test_a_missing_price_is_named_even_where_the_slo_is_also_missed(inputs):
+    """Issue 15 §3.3: no price anywhere is the cause, not the closest SLO miss."""
+    plan = make_plan(routes(online_route(tpot_slo_ms=2.0)), inputs, Assumptions(pricing_type="spot")).plan.iloc[0]
+    assert plan["notes"].startswith("missing price") and "misses" not in plan["notes"]
 
 
 def test_batch_billing_per_use_is_cheaper_than_always_on(inputs):
@@ -175,11 +189,55 @@ def test_plan_round_trips_including_formula_looking_names(inputs, tmp_path):
     result = make_plan(routes(*rows), inputs, Assumptions(engineer_usd_per_hour=150.0, provider="cloud-a"))
     path = tmp_path / "plan.csv"
     write_plan(result, path)
-    assert path.read_text().startswith("# fleetplan-assumptions: {")
+    assert path.read_text().startswith("route,status,")  # header on line 1, no comment lines
     assert "\n=cmd()" not in path.read_text()  # escaped for spreadsheets
+    assert pd.read_csv(path).shape == (len(rows), len(PLAN.names))
     plan, assumptions = read_plan(path)
-    pd.testing.assert_frame_equal(plan, result.plan)
+    rounded = rounded_plan(result.plan).astype(object)
+    pd.testing.assert_frame_equal(plan, validate_frame(rounded.where(rounded.notna(), None), PLAN, "rounded"))
     assert assumptions == result.assumptions
+    side = json.loads((tmp_path / "plan.assumptions.json").read_text())
+    assert side["assumptions"]["engineer_usd_per_hour"] == 150.0
+    assert {s["kind"] for s in side["price_sources"]} == {"price"}
+    assert side["coverage"] == f"{len(NAMES)} of {len(rows)} routes; nope infeasible"
+
+
+def test_plan_files_round_numbers_for_people(inputs, tmp_path):
+    result = make_plan(routes(online_route(), batch_route()), inputs)
+    write_plan(result, tmp_path / "plan.csv")
+    text = (tmp_path / "plan.csv").read_text()
+    frame = pd.read_csv(tmp_path / "plan.csv")
+    for column, digits in PLAN_DECIMALS.items():
+        values = frame[column].dropna()
+        assert (values == values.round(digits)).all(), column
+    assert "e-" not in text and not re.search(r"\.\d{5,}", text)
+
+
+def test_a_legacy_plan_with_assumptions_on_line_1_still_reads(inputs, tmp_path):
+    result = make_plan(routes(online_route()), inputs, Assumptions(engineer_usd_per_hour=175.0))
+    legacy = tmp_path / "old.csv"
+    body = plan_csv_text(result)
+    legacy.write_text(f"# fleetplan-assumptions: {json.dumps(result.assumptions.to_dict())}\n{body}")
+    plan, assumptions = read_plan(legacy)
+    assert assumptions.engineer_usd_per_hour == 175.0 and plan["route"].iloc[0] == "chat"
+    assert read_assumptions(legacy) == assumptions
+
+
+def test_a_killed_write_leaves_the_old_plan(inputs, tmp_path, monkeypatch):
+    """Issue 14 §7: the plan is written to a temp file and renamed; a failure mid-write keeps the old file."""
+    path = tmp_path / "plan.csv"
+    write_plan(make_plan(routes(online_route()), inputs), path)
+    before = path.read_bytes()
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError):
+        write_plan(make_plan(routes(online_route(rate_rps=50.0)), inputs), path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.assumptions.json", "plan.csv"]  # no temp left
 
 
 @settings(max_examples=30, deadline=None)
@@ -210,9 +268,17 @@ def test_assumptions_round_trip_and_validation():
 
 def test_reading_something_that_is_not_a_plan(tmp_path):
     plain = tmp_path / "plain.csv"
-    plain.write_text("route,status\nx,ok\n")
-    with pytest.raises(InputError, match="line 1: not a Fleetplan plan"):
+    plain.write_text("name,model\nx,y\n")
+    with pytest.raises(InputError, match="route"):
         read_plan(plain)
+    bare = tmp_path / "bare.csv"
+    bare.write_text("route,status\nx,ok\n")
+    assert read_plan(bare)[1] is None  # a plan without its assumptions file: the plan, no assumptions
+    with pytest.raises(InputError, match="no assumptions beside this plan"):
+        read_assumptions(bare)
+    (tmp_path / "bare.assumptions.json").write_text("[1]")
+    with pytest.raises(InputError, match="not a plan assumptions file"):
+        read_plan(bare)
     broken = tmp_path / "broken.csv"
     broken.write_text("# fleetplan-assumptions: {nope\nroute,status\nx,ok\n")
     with pytest.raises(InputError, match="not valid JSON"):

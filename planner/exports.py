@@ -1,0 +1,183 @@
+"""Plan exports for a capacity review: totals per route and fleet, the difference to a baseline
+plan, and a multi-sheet workbook (.xlsx: plan, totals, assumptions, sources, and the baseline
+difference when there is one).
+
+    totals = plan_totals_table(result.plan)
+    diff = baseline_diff(result.plan, read_plan("last_quarter.csv")[0])
+    Path("plan.xlsx").write_bytes(workbook_bytes(result, diff))
+
+Every text cell of a workbook is written as a string (never a formula) and formula-escaped like
+the CSV, so a route named `=HYPERLINK(...)` stays text in a spreadsheet.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import pandas as pd
+from openpyxl import Workbook  # type: ignore[import-untyped]
+
+from fleetfacts.schema import escape_formula
+from planner.curves import engine_label
+from planner.plan import PlanResult, assumptions_document, plan_coverage, rounded_plan
+
+TOTAL_COLUMNS = ("route", "status", "gpus", "gpus_low", "gpus_high", "gpu_usd_per_month", "eng_usd_per_month",
+                 "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")
+SUMMED = TOTAL_COLUMNS[2:]
+FLEET = "fleet total"
+DIFF_COLUMNS = ("route", "change", "engine_before", "engine_now", "gpus_before", "gpus_now", "gpus_change",
+                "usd_per_month_before", "usd_per_month_now", "usd_per_month_change")
+
+
+def plan_totals_table(plan: pd.DataFrame) -> pd.DataFrame:
+    """One row per route and a fleet-total row over the planned routes; the fleet row's status says
+    what it covers ('3 of 4 routes; chat infeasible')."""
+    rows = rounded_plan(plan).reindex(columns=list(TOTAL_COLUMNS))
+    ok = rows[rows["status"] == "ok"]
+    fleet = {"route": FLEET, "status": plan_coverage(plan),
+             **{c: round(float(pd.to_numeric(ok[c], errors="coerce").sum()), 2) for c in SUMMED}}
+    return pd.concat([rows, pd.DataFrame([fleet])], ignore_index=True)
+
+
+def _engine(row: dict[str, Any]) -> str:
+    if row.get("status") != "ok":
+        return "infeasible"
+    return f"{engine_label(row['engine'], row['engine_version'], row.get('engine_config'))} / {row['gpu']}"
+
+
+def _number(value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
+
+
+def baseline_diff(plan: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
+    """Per route (union of both plans): engine/GPU, GPUs and total $/month before and now, and the change.
+
+    `change` is 'same', 'changed', 'new' (not in the baseline), 'removed', 'now infeasible' or
+    'now feasible'; the fleet row compares totals only over the routes planned in both (its
+    `change` says which routes it leaves out), never over different route sets silently.
+    """
+    before = {str(r["route"]): r for r in baseline.to_dict("records")}
+    now = {str(r["route"]): r for r in plan.to_dict("records")}
+    rows = [_diff_row(name, before.get(name), now.get(name)) for name in dict.fromkeys([*now, *before])]
+    both = [r for r in rows if r["change"] in ("same", "changed")]
+    left_out = [r["route"] for r in rows if r["change"] not in ("same", "changed")]
+    sums = {key: round(sum(r[key] for r in both), 2)
+            for key in ("gpus_before", "gpus_now", "usd_per_month_before", "usd_per_month_now")}
+    fleet = {"route": FLEET, "change": f"over the {len(both)} routes planned in both"
+             + (f"; not counted: {', '.join(left_out)}" if left_out else ""),
+             "engine_before": "", "engine_now": "", **sums, "gpus_change": sums["gpus_now"] - sums["gpus_before"],
+             "usd_per_month_change": round(sums["usd_per_month_now"] - sums["usd_per_month_before"], 2)}
+    return pd.DataFrame([*rows, fleet], columns=list(DIFF_COLUMNS))
+
+
+def _diff_row(name: str, before: dict | None, now: dict | None) -> dict[str, Any]:
+    def side(row: dict | None) -> tuple[str, float, float]:
+        if row is None:
+            return "", math.nan, math.nan
+        if row.get("status") != "ok":
+            return "infeasible", math.nan, math.nan
+        return _engine(row), _number(row.get("gpus")), round(_number(row.get("total_usd_per_month")), 2)
+
+    (e0, g0, d0), (e1, g1, d1) = side(before), side(now)
+    return {"route": name, "change": _change(before, now, (e0, g0, d0) != (e1, g1, d1)), "engine_before": e0,
+            "engine_now": e1, "gpus_before": g0, "gpus_now": g1, "gpus_change": g1 - g0,
+            "usd_per_month_before": d0, "usd_per_month_now": d1, "usd_per_month_change": round(d1 - d0, 2)}
+
+
+def _change(before: dict | None, now: dict | None, differs: bool) -> str:
+    if before is None:
+        return "new"
+    if now is None:
+        return "removed"
+    ok0, ok1 = before.get("status") == "ok", now.get("status") == "ok"
+    if ok0 != ok1:
+        return "now feasible" if ok1 else "now infeasible"
+    if not ok1:
+        return "same"
+    return "changed" if differs else "same"
+
+
+def format_diff(diff: pd.DataFrame) -> list[str]:
+    """The baseline difference as printable lines (one per route that changed, then the fleet)."""
+    lines = []
+    for r in diff.to_dict("records"):
+        if r["change"] == "same":
+            continue
+        if r["route"] == FLEET:
+            lines.append(f"fleet ({r['change']}): GPUs {r['gpus_before']:g} -> {r['gpus_now']:g} "
+                         f"({r['gpus_change']:+g}), ${r['usd_per_month_before']:,.2f} -> "
+                         f"${r['usd_per_month_now']:,.2f} ({_signed_money(r['usd_per_month_change'])}/month)")
+            continue
+        lines.append(f"{r['route']}: {r['change']}: {r['engine_before'] or '-'} -> {r['engine_now'] or '-'}, GPUs "
+                     f"{_count(r['gpus_before'])} -> {_count(r['gpus_now'])}, $/month "
+                     f"{_money(r['usd_per_month_before'])} -> {_money(r['usd_per_month_now'])}")
+    return lines
+
+
+def _count(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:g}"
+
+
+def _money(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"${value:,.2f}"
+
+
+def _signed_money(value: float) -> str:
+    return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
+
+
+# ---------------------------------------------------------------- workbook
+
+def workbook_bytes(result: PlanResult, diff: pd.DataFrame | None = None) -> bytes:
+    """The plan as an .xlsx: sheets plan, totals, assumptions, sources (and baseline when given)."""
+    book = Workbook()
+    sheets: dict[str, pd.DataFrame] = {
+        "plan": rounded_plan(result.plan),
+        "totals": plan_totals_table(result.plan),
+        "assumptions": _assumptions_frame(result),
+        "sources": result.sources,
+    }
+    if diff is not None:
+        sheets["baseline"] = diff
+    book.remove(book.active)
+    for name, frame in sheets.items():
+        _write_sheet(book.create_sheet(name), frame)
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return buffer.getvalue()
+
+
+def _assumptions_frame(result: PlanResult) -> pd.DataFrame:
+    doc = assumptions_document(result)
+    rows = [{"name": name, "value": "" if value is None else str(value), "meaning": doc["assumption_notes"][name]}
+            for name, value in doc["assumptions"].items()]
+    rows.append({"name": "routes covered by the totals", "value": doc["coverage"], "meaning": ""})
+    return pd.DataFrame(rows, columns=["name", "value", "meaning"])
+
+
+def _write_sheet(sheet: Any, frame: pd.DataFrame) -> None:
+    sheet.append([str(c) for c in frame.columns])
+    for row in frame.astype(object).itertuples(index=False):
+        sheet.append([_cell(v) for v in row])
+    for row in sheet.iter_rows(min_row=1):
+        for cell in row:
+            if isinstance(cell.value, str):
+                cell.data_type = "s"  # text is text: openpyxl would otherwise store '=...' as a formula
+
+
+def _cell(value: object) -> object:
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if hasattr(value, "item"):  # numpy scalar
+        return _cell(value.item())
+    return escape_formula(str(value))
