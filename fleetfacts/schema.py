@@ -233,7 +233,7 @@ PLAN = Schema(
                "would cost the same (empty: never)"),
         Column("sim_attainment", "float", False, "share of simulated requests meeting every SLO", minimum=0),
         Column("sim_replicas", "int", False, "replicas the simulation check settled on", minimum=0),
-        Column("provenance", "str", False, "measured / published / predicted / extrapolated"),
+        Column("provenance", "str", False, "measured / published / predicted / extrapolated / transferred"),
         Column("price_source", "str", False, "provider, pricing type and source of the GPU price"),
         Column("notes", "str", False, ""),
     ),
