@@ -209,15 +209,18 @@ def _run_predict(args: argparse.Namespace) -> int:
     for name in ("input_len", "output_len", "batch_size", "concurrency", "tp"):
         _positive(name, getattr(args, name))
     profiles = load_profiles(args.profiles)
-    curve = None
+    curve, why = None, ""
     if not args.model_config:
         try:
             curve = find_curve(fit_curves(profiles), args.engine, args.gpu, args.model, args.precision, args.tp,
                                args.engine_version, args.config)
         except NoCurveError as err:
-            log.info("%s; predicting by transfer", err)
+            why = str(err)
     if curve is None:
-        curve = _transferred_curve(args, profiles, args.model_config)
+        try:
+            curve = _transferred_curve(args, profiles, args.model_config)
+        except NoCurveError as err:
+            raise NoCurveError(f"{why}; no transfer either: {err}" if why else str(err)) from None
     if args.batch_size is not None:
         pred = curve.predict_offline(args.input_len, args.output_len, args.batch_size)
     else:
@@ -235,7 +238,7 @@ def _transferred_curve(args: argparse.Namespace, profiles, config_path: str | No
     model = _model_for(args.model, config_path)
     gpu = gpu_spec(args.gpu)
     if gpu is None:
-        raise NoCurveError(f"no fitted curve and no datasheet facts for GPU {args.gpu!r} (fleetfacts/data/gpu_specs.csv)")
+        raise NoCurveError(f"no datasheet facts for GPU {args.gpu!r} (fleetfacts/data/gpu_specs.csv)")
     return default_transfer_target(transfer_for(profiles), args.engine, model, gpu, args.precision, args.tp)
 
 
@@ -243,7 +246,7 @@ def _model_for(name: str, config_path: str | None):
     if config_path is None:
         model = model_facts(name)
         if model is None:
-            raise NoCurveError(f"no fitted curve and no facts for model {name!r}: pass --model-config PATH "
+            raise NoCurveError(f"no facts for model {name!r}: pass --model-config PATH "
                                f"(a Hugging Face config.json) or see `python -m planner models`")
         return model
     path = Path(config_path)

@@ -226,12 +226,13 @@ def _candidates(route: Route, catalog: Catalog) -> list[Curve]:
                 or (allowed["configs"] and (key.config or DEFAULT_CONFIG).lower() not in allowed["configs"])):
             continue
         out.append(curve)
-    return out + _transferred(route, catalog, allowed, out)
+    return out + _transferred(route, catalog, allowed)
 
 
-def _transferred(route: Route, catalog: Catalog, allowed: dict, fitted: list[Curve]) -> list[Curve]:
+def _transferred(route: Route, catalog: Catalog, allowed: dict) -> list[Curve]:
     """Transferred curves (planner.transfer) for options no fitted curve covers, per catalog.transfer_mode."""
-    if catalog.transfer_mode == "off" or (catalog.transfer_mode == "auto" and fitted):
+    profiled = any(k.model == route.model for k in catalog.curves)
+    if catalog.transfer_mode == "off" or (catalog.transfer_mode == "auto" and profiled):
         return []
     model = model_facts(route.model)
     if model is None or (allowed["configs"] and DEFAULT_CONFIG not in allowed["configs"]):
