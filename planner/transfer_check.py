@@ -7,6 +7,7 @@ tokens/s (and of mean TPOT / TTFT where the target measured latency):
 - model: leave one model out (vLLM H200: Llama-3.1-8B <-> Qwen2.5-7B; TensorRT-LLM tables: each
   model from the others of the same engine version);
 - gpu: each GPU's TensorRT-LLM tables from the other GPUs' tables of the same version;
+- gpu-pair: H100 from the H200 tables alone, and the reverse, per version;
 - tp: each TP size of the 70B tables from the other TP sizes (and the other models) of the same version;
 - precision: vLLM FP8 from BF16 only.
 
@@ -28,6 +29,8 @@ from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, weight_byte
 from planner.curves import Curve, NoCurveError, leave_one_out
 from planner.transfer import Calibration, GroupData, Transfer, build_transfer, calibrate_engine, group_data
 
+# GPU pairs predicted from each other's tables alone (source, target).
+GPU_PAIRS = (("h200", "h100"), ("h100", "h200"))
 # The 70B models whose tables span several TP sizes.
 TP_MODELS = ("llama-3.1-70b", "llama-3.3-70b")
 # Share of groups above this leave-one-out median error that the before/after comparison reports
@@ -54,7 +57,7 @@ def experiments(data: list[GroupData]) -> list[Experiment]:
     return (_vllm_model_experiments() + _vllm_precision_experiments()
             + _trtllm_experiments(data, "model", lambda d: d.key.model)
             + _trtllm_experiments(data, "gpu", lambda d: d.key.gpu)
-            + _tp_experiments(data))
+            + _gpu_pair_experiments(data) + _tp_experiments(data))
 
 
 def _vllm_model_experiments() -> list[Experiment]:
@@ -94,6 +97,23 @@ def _trtllm_experiments(data: list[GroupData], kind: str, attr: Callable[[GroupD
                 return attr(d) != v and d.key.engine_version == ver
             out.append(Experiment(kind, "trtllm", f"{value} (trtllm {version})", is_target, may,
                                   f"other {kind}s, trtllm {version}"))
+    return out
+
+
+def _gpu_pair_experiments(data: list[GroupData]) -> list[Experiment]:
+    """H100 from H200 tables only, and the reverse, per engine version (the same models on both)."""
+    out = []
+    for source, target in GPU_PAIRS:
+        versions = sorted({d.key.engine_version for d in data if d.key.engine == "trtllm" and d.key.gpu == target}
+                          & {d.key.engine_version for d in data if d.key.engine == "trtllm" and d.key.gpu == source})
+        for version in versions:
+            def is_target(d: GroupData, g: str = target, ver: str = version) -> bool:
+                return d.key.gpu == g and d.key.engine_version == ver
+
+            def may(d: GroupData, g: str = source, ver: str = version) -> bool:
+                return d.key.gpu == g and d.key.engine_version == ver
+            out.append(Experiment("gpu-pair", "trtllm", f"{target} from {source} (trtllm {version})", is_target, may,
+                                  f"{source} tables only, trtllm {version}"))
     return out
 
 
