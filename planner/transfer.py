@@ -363,7 +363,9 @@ def transferred_curve(calibration: Calibration, target: Target, transfer_error: 
             f"measured transfer error {transfer_error:.0%}")
     points = pd.DataFrame(columns=["mode", "input_len", "output_len", "batch_size", "concurrency",
                                    "output_tok_per_s", "provenance"])
-    return Curve(key, transfer_caps(calibration, target), fit, PROVENANCE, True, calibration.covered, points, note)
+    # has_latency False: TTFT does not transfer well (validate --transfer), so a transferred option's latency
+    # basis is "unverified" and ranks behind measured latency on online routes (planner.plan).
+    return Curve(key, transfer_caps(calibration, target), fit, PROVENANCE, False, calibration.covered, points, note)
 
 
 @dataclass(frozen=True)
