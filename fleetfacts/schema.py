@@ -270,7 +270,7 @@ PLAN = Schema(
                "the same engine and differ only in prices)"),
         Column("sim_attainment", "float", False, "share of simulated requests meeting every SLO", minimum=0),
         Column("sim_replicas", "int", False, "replicas the simulation check settled on", minimum=0),
-        Column("provenance", "str", False, "measured / published / predicted / extrapolated"),
+        Column("provenance", "str", False, "measured / published / predicted / extrapolated / transferred"),
         Column("latency_basis", "str", False, "what TTFT/TPOT rest on: measured (the option's own latency rows), "
                "transferred (a measured server front end of the same engine), unverified (no latency measurement)"),
         Column("price_source", "str", False, "provider, pricing type and source of the GPU price"),

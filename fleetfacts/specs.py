@@ -2,8 +2,12 @@
 
 fleetfacts/data/gpu_specs.csv holds NVIDIA datasheet figures per GPU slug (memory,
 memory bandwidth, dense BF16/FP8 tensor throughput); fleetfacts/data/model_specs.csv
-holds Hugging Face config.json facts per model slug.  A model can also be read from
-its own config.json (a checkpoint dir, or a config-only dir under profiles/models).
+reads Hugging Face config.json files: the bundled ones under fleetfacts/models/<slug>/
+(popular families, sources in fleetfacts/models/README.md), a checkpoint dir, or a
+config-only dir under profiles/models.  `model_spec_from_config` derives total and
+active parameters (dense, Mixtral / Qwen3-MoE / gpt-oss experts), tied embeddings, KV
+geometry (GQA; MLA latent KV where present; sliding-window layers hold no growing KV)
+and the context window.
 The planner's curve fitter and the measure side's roofline and estimates both read
 them here: `weight_bytes` (all weights resident, MoE experts included),
 `weight_bytes_read_per_step` and `kv_bytes_per_token`.  A malformed table raises
@@ -29,7 +33,8 @@ log = logging.getLogger(__name__)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 GPU_SPECS_CSV = DATA_DIR / "gpu_specs.csv"
-MODEL_SPECS_CSV = DATA_DIR / "model_specs.csv"
+# Bundled Hugging Face config.json files, one folder per model slug (fleetfacts/models/README.md: sources).
+BUNDLED_CONFIGS_DIR = Path(__file__).resolve().parent / "models"
 # Config-only model folders (config.json, no weights) that the profiles were measured with.
 MODELS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "models"
 
@@ -42,7 +47,8 @@ BYTES_PER_VALUE = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.
 UNKNOWN_PRECISION_BYTES = 2.0
 
 GPU_COLUMNS = {"gpu": "slug", "name": "str", "memory_gib": "pos", "mem_bandwidth_tb_s": "pos",
-               "bf16_dense_tflops": "pos", "fp8_dense_tflops": "pos?", "source": "str", "date": "str"}
+               "bf16_dense_tflops": "pos", "fp8_dense_tflops": "pos?", "fp4_dense_tflops": "pos?",
+               "nvlink_gb_s": "pos?", "pcie_gb_s": "pos?", "source": "str", "date": "str"}
 MODEL_COLUMNS = {"model": "slug", "params_b": "pos", "num_layers": "int", "hidden_size": "int",
                  "num_attention_heads": "int", "num_kv_heads": "int", "head_dim": "int", "vocab_size": "int",
                  "is_moe": "bool", "active_params_b": "pos", "source": "str"}
@@ -60,6 +66,23 @@ class GpuSpec:
     name: str = ""
     fp8_dense_tflops: float | None = None
     date: str = ""
+    fp4_dense_tflops: float | None = None
+    nvlink_gb_s: float | None = None   # per-GPU NVLink bandwidth, both directions together (datasheet figure)
+    pcie_gb_s: float | None = None     # host link, both directions together: TP traffic's path without NVLink
+
+    def dense_tflops(self, precision: str) -> float:
+        """Dense tensor TFLOPS for a weight precision: fp8/fp4 where the GPU has them, else the bf16 figure
+        (the GEMMs then run at 16 bits)."""
+        key = slug(precision)
+        if key in ("fp4", "int4") and self.fp4_dense_tflops:
+            return self.fp4_dense_tflops
+        if key in ("fp8", "int8", "fp4", "int4") and self.fp8_dense_tflops:
+            return self.fp8_dense_tflops
+        return self.bf16_dense_tflops
+
+    def interconnect_gb_s(self) -> float | None:
+        """Per-GPU bandwidth for tensor-parallel all-reduce: NVLink where present, else PCIe; None if unknown."""
+        return self.nvlink_gb_s or self.pcie_gb_s
 
 
 @dataclass(frozen=True)
@@ -79,6 +102,22 @@ class ModelSpec:
     active_params_b: float
     source: str
     max_position: int | None = None
+    intermediate_size: int = 0
+    tied_embeddings: bool = False
+    num_experts: int = 0              # routed experts per MoE layer (0: dense)
+    experts_per_token: int = 0
+    kv_layers: int | None = None      # layers whose KV grows with context (None: all of them)
+    mla_kv_dim: int = 0               # MLA: latent KV values per token per layer (kv_lora_rank + rope dim)
+
+    @property
+    def context_window(self) -> int | None:
+        """Longest context the config allows (max_position_embeddings), tokens."""
+        return self.max_position
+
+    @property
+    def active_params(self) -> float:
+        """Weights used per token, as a count (MoE: the routed experts only)."""
+        return self.active_params_b * 1e9
 
     @property
     def params(self) -> float:
@@ -98,12 +137,15 @@ def load_gpu_specs(path: str | Path | None = None) -> dict[str, GpuSpec]:
 
 
 def load_model_specs(path: str | Path | None = None) -> dict[str, ModelSpec]:
-    """Model slug -> ModelSpec from model_specs.csv (default: the bundled table); raises InputError."""
-    rows = _load(Path(path) if path else MODEL_SPECS_CSV, MODEL_COLUMNS, "model")
+    """Model slug -> ModelSpec: from a model_specs.csv table at `path`, or (default) the bundled
+    config.json files under fleetfacts/models (`bundled_model_configs`); raises InputError."""
+    if path is None:
+        return dict(bundled_model_configs())
+    rows = _load(Path(path), MODEL_COLUMNS, "model")
     specs = {r["model"]: ModelSpec(**r) for r in rows}
     for spec in specs.values():
         if spec.active_params_b > spec.params_b:
-            raise InputError(f"{path or MODEL_SPECS_CSV}: model {spec.model!r}: active_params_b "
+            raise InputError(f"{path}: model {spec.model!r}: active_params_b "
                              f"({spec.active_params_b:g}) exceeds params_b ({spec.params_b:g})")
     return specs
 
@@ -130,8 +172,13 @@ def weight_bytes_read_per_step(model: ModelSpec, precision: str, default_bytes: 
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_precision: str) -> float:
-    """KV-cache bytes per token of context: 2 (K and V) x layers x KV heads x head_dim x bytes per value."""
-    return 2.0 * model.num_layers * model.num_kv_heads * model.head_dim * bytes_per_value(kv_precision)
+    """KV-cache bytes per token of context: 2 (K and V) x layers x KV heads x head_dim x bytes per value;
+    MLA: layers x latent dim x bytes.  Sliding-window layers (kv_layers < num_layers) are left out: their
+    cache stops growing at the window."""
+    layers = model.num_layers if model.kv_layers is None else model.kv_layers
+    if model.mla_kv_dim:
+        return float(layers * model.mla_kv_dim) * bytes_per_value(kv_precision)
+    return 2.0 * layers * model.num_kv_heads * model.head_dim * bytes_per_value(kv_precision)
 
 
 def _load(path: Path, columns: dict[str, str], key: str) -> list[dict]:
@@ -206,7 +253,7 @@ def gpu_spec(gpu: str) -> GpuSpec | None:
 
 
 def model_facts(model: str, model_dir: str | Path | None = None) -> ModelSpec | None:
-    """Facts from `model_dir`/config.json, profiles/models/<model>, or the model table; None if unknown."""
+    """Facts from `model_dir`/config.json, profiles/models/<model>, the bundled configs; None if unknown."""
     for directory in (model_dir, MODELS_DIR / model):
         config = load_model_config(directory) if directory else None
         if config:
@@ -229,20 +276,82 @@ def context_window(model: str) -> tuple[int, str] | None:
 
 
 def model_spec_from_config(model: str, config: dict[str, Any], source: str = "config.json") -> ModelSpec:
-    """Parameter count and KV geometry of a dense decoder from its Hugging Face config.json dict."""
+    """Parameters, experts, KV geometry and context window of a decoder from its Hugging Face config.json.
+
+    Counts per layer: attention (q, k, v, o; MLA's low-rank projections where `kv_lora_rank` is set),
+    the MLP (3 x hidden x intermediate: gate, up, down) or, for an MoE layer, every expert's MLP plus the
+    router; two norms.  Plus the embedding table, the LM head unless tied, and the final norm.  Biases
+    (Qwen2's q/k/v, gpt-oss's) are left out: under 0.1% of the weights.  Raises KeyError / ValueError
+    for a config that lacks the fields.
+    """
+    config = config.get("text_config") or config
     hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
     heads = int(config["num_attention_heads"])
     kv_heads = int(config.get("num_key_value_heads") or heads)
     head_dim = int(config.get("head_dim") or hidden // heads)
-    vocab, inter = int(config["vocab_size"]), int(config["intermediate_size"])
-    attn = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
-    per_layer = attn + 3 * hidden * inter + 2 * hidden
-    head = 0 if config.get("tie_word_embeddings") else vocab * hidden
-    params_b = float(layers * per_layer + vocab * hidden + head + hidden) / 1e9
-    return ModelSpec(model=model, params_b=params_b, num_layers=layers, hidden_size=hidden,
+    vocab = int(config["vocab_size"])
+    tied = bool(config.get("tie_word_embeddings", False))
+    attn, mla_dim = _attention_params(config, hidden, heads, kv_heads, head_dim)
+    experts, per_token, mlp_total, mlp_active = _mlp_params(config, hidden, layers)
+    embeddings = vocab * hidden * (1 if tied else 2) + hidden
+    total = layers * (attn + 2 * hidden) + mlp_total + embeddings
+    active = layers * (attn + 2 * hidden) + mlp_active + embeddings
+    return ModelSpec(model=model, params_b=total / 1e9, num_layers=layers, hidden_size=hidden,
                      num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=vocab,
-                     is_moe=False, active_params_b=params_b, source=source,
-                     max_position=config.get("max_position_embeddings"))
+                     is_moe=experts > 0, active_params_b=active / 1e9, source=source,
+                     max_position=config.get("max_position_embeddings"),
+                     intermediate_size=int(config.get("intermediate_size") or 0), tied_embeddings=tied,
+                     num_experts=experts, experts_per_token=per_token, kv_layers=_kv_layers(config, layers),
+                     mla_kv_dim=mla_dim)
+
+
+def _attention_params(config: dict[str, Any], hidden: int, heads: int, kv_heads: int,
+                      head_dim: int) -> tuple[int, int]:
+    """(attention weights per layer, MLA latent KV dim or 0)."""
+    rank = config.get("kv_lora_rank")
+    if not rank:
+        return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim, 0
+    rope, nope = int(config["qk_rope_head_dim"]), int(config["qk_nope_head_dim"])
+    v_dim, q_rank = int(config["v_head_dim"]), config.get("q_lora_rank")
+    q = (hidden * int(q_rank) + int(q_rank) * heads * (nope + rope)) if q_rank else hidden * heads * (nope + rope)
+    kv = hidden * (int(rank) + rope) + int(rank) * heads * (nope + v_dim)
+    return q + kv + heads * v_dim * hidden, int(rank) + rope
+
+
+def _mlp_params(config: dict[str, Any], hidden: int, layers: int) -> tuple[int, int, int, int]:
+    """(routed experts, experts per token, MLP weights of all layers, MLP weights used per token)."""
+    experts = int(config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts") or 0)
+    dense_inter = int(config.get("intermediate_size") or 0)
+    if not experts:
+        return 0, 0, layers * 3 * hidden * dense_inter, layers * 3 * hidden * dense_inter
+    per_token = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 1)
+    expert_inter = int(config.get("moe_intermediate_size") or dense_inter)
+    shared = int(config.get("n_shared_experts") or 0) * 3 * hidden * expert_inter
+    dense_layers = int(config.get("first_k_dense_replace") or 0)
+    moe_layers = layers - dense_layers
+    one_expert = 3 * hidden * expert_inter
+    total = dense_layers * 3 * hidden * dense_inter + moe_layers * (experts * one_expert + shared + hidden * experts)
+    active = dense_layers * 3 * hidden * dense_inter + moe_layers * (per_token * one_expert + shared + hidden * experts)
+    return experts, per_token, total, active
+
+
+def _kv_layers(config: dict[str, Any], layers: int) -> int | None:
+    """Layers with full attention when the config names per-layer types (gpt-oss), else None (all)."""
+    types = config.get("layer_types")
+    if not types:
+        return None
+    return sum(1 for kind in types if "sliding" not in str(kind))
+
+
+@lru_cache(maxsize=1)
+def bundled_model_configs() -> dict[str, ModelSpec]:
+    """Model slug -> facts derived from each bundled fleetfacts/models/<slug>/config.json."""
+    out = {}
+    for path in sorted(BUNDLED_CONFIGS_DIR.glob("*/config.json")):
+        with open(path, encoding="utf-8") as handle:
+            out[path.parent.name] = model_spec_from_config(path.parent.name, json.load(handle),
+                                                           f"fleetfacts/models/{path.parent.name}/config.json")
+    return out
 
 
 def load_model_config(model_dir: str | Path) -> dict[str, Any] | None:

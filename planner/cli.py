@@ -25,9 +25,11 @@ from rich.table import Table
 
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import ROUTES, atomic_write_bytes, slug, terminal_safe, write_csv, write_table
+from fleetfacts.specs import bundled_model_specs, gpu_spec, load_model_config, model_facts, model_spec_from_config
 from planner.assumptions import Assumptions
 from planner.curves import (
     Curve,
+    NoCurveError,
     engine_label,
     find_curve,
     fit_curves,
@@ -49,6 +51,15 @@ from planner.plan import (
 )
 from planner.plan_check import format_simulations, simulate_plan
 from planner.traffic import log_to_routes
+from planner.transfer_check import (
+    TRANSFER_MODES,
+    default_transfer_target,
+    format_validation,
+    models_table,
+    published_fits,
+    transfer_for,
+    validate_transfer,
+)
 from planner.workload import replay_requests
 
 log = logging.getLogger(__name__)
@@ -105,6 +116,9 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    "assumptions, sources (and the baseline difference with --baseline)")
     p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "
                    "per route (engine, GPUs, $/month) and writes them to <out>.baseline-diff.csv")
+    p.add_argument("--transfer", choices=TRANSFER_MODES, default="auto",
+                   help="transferred (unprofiled) options: auto = for routes whose model has no profile (default), "
+                   "all = for every engine/GPU/precision/TP no profile covers, off = none")
     p.add_argument("--allow-unverified-latency", action="store_true",
                    help="let options whose TTFT/TPOT rest on no latency measurement win online routes on cost "
                         "(by default they rank behind options with measured or transferred latency)")
@@ -167,7 +181,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     assumptions = _assumptions_from_args(args)
     routes = load_routes(args.routes)
     baseline = read_plan(args.baseline)[0] if args.baseline else None
-    catalog = load_inputs(args.profiles, args.prices, args.ops)
+    catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer)
     result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate)
     side = write_plan(result, args.out)
     if args.options_out:
@@ -303,6 +317,8 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-requests", type=int, help="with --closed-loop rounds: requests sent in all "
                    "(default: 4 x concurrency)")
     p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
+    p.add_argument("--model-config", metavar="PATH", help="the model's Hugging Face config.json (or its folder): "
+                   "predict by transfer from its architecture")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -331,13 +347,48 @@ def _run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _transferred_curve(args: argparse.Namespace, profiles, config_path: str | None):
+    """No fitted curve (or --model-config given): the curve planner.transfer predicts from the facts."""
+    model = _model_for(args.model, config_path)
+    gpu = gpu_spec(args.gpu)
+    if gpu is None:
+        raise NoCurveError(f"no datasheet facts for GPU {args.gpu!r} (fleetfacts/data/gpu_specs.csv)")
+    return default_transfer_target(transfer_for(profiles), args.engine, model, gpu, args.precision, args.tp)
+
+
+def _model_for(name: str, config_path: str | None):
+    if config_path is None:
+        model = model_facts(name)
+        if model is None:
+            raise NoCurveError(f"no facts for model {name!r}: pass --model-config PATH "
+                               f"(a Hugging Face config.json) or see `python -m planner models`")
+        return model
+    path = Path(config_path)
+    config = load_model_config(path if path.is_dir() else path.parent)
+    if config is None:
+        raise InputError(f"--model-config {config_path}: no config.json there")
+    try:
+        return model_spec_from_config(name, config, str(path))
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"--model-config {config_path}: not a decoder config.json (missing or bad {err})") from None
+
+
 def _predict_curve(args: argparse.Namespace) -> Curve:
     for name in ("input_len", "output_len", "batch_size", "concurrency", "tp", "num_requests"):
         _positive(name, getattr(args, name))
     profiles = load_profiles(args.profiles)
-    curves = with_server_latency(fit_curves(profiles), profiles)
-    return find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp, args.engine_version,
-                      args.config)
+    why = ""
+    if not args.model_config:
+        curves = with_server_latency(fit_curves(profiles), profiles)
+        try:
+            return find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp,
+                              args.engine_version, args.config)
+        except NoCurveError as err:
+            why = str(err)
+    try:  # no fitted curve (or --model-config given): predict by transfer from the facts
+        return _transferred_curve(args, profiles, args.model_config)
+    except NoCurveError as err:
+        raise NoCurveError(f"{why}; no transfer either: {err}" if why else str(err)) from None
 
 
 def _run_predict_open_loop(args: argparse.Namespace) -> int:
@@ -392,6 +443,9 @@ def _prediction_record(curve, pred) -> dict[str, object]:
 
 def _print_prediction(r: dict) -> None:
     label = "EXTRAPOLATED (outside the measured range)" if r["extrapolated"] else r["provenance"]
+    if r["source_provenance"] == "transferred":
+        label = "TRANSFERRED (no profile: from architecture, datasheet and calibration)" + (
+            ", outside the calibrated shapes" if r["extrapolated"] else "")
     print(terminal_safe(r["group"]))
     print(f"  output tok/s (replica): {r['output_tok_per_s']:.0f}  [{r['low']:.0f} .. {r['high']:.0f}]  {label}")
     print(f"  per GPU: {r['per_gpu_output_tok_per_s']:.0f} tok/s   concurrency: {r['concurrency']:g}")
@@ -408,9 +462,13 @@ def _validate_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave-one-row-out error of TTFT p50/p99, TPOT p50/p99 and throughput on every open-loop "
                         "server row (curve and server front end refitted without the row; slower)")
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
+    p.add_argument("--transfer", action="store_true", help="validate the transfer to unprofiled models, GPUs, "
+                   "TP sizes and precisions (leave-one-out experiments; published-table fits before/after)")
 
 
 def _run_validate(args: argparse.Namespace) -> int:
+    if args.transfer:
+        return _run_validate_transfer(args)
     if args.latency:
         return _run_validate_latency(args)
 
@@ -419,6 +477,17 @@ def _run_validate(args: argparse.Namespace) -> int:
         print(table.to_json(orient="records"))
         return 0
     print_validation(table)
+    return 0
+
+
+def _run_validate_transfer(args: argparse.Namespace) -> int:
+    profiles = load_profiles(args.profiles)
+    table, published = validate_transfer(profiles), published_fits(profiles)
+    if args.json:
+        print(json.dumps({"experiments": json.loads(table.to_json(orient="records")),
+                          "published_fits": json.loads(published.to_json(orient="records"))}))
+    else:
+        print("\n".join(format_validation(table, published)))
     return 0
 
 
@@ -472,11 +541,27 @@ def print_validation(table) -> None:
         console.print("no group has enough points for leave-one-out", markup=False)
 
 
+def _models_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the table as JSON records")
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    table = models_table(bundled_model_specs())
+    if args.json:
+        print(table.to_json(orient="records"))
+    else:
+        print(table.drop(columns=["source"]).to_string(index=False))
+        print("sources: fleetfacts/models/README.md; any other model: predict --model-config PATH/config.json")
+    return 0
+
+
 register(Command("plan", "size and price a fleet for every route; writes a plan CSV", _plan_arguments, _run_plan))
 register(Command("predict", "predict one replica's throughput and latency at one shape", _predict_arguments,
                  _run_predict))
 register(Command("validate", "leave-one-out prediction error per profile group", _validate_arguments,
                  _run_validate))
+register(Command("models", "list the bundled model architectures (what transfer can predict without a config)",
+                 _models_arguments, _run_models))
 
 
 

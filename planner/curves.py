@@ -158,8 +158,10 @@ class Prediction:
     output_tok_per_s is for the whole replica (all tp GPUs); low/high bound it
     (about a 90% interval).  Latencies are means in ms.  provenance is
     "measured" or "published" (a point at exactly this shape), "predicted"
-    (inside the range the group covers) or "extrapolated" (outside it, with
-    a widened interval).
+    (inside the range the group covers), "extrapolated" (outside it, with
+    a widened interval) or "transferred" (a curve built by planner.transfer
+    for an unprofiled option; `extrapolated` still says whether the shape
+    lies outside the range its calibration covers).
     """
 
     output_tok_per_s: float
@@ -618,8 +620,15 @@ class Curve:
         if not self.has_latency:
             note = (note + "; " if note else "") + "latency predicted without latency measurements"
         pred = Prediction(tok_s, tok_s * math.exp(-Z_90 * sd), tok_s * math.exp(Z_90 * sd), ttft, tpot, e2e,
-                          float(concurrency), extrapolated, "extrapolated" if extrapolated else "predicted", note)
+                          float(concurrency), extrapolated, self._label(extrapolated), note)
         return _replace_with_point(pred, exact, self.fit.sigma) if exact is not None else pred
+
+    def _label(self, extrapolated: bool) -> str:
+        """A prediction's provenance: "transferred" for a transferred curve (planner.transfer), else
+        "extrapolated" outside the covered range and "predicted" inside it."""
+        if self.source_provenance == "transferred":
+            return "transferred"
+        return "extrapolated" if extrapolated else "predicted"
 
     def _exact(self, mode: str, input_len: float, output_len: float, load: float | None) -> pd.Series | None:
         pts = self.points

@@ -46,12 +46,15 @@ from fleetfacts.schema import (
     unescape_formula,
     validate_frame,
 )
+from fleetfacts.specs import gpu_spec, model_facts
 from planner import costs, simulate
 from planner.assumptions import Assumptions
 from planner.curves import Curve, GroupKey, fit_curves, leave_one_out, load_profiles
 from planner.latency import with_server_latency
 from planner.options import OPTION_COLUMNS, Option, evaluate_option, option_label
 from planner.routes import ALLOW_LISTS, Route
+from planner.transfer import Transfer
+from planner.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
 from planner.workload import SIM_BATCH_SAMPLE, route_log_requests
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,7 @@ class Catalog:
 
     profiles_df: the profile rows the curves were fitted to.
     loo_error: cache of group_loo_error (per model:option, the group's worst leave-one-out error).
+    transfer_mode: which routes get transferred options (planner.transfer_check.TRANSFER_MODES).
     """
 
     curves: dict[GroupKey, Curve]
@@ -79,6 +83,12 @@ class Catalog:
     ops_df: pd.DataFrame
     profiles_df: pd.DataFrame
     loo_error: dict[str, float] = dataclasses.field(default_factory=dict)
+    transfer_mode: str = "auto"
+
+    @cached_property
+    def transfer(self) -> Transfer:
+        """The transfer calibrated on these profiles (built on first use: a few seconds)."""
+        return transfer_for(self.profiles_df)
 
     @cached_property
     def price_book(self) -> costs.PriceBook:
@@ -91,15 +101,19 @@ class Catalog:
 
 
 def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.DataFrame | None = None,
-                ops: str | Path | pd.DataFrame | None = None) -> Catalog:
+                ops: str | Path | pd.DataFrame | None = None, transfer: str = "auto") -> Catalog:
     """Load and fit profiles, and load prices and engine-ops tables (None = the bundled files).
 
-    `prices` / `ops` may be a path or an already validated DataFrame.  Raises InputError.
+    `prices` / `ops` may be a path or an already validated DataFrame; `transfer` one of TRANSFER_MODES.
+    Raises InputError.
     """
+    if transfer not in TRANSFER_MODES:
+        raise InputError(f"transfer mode {transfer!r}: expected one of {', '.join(TRANSFER_MODES)}")
     profiles = load_profiles(profiles_dir)
     curves = with_server_latency(fit_curves(profiles), profiles)
     log.info("fitted %d curves from %d profile rows", len(curves), len(profiles))
-    return Catalog(curves, _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS), profiles)
+    return Catalog(curves, _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS), profiles,
+                   transfer_mode=transfer)
 
 
 def group_loo_error(catalog: Catalog, key: GroupKey) -> float:
@@ -267,7 +281,25 @@ def _allowed_curves(route: Route, catalog: Catalog) -> list[Curve]:
                 or (allowed["configs"] and (key.config or DEFAULT_CONFIG).lower() not in allowed["configs"])):
             continue
         out.append(curve)
-    return out
+    return out + _transferred(route, catalog, allowed)
+
+
+def _transferred(route: Route, catalog: Catalog, allowed: dict) -> list[Curve]:
+    """Transferred curves (planner.transfer) for options no fitted curve covers, per catalog.transfer_mode."""
+    profiled = any(k.model == route.model for k in catalog.curves)
+    if catalog.transfer_mode == "off" or (catalog.transfer_mode == "auto" and profiled):
+        return []
+    model = model_facts(route.model)
+    if model is None or (allowed["configs"] and DEFAULT_CONFIG not in allowed["configs"]):
+        return []
+    covered = {(k.engine, k.gpu, k.precision, k.tp) for k in catalog.curves if k.model == route.model}
+    gpus = [spec for gpu in sorted(set(catalog.prices_df["gpu"])) if (spec := gpu_spec(gpu)) is not None]
+
+    def admits(engine: str, gpu: str, precision: str, tp: int) -> bool:
+        return ((engine, gpu, precision, tp) not in covered
+                and all(not allowed[name] or value in allowed[name] for name, value in
+                        (("engines", engine), ("gpus", gpu), ("precisions", precision), ("tps", str(tp)))))
+    return transferred_candidates(catalog.transfer, model, gpus, admits)
 
 
 def _cheapest_unsimulated(options: list[Option], a: Assumptions) -> Option | None:

@@ -31,7 +31,7 @@ CONCURRENCY_FRACTIONS = (1.0, 0.5, 0.25, 0.125)
 # Predictions are memoised per (curve, shape); this bounds the cache.
 PREDICTION_CACHE_SIZE = 1 << 17
 # Provenance labels from strongest to weakest; a sizing takes the weakest it used.
-PROVENANCE_ORDER = ("measured", "published", "predicted", "extrapolated")
+PROVENANCE_ORDER = ("measured", "published", "predicted", "extrapolated", "transferred")
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def clear_cache() -> None:
 
 
 def weakest_provenance(labels: list[str]) -> str:
-    """The weakest of several provenance labels (extrapolated < predicted < published < measured)."""
+    """The weakest of several provenance labels (transferred < extrapolated < predicted < published < measured)."""
     known = [label for label in labels if label in PROVENANCE_ORDER]
     return max(known, key=PROVENANCE_ORDER.index) if known else "predicted"
 

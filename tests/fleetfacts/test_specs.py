@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import pandas as pd
+import json
+
 import pytest
 
 from fleetfacts import specs
@@ -30,13 +31,46 @@ def test_spec_loaders_and_helpers():
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b"])
 def test_model_params_match_the_architecture(name):
-    table = pd.read_csv(DATA / "model_specs.csv").set_index("model")
-    r = table.loc[name]
-    h, hd = r.hidden_size, r.head_dim
-    attention = 2 * h * r.num_attention_heads * hd + 2 * h * r.num_kv_heads * hd
-    per_layer = attention + 3 * h * r.intermediate_size + 2 * h
-    params = r.num_layers * per_layer + 2 * r.vocab_size * h + h
-    assert r.params_b == pytest.approx(params / 1e9, abs=0.01)
+    config = json.loads((specs.BUNDLED_CONFIGS_DIR / name / "config.json").read_text(encoding="utf-8"))
+    h, heads = config["hidden_size"], config["num_attention_heads"]
+    hd = config.get("head_dim", h // heads)
+    attention = 2 * h * heads * hd + 2 * h * config["num_key_value_heads"] * hd
+    per_layer = attention + 3 * h * config["intermediate_size"] + 2 * h
+    params = config["num_hidden_layers"] * per_layer + 2 * config["vocab_size"] * h + h
+    assert specs.load_model_specs()[name].params_b == pytest.approx(params / 1e9, rel=1e-9)
+
+
+# Headline sizes on the model cards (billions: total, active), which the derivation must reproduce.
+MODEL_CARD_SIZES = {"llama-3.2-1b": (1.24, 1.24), "llama-3.1-8b": (8.03, 8.03), "qwen2.5-7b": (7.62, 7.62),
+                    "qwen2.5-32b": (32.8, 32.8), "mixtral-8x7b": (46.7, 12.9), "qwen3-30b-a3b": (30.5, 3.3),
+                    "qwen3-235b-a22b": (235.0, 22.0), "gpt-oss-120b": (116.8, 5.1), "gpt-oss-20b": (20.9, 3.6)}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_CARD_SIZES))
+def test_bundled_configs_reproduce_model_card_sizes(name):
+    total, active = MODEL_CARD_SIZES[name]
+    model = specs.load_model_specs()[name]
+    assert model.params_b == pytest.approx(total, rel=0.02)
+    # gpt-oss's card counts active parameters without the embedding tables; ours includes them
+    assert model.active_params_b == pytest.approx(active, rel=0.02 if not name.startswith("gpt-oss") else 0.2)
+
+
+def test_derived_facts_tied_embeddings_moe_sliding_window_and_mla():
+    models = specs.load_model_specs()
+    small, big = models["llama-3.2-1b"], models["llama-3.1-8b"]
+    assert small.tied_embeddings and not big.tied_embeddings
+    assert small.context_window == 131072 and models["qwen3-8b"].context_window == 40960
+    oss = models["gpt-oss-120b"]
+    assert oss.is_moe and (oss.num_experts, oss.experts_per_token) == (128, 4)
+    assert oss.kv_layers == 18  # alternate sliding-window layers hold no growing cache
+    assert specs.kv_bytes_per_token(oss, "bf16") == 2 * 18 * 8 * 64 * 2
+    mla = {"hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128, "vocab_size": 129280,
+           "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
+           "num_experts_per_tok": 8, "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536,
+           "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+    deepseek = specs.model_spec_from_config("deepseek-v3-like", mla)
+    assert specs.kv_bytes_per_token(deepseek, "fp8") == 61 * (512 + 64)
+    assert deepseek.params_b == pytest.approx(671, rel=0.02) and deepseek.active_params_b == pytest.approx(37, rel=0.1)
 
 
 def test_spec_loader_rejects_a_bad_file(tmp_path):

@@ -37,7 +37,7 @@ def data_flags(files) -> list[str]:
 def test_plan_writes_a_plan_and_prints_a_table(files, tmp_path):
     out = tmp_path / "plan.csv"
     proc = run("plan", "--routes", files["routes"], "--out", out, *data_flags(files), "--engineer-rate", "120",
-               "--provider", "CLOUD-A")
+               "--provider", "CLOUD-A", "--transfer", "off")  # transferred options: tests/planner/test_transfer.py
     assert proc.returncode == 0, proc.stderr
     assert "chat" in proc.stdout and "nightly" in proc.stdout and "runner-up" in proc.stdout
     assert "infeasible: =cmd(): no profile for model qwen2.5-7b on any GPU" in proc.stdout
@@ -90,9 +90,10 @@ def test_predict_outside_the_measured_range_says_so(files):
 
 
 def test_predict_unknown_group_lists_what_is_available(files):
-    proc = run("predict", "--gpu", "b200", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 128,
+    # a GPU with no datasheet facts either (a known one would be predicted by transfer)
+    proc = run("predict", "--gpu", "mi300x", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 128,
                "--output-len", 128, "--batch-size", 8, "--profiles", files["profiles"])
-    assert proc.returncode == 2
+    assert proc.returncode == 2 and "no transfer either: no datasheet facts for GPU 'mi300x'" in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: no fitted curve") and "h100" in last and "Traceback" not in proc.stderr
 

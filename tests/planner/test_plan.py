@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -117,7 +118,8 @@ def test_a_tighter_slo_never_gives_fewer_gpus_per_option(inputs, tpot, shrink, r
 
 
 def test_no_profile_for_the_model_is_an_infeasible_row_not_an_exception(inputs):
-    plan = make_plan(routes(online_route(model="llama-3.1-70b")), inputs).plan.iloc[0]
+    no_transfer = dataclasses.replace(inputs, transfer_mode="off")  # transferred options: test_transfer.py
+    plan = make_plan(routes(online_route(model="llama-3.1-70b")), no_transfer).plan.iloc[0]
     assert plan["status"] == "infeasible"
     assert plan["notes"] == "no profile for model llama-3.1-70b on any GPU"
 

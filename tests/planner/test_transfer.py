@@ -1,0 +1,243 @@
+"""planner.transfer / transfer_check: the physics, the calibration, transferred curves and their validation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetfacts.specs import bundled_gpu_specs, bundled_model_specs
+from planner import transfer as T
+from planner import transfer_check as C
+from planner.curves import Caps, NoCurveError, Observation, Range, load_profiles, offline_features
+
+GPUS, MODELS = bundled_gpu_specs(), bundled_model_specs()
+
+
+def target(model="llama-3.1-8b", gpu="h200", precision="bf16", tp=1, engine="vllm") -> T.Target:
+    return T.Target(engine, MODELS[model], GPUS[gpu], precision, tp)
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    profiles = load_profiles()
+    return profiles, T.group_data(profiles)
+
+
+# ---------------------------------------------------------------- physics
+
+def test_physics_scales_with_the_datasheet_and_the_architecture():
+    base = T.physics_matrix(target())
+    faster = T.physics_matrix(target(gpu="h100"))
+    w, kv, flops = T._C["weights"], T._C["kv"], T._C["decode_flops"]
+    # weights and KV reads scale with 1/bandwidth (H100 3.35 vs H200 4.8 TB/s), FLOPs with 1/peak (same)
+    assert faster[0, w] / base[0, w] == pytest.approx(4.8 / 3.35)
+    assert faster[2, kv] / base[2, kv] == pytest.approx(4.8 / 3.35)
+    assert faster[1, flops] == pytest.approx(base[1, flops])
+    tp2 = T.physics_matrix(target(tp=2))
+    assert tp2[0, w] == pytest.approx(base[0, w] / 2) and tp2[1, flops] == pytest.approx(base[1, flops] / 2)
+    assert base[1, T._C["tp_bytes"]] == 0 and tp2[1, T._C["tp_bytes"]] > 0 and tp2[0, T._C["tp_latency"]] > 0
+    fp8 = T.physics_matrix(target(precision="fp8"))
+    assert fp8[0, w] == pytest.approx(base[0, w] / 2) and fp8[1, flops] == pytest.approx(base[1, flops] / 2)
+    moe = T.physics_matrix(target(model="mixtral-8x7b"))
+    mixtral = MODELS["mixtral-8x7b"]
+    assert moe[1, flops] / base[1, flops] == pytest.approx(mixtral.active_params_b / MODELS["llama-3.1-8b"].params_b)
+    assert moe[1, T._C["expert_tokens"]] == 32 * 2 and base[1, T._C["expert_tokens"]] == 0
+
+
+def test_tp_without_an_interconnect_figure_is_refused():
+    no_link = dataclasses.replace(GPUS["l40s"], nvlink_gb_s=None, pcie_gb_s=None)
+    with pytest.raises(NoCurveError, match="no interconnect bandwidth"):
+        T.physics_matrix(T.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 2))
+    assert T.physics_matrix(T.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 1)).shape == (7, T.N_COEF)
+
+
+# ---------------------------------------------------------------- calibration: parameter recovery
+
+def synthetic_groups(coef: np.ndarray, rng: np.random.Generator, noise: float) -> list[T.GroupData]:
+    """Offline observations of several models, GPUs and TP sizes, timed by theta = P @ coef (+ noise)."""
+    caps = Caps(512, 2_000_000, 8192)
+    groups = []
+    for model, gpu, tp in [("llama-3.1-8b", "h200", 1), ("qwen2.5-7b", "h100", 1), ("llama-3.1-70b", "h200", 4),
+                           ("qwen2.5-32b", "h100", 2), ("mixtral-8x7b", "h200", 2), ("llama-3.2-3b", "a100", 1)]:
+        t = target(model, gpu, "bf16", tp, "trtllm")
+        theta = T.physics_matrix(t) @ coef
+        obs = []
+        for i, (n, inp, out) in enumerate([(1, 128, 128), (8, 512, 256), (64, 1000, 1000), (256, 2048, 128),
+                                           (1024, 128, 2048), (16, 5000, 500), (4096, 500, 2000)]):
+            phi = offline_features(caps, n, inp, out)
+            seconds = float(phi @ theta) * float(np.exp(rng.normal(0, noise)))
+            obs.append(Observation(phi, seconds, 1.0, "throughput", i))
+        design = np.array([(o.phi @ T.physics_matrix(t)) / o.seconds for o in obs])
+        key = T.GroupKey("trtllm", "1.0", gpu, model, "bf16", tp)
+        groups.append(T.GroupData(key, t, caps, tuple(obs), design, Range((128, 5000), (128, 2048), (1, 4096)), None))
+    return groups
+
+
+def test_calibration_recovers_known_coefficients(monkeypatch):
+    monkeypatch.setattr(T, "PRIOR_WEIGHT", 1e-9)  # the priors only decide what the data cannot
+    truth = np.zeros(T.N_COEF)
+    for name, value in {"weights": 1.3, "step": 2e-5, "tp_latency": 1e-5, "decode_flops": 2.2, "seq": 3e-7,
+                        "tp_bytes": 1.1, "kv": 1.4, "prefill_flops": 1.8, "attn_flops": 2.5,
+                        "request": 2e-4, "expert_tokens": 2e-7}.items():
+        truth[T._C[name]] = value
+    groups = synthetic_groups(truth, np.random.default_rng(0), 0.01)
+    cal = T.calibrate(groups, "trtllm")
+    predicted = [float(o.phi @ cal.theta(g.target)) / o.seconds for g in groups for o in g.obs]
+    np.testing.assert_allclose(predicted, 1.0, rtol=0.04)  # 1% noise
+    for name in ("weights", "decode_flops", "prefill_flops"):  # the well-identified physical ones
+        assert cal.coef[T._C[name]] == pytest.approx(truth[T._C[name]], rel=0.1), name
+
+
+def test_calibration_with_tp1_data_only_borrows_the_tp_costs(bundled):
+    _, data = bundled
+    vllm = T.calibrate_engine(data, "vllm")
+    trt = T.calibrate_engine(data, "trtllm")
+    assert set(vllm.borrowed) == {"tp_latency from trtllm", "tp_bytes from trtllm"}
+    assert vllm.coef[T._C["tp_bytes"]] == trt.coef[T._C["tp_bytes"]]
+    assert 0.5 < 1 / vllm.coef[T._C["weights"]] <= 1.2  # a physical share of datasheet bandwidth
+    with pytest.raises(NoCurveError, match="no sglang profile"):
+        T.calibrate(data, "sglang")
+
+
+# ---------------------------------------------------------------- transferred curves
+
+def test_transferred_curve_is_labelled_widened_and_capped_by_memory(bundled):
+    profiles, data = bundled
+    transfer = T.build_transfer(profiles, {"vllm": 0.2, "trtllm": 0.3}, data)
+    curve = transfer.curve("vllm", MODELS["qwen2.5-32b"], GPUS["h100"], "bf16", 1)
+    assert curve.source_provenance == "transferred" and curve.key.engine_version.endswith("+transfer")
+    pred = curve.predict_concurrency(1000, 1000, 16)
+    assert pred.provenance == "transferred" and "transferred from" in pred.note
+    assert pred.high / pred.low > np.exp(2 * 1.645 * 0.2 / 1.645) * 0.99  # spans at least the 20% transfer error
+    bigger = transfer.curve("vllm", MODELS["qwen2.5-32b"], GPUS["h200"], "bf16", 1)
+    assert bigger.kv_cache_tokens > curve.kv_cache_tokens > 0
+    assert transfer.curve("vllm", MODELS["qwen2.5-32b"], GPUS["h100"], "bf16", 2).kv_cache_tokens > curve.kv_cache_tokens
+    with pytest.raises(NoCurveError, match="does not fit"):
+        transfer.curve("vllm", MODELS["llama-3.1-405b"], GPUS["h100"], "bf16", 1)
+    with pytest.raises(NoCurveError, match="no transfer calibration for engine 'sglang'"):
+        transfer.curve("sglang", MODELS["qwen2.5-32b"], GPUS["h100"], "bf16", 1)
+
+
+def test_transfer_reproduces_a_measured_kv_capacity(bundled):
+    """vLLM's KV tokens on the H200 (memory left after weights and the calibrated reserve) match the profile."""
+    profiles, data = bundled
+    transfer = T.build_transfer(profiles, {}, data)
+    measured = profiles[(profiles.engine == "vllm") & (profiles.model == "qwen2.5-7b")]["kv_cache_tokens"].iloc[0]
+    curve = transfer.curve("vllm", MODELS["qwen2.5-7b"], GPUS["h200"], "bf16", 1)
+    assert curve.kv_cache_tokens == pytest.approx(float(measured), rel=0.03)
+
+
+# ---------------------------------------------------------------- validation
+
+def test_validate_transfer_runs_every_kind_of_experiment(bundled):
+    profiles, data = bundled
+    table = C.validate_transfer(profiles, data)
+    kinds = set(zip(table.engine, table.kind, strict=True))
+    assert {("vllm", "model"), ("vllm", "precision"), ("trtllm", "gpu"), ("trtllm", "tp"), ("trtllm", "model")} <= kinds
+    vllm = table[table.engine == "vllm"].set_index("target")
+    assert {"qwen2.5-7b bf16 on h200", "llama-3.1-8b bf16 on h200"} <= set(vllm.index)
+    assert (table.median_err_pct <= table.max_err_pct).all() and (table.n > 0).all()
+    assert set(C.transfer_errors(table)) == {"vllm", "trtllm"}
+    assert "summary" in "\n".join(C.format_validation(table, pd.DataFrame()))
+
+
+def test_an_experiment_never_calibrates_on_its_targets(bundled):
+    _, data = bundled
+    seen: list[str] = []
+
+    def may(d: T.GroupData) -> bool:
+        seen.append(d.key.model)
+        return True
+    exp = C.Experiment("model", "vllm", "qwen", lambda d: d.key.model == "qwen2.5-7b", may, "all")
+    row = C.run_experiment(data, exp)
+    assert row is not None and "qwen2.5-7b" not in seen
+    nothing = C.Experiment("model", "vllm", "qwen", lambda d: d.key.model == "qwen2.5-7b", lambda d: False, "none")
+    assert C.run_experiment(data, nothing) is None
+
+
+def test_published_fits_compare_before_and_after(bundled):
+    profiles, _ = bundled
+    table = C.published_fits(profiles)
+    assert len(table) > 50 and table.filter(like="_pct").notna().all().all()
+    summary = C.published_summary(table)
+    assert summary["groups"] == len(table) and summary["before_max_pct"] >= summary["before_median_pct"]
+
+
+def test_offered_precisions_follow_the_tensor_cores():
+    assert C.offered("vllm", GPUS["h100"], "fp8") and not C.offered("vllm", GPUS["a100"], "fp8")
+    assert C.offered("trtllm", GPUS["b200"], "fp4") and not C.offered("trtllm", GPUS["h200"], "fp4")
+    assert not C.offered("vllm", GPUS["b200"], "fp4")
+
+
+# ---------------------------------------------------------------- use: predict, models, plan (real files, subprocesses)
+
+def test_predict_transfers_to_an_unprofiled_model_and_gpu(tmp_path):
+    from tests.planner.test_cli import run
+    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "qwen2.5-32b", "--input-len", "1000",
+               "--output-len", "500", "--concurrency", "16", "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = __import__("json").loads(proc.stdout)
+    assert record["source_provenance"] == "transferred" and record["provenance"] == "transferred"
+    assert record["group"].startswith("vllm ") and "/ h100 x1 / qwen2.5-32b bf16" in record["group"]
+    assert 0 < record["low"] < record["output_tok_per_s"] < record["high"]
+    text = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "qwen2.5-32b", "--input-len", "1000",
+               "--output-len", "500", "--concurrency", "16")
+    assert "TRANSFERRED" in text.stdout
+
+
+def test_predict_from_a_config_file_and_bad_configs(tmp_path):
+    from tests.planner.test_cli import run
+    config = {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 4,
+              "intermediate_size": 5632, "vocab_size": 32000, "max_position_embeddings": 4096}
+    (tmp_path / "config.json").write_text(__import__("json").dumps(config), encoding="utf-8")
+    ok = run("predict", "--gpu", "l40s", "--engine", "vllm", "--model", "my-1b", "--model-config",
+             tmp_path / "config.json", "--input-len", "256", "--output-len", "256", "--batch-size", "64")
+    assert ok.returncode == 0, ok.stderr
+    assert "my-1b bf16" in ok.stdout and "TRANSFERRED" in ok.stdout
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text('{"hidden_size": 8}', encoding="utf-8")
+    bad = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "x", "--model-config", tmp_path / "bad",
+              "--input-len", "1", "--output-len", "2", "--batch-size", "1")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --model-config") and "Traceback" not in bad.stderr
+    unknown = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "no-such-model", "--input-len", "1",
+                  "--output-len", "2", "--batch-size", "1")
+    assert unknown.returncode == 2 and "no facts for model 'no-such-model'" in unknown.stderr
+
+
+def test_models_lists_the_bundled_configs():
+    from tests.planner.test_cli import run
+    proc = run("models")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("llama-3.2-1b", "llama-3.1-405b", "qwen2.5-72b", "qwen3-30b-a3b", "mixtral-8x22b", "gpt-oss-120b"):
+        assert name in proc.stdout
+
+
+def test_validate_transfer_prints_every_experiment():
+    from tests.planner.test_cli import run
+    proc = run("validate", "--transfer")
+    assert proc.returncode == 0, proc.stderr
+    assert "model: qwen2.5-7b bf16 on h200" in proc.stdout and "precision: llama-3.1-8b fp8" in proc.stdout
+    assert "tp: 70B tp1" in proc.stdout and "gpu: h100" in proc.stdout and "published-table fits" in proc.stdout
+
+
+def test_plan_offers_transferred_options_only_where_no_profile_covers_them():
+    from planner.plan import load_inputs, make_plan
+    from tests.planner.fakes import online_route
+    routes = pd.DataFrame([online_route("new", model="qwen2.5-14b"), online_route("known", model="llama-3.1-8b")])
+    auto = make_plan(routes, load_inputs())
+    opts = auto.options
+    new, known = opts[opts.route == "new"], opts[opts.route == "known"]
+    assert len(new) and (new.provenance == "transferred").all() and new.engine_version.str.endswith("+transfer").all()
+    assert not known.engine_version.str.endswith("+transfer").any()  # auto: a profiled model keeps its profiles
+    plan = auto.plan.set_index("route")
+    assert plan.loc["new", "status"] == "ok" and plan.loc["new", "provenance"] == "transferred"
+    every = make_plan(routes.iloc[1:], load_inputs(transfer="all")).options
+    measured = {(r.engine, r.gpu, r.precision, r.tp) for r in every.itertuples() if "+transfer" not in r.engine_version}
+    transferred = {(r.engine, r.gpu, r.precision, r.tp) for r in every.itertuples() if "+transfer" in r.engine_version}
+    assert transferred and measured and not (measured & transferred)  # a profiled option is never transferred
+    assert {"l40s", "a100", "b200"} <= {gpu for _, gpu, _, _ in transferred}
+    off = make_plan(routes.iloc[:1], load_inputs(transfer="off"))
+    assert off.plan.iloc[0]["status"] == "infeasible"
