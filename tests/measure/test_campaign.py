@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from fleetfacts.errors import InputError
+from fleetfacts.extras import import_ray
 from measure.campaign import load_campaign, plan_jobs
-from measure.cli import main
 from measure.campaign_run import EXIT_INCOMPLETE, EXIT_OK
+from measure.cli import main
 from tests.conftest import REPO
 from tests.measure.campaign_helpers import assert_complete_once, profile_rows, wait_for_rows, write_campaign
 
@@ -130,3 +131,15 @@ def test_killed_driver_loses_no_point_and_resume_finishes(tiny_server, tmp_path)
     assert main(["campaign", str(path), "--resume"]) == EXIT_OK
     assert_complete_once(folder, tmp_path / "slow.csv")
     assert len(json.loads((folder / "env.json").read_text())["runs"]) == 2
+
+
+def test_without_ray_installed_the_message_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as when it is not installed
+    path = tmp_path / "c.yaml"
+    path.write_text(f"out_root: {tmp_path}\njobs: [{{gpu: h200, engine: openai, model: tiny, "
+                    "base_url: 'http://127.0.0.1:9'}]\n")
+    assert main(["campaign", str(path), "--ray", "auto"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --ray needs Ray, which is not installed: pip install '.[ray]' "
+                                               "(or: pip install 'ray[default]>=2.9')")
+    with pytest.raises(ImportError):
+        import_ray()
