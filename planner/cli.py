@@ -31,6 +31,7 @@ from planner.curves import (
     leave_one_out,
     load_profiles,
 )
+from planner.fanout import route_map
 from planner.plan import load_inputs, load_routes, make_plan, read_assumptions, read_plan, write_plan
 from planner.plan_check import format_simulations, simulate_plan
 from planner.traffic import log_to_routes
@@ -81,6 +82,11 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
                    "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--workers", type=int, metavar="N", help="plan routes (and their simulation checks) in N "
+                       "local processes (default: one, in this process)")
+    scale.add_argument("--ray", metavar="ADDRESS", help="plan routes as Ray tasks: a cluster address, auto, or "
+                       "local (start Ray here); needs pip install '.[ray]'")
 
 
 def _input_arguments(p: argparse.ArgumentParser) -> None:
@@ -105,9 +111,11 @@ def _assumptions_from_args(args: argparse.Namespace):
 def _run_plan(args: argparse.Namespace) -> int:
 
     assumptions = _assumptions_from_args(args)
+    mapper = route_map(args.workers, args.ray)  # a bad flag or missing Ray fails before the curves are fitted
     routes = load_routes(args.routes)
     catalog = load_inputs(args.profiles, args.prices, args.ops)
-    result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate)
+    result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate,
+                       **({"map_routes": mapper} if mapper else {}))
     write_plan(result, args.out)
     if args.options_out:
         result.options.to_csv(args.options_out, index=False)
