@@ -22,10 +22,9 @@ import argparse
 import dataclasses
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from fleetfacts.errors import InputError
 from measure.cli import (
@@ -54,7 +53,7 @@ SECONDS_PER_MINUTE = 60.0
 class _RaisingParser(argparse.ArgumentParser):
     """argparse that raises InputError instead of printing usage and exiting (a job is not a command line)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise InputError(message)
 
 
@@ -256,4 +255,3 @@ def fmt_minutes(value: float) -> str:
     return "" if not math.isfinite(value) or value <= 0 else f"{value:.1f}"
 
 
-Emit = Callable[[Any], None]

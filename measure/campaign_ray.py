@@ -47,7 +47,7 @@ def ray_executor(address: str):
 
 
 def _connect(ray: Any, address: str, payloads: list[JobPayload]) -> None:
-    runtime_env = {"py_modules": [str(Path(m.__file__).resolve().parent) for m in (measure, fleetfacts)]}
+    runtime_env = {"py_modules": [str(Path(m.__file__ or "").resolve().parent) for m in (measure, fleetfacts)]}
     kwargs: dict[str, Any] = {"runtime_env": runtime_env, "log_to_driver": False,
                               "logging_level": logging.WARNING}
     if address == LOCAL:
