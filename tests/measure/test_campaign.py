@@ -13,8 +13,11 @@ import yaml
 from fleetfacts.errors import InputError
 from fleetfacts.extras import import_ray
 from measure.campaign import load_campaign, plan_jobs
-from measure.campaign_run import EXIT_INCOMPLETE, EXIT_OK
+from measure.campaign_run import EXIT_INCOMPLETE, EXIT_OK, JobSink, StatusFile
+from measure.campaign_worker import DONE, ENV, ROW, Event
 from measure.cli import main
+from measure.stats import Measurement
+from measure.sweep import build_row
 from tests.conftest import REPO
 from tests.measure.campaign_helpers import assert_complete_once, profile_rows, wait_for_rows, write_campaign
 
@@ -144,3 +147,25 @@ def test_without_ray_installed_the_message_is_one_line(tmp_path, monkeypatch, ca
                                                "(or: pip install 'ray[default]>=2.9')")
     with pytest.raises(ImportError):
         import_ray()
+
+
+def test_sink_writes_each_point_once_and_the_node_environment(tmp_path):
+    path = write_campaign(tmp_path, "http://127.0.0.1:9", [{"gpu": "cpu-a", "shapes": "fast.csv"}])
+    payload = plan_jobs(load_campaign(path), resume=False)[0].payload
+    status = StatusFile(tmp_path / "s.json", "ci", plan_jobs(load_campaign(path), resume=False))
+    sink = JobSink(payload, status, progress=None)
+    point = payload.points[0]
+    measurement = Measurement(num_requests=2, duration_s=1.0, input_tokens=24, output_tokens=12,
+                              ttft_ms=[10.0, 12.0], tpot_ms=[2.0, 2.5], itl_ms=[], e2e_ms=[20.0, 25.0])
+    ok = build_row(payload.identity, "v1", point, None, measurement)
+    failed = build_row(payload.identity, "v1", point, None, None, error="RuntimeError: boom")
+    for event in (Event(ENV, {"engine": "openai", "gpus": []}), Event(ROW, failed), Event(ROW, ok), Event(ROW, ok)):
+        sink.handle(event)
+    rows = profile_rows(payload.request.out)
+    assert [r["status"] for r in rows] == ["failed", "ok"]  # a retried failure is kept; the repeated ok is not
+    assert (sink.state.ok, sink.state.failed, sink.state.duplicates) == (1, 1, 1)
+    env = json.loads((payload.request.out / "env.json").read_text())
+    assert env["runs"] == [{"engine": "openai", "gpus": []}] and env["profile"]["gpu"] == "cpu-a"
+    sink.handle(Event(DONE, {"stopped_for_time": True, "remaining": 1}))
+    saved = json.loads((tmp_path / "s.json").read_text())["jobs"][0]
+    assert saved["state"] == "incomplete" and saved["error"] == "budget reached with 1 point(s) left"
