@@ -56,8 +56,8 @@ BUNDLED_PRICES = DATA_DIR / "prices.csv"
 BUNDLED_OPS = DATA_DIR / "engine_ops.csv"
 ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
 SECONDS_PER_HOUR = 3600.0
-__all__ = ["Catalog", "PlanResult", "RouteMap", "load_inputs", "load_routes", "make_plan", "read_assumptions", "read_plan",
-           "validate_routes", "write_plan"]
+__all__ = ["Catalog", "PlanResult", "RouteMap", "load_inputs", "load_routes", "make_plan", "read_assumptions",
+           "read_plan", "validate_routes", "write_plan"]
 
 # ---------------------------------------------------------------- catalog
 
