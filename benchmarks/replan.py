@@ -31,10 +31,10 @@ FACTORS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
 TARGET_MS = 100.0
 
 
-def twenty_routes(routes: pd.DataFrame) -> pd.DataFrame:
-    """The routes cycled to ROUTES rows, each with a unique name and a scaled load."""
+def twenty_routes(routes: pd.DataFrame, n: int = ROUTES) -> pd.DataFrame:
+    """The routes cycled to `n` rows (default ROUTES), each with a unique name and a scaled load."""
     rows = []
-    for i in range(ROUTES):
+    for i in range(n):
         row = routes.iloc[i % len(routes)].copy()
         factor = FACTORS[i % len(FACTORS)]
         row["name"] = f"{row['name']}-{i}"

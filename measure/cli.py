@@ -17,7 +17,14 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import SLUG_RE, slug
 from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
 from measure.engines import make_engine
-from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, kv_cache_precision, parse_engine_args
+from measure.engines.base import (
+    EngineConfig,
+    EngineError,
+    EngineInfo,
+    EngineNotInstalled,
+    kv_cache_precision,
+    parse_engine_args,
+)
 from measure.envinfo import command_line, environment_record
 from measure.estimate import ENGINE_START_S, Estimator, make_estimator
 from measure.points import Point, list_presets, load_shapes
@@ -65,6 +72,17 @@ env.json: engine and version, torch, CUDA, driver, GPU name and memory, engine a
 effective, command line (API keys removed), date; host name only with --record-hostname.
 """
 
+CAMPAIGN_DESCRIPTION = """\
+Run many `measure profile` jobs from a YAML file, one after another on this machine, or as Ray tasks across
+a cluster (--ray ADDRESS|auto|local): each job asks Ray for num_gpus=tp plus {"<gpu>": tp}, so nodes declare
+their GPU type, e.g. `ray start ... --num-gpus 8 --resources '{"h200": 8}'`.  Finished points stream back to
+this machine and land in profiles/measured/<gpu>/<folder>/ (profile.csv + env.json of the node that ran them).
+A killed run or a lost node loses no written point; --resume plans only what is missing; a failing job is
+recorded in <campaign>.status.json and the campaign goes on.  Job keys are `measure profile` options
+(gpu, engine, model, precision, tp, shapes, tag, engine_args: {k: v}, budget_s, base_url, ...).
+See the README, "Campaigns".
+"""
+
 PROFILE_EPILOG = """\
 Metrics per request (ms; mean/p50/p95/p99 per point): TTFT = request sent to first token; TPOT = (e2e - TTFT)
 / (output tokens - 1), the first token excluded as vLLM defines it; ITL = gaps between streamed chunks
@@ -91,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--out", required=True, help="output dir: config.json copy + tokenizer.json")
     roof = sub.add_parser("roofline", help="fill roofline_frac where a profile's ok rows lack it (older runs)")
     roof.add_argument("profile_dirs", nargs="+", metavar="PROFILE_DIR")
+    from measure.campaign_run import add_campaign_args  # noqa: PLC0415 - the campaign modules import this one
+
+    add_campaign_args(sub.add_parser("campaign", help="run many profile jobs (YAML), here or on a Ray cluster",
+                                     description=CAMPAIGN_DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter))
     shapes = sub.add_parser("shapes", help="list presets, or print the points of one")
     shapes.add_argument("preset", nargs="?", help="preset name or shapes CSV")
     return parser
@@ -336,20 +359,10 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
     resume = resume_command(argv, str(req.out))
     runs = profile.env_runs()
     cfg = req.config
-    notes = "dummy weights (load_format=dummy, config-only model dir)" if cfg.is_dummy() and \
-        cfg.engine != "openai" else ""
-    if cfg.engine_args:
-        notes += ("; " if notes else "") + "engine args " + json.dumps(cfg.engine_args, sort_keys=True)
-    identity = Identity(gpu=args.gpu, engine=req.identity["engine"], model=args.model, precision=args.precision, tp=args.tp,
-                        source=command_line(argv), notes=notes, config=args.tag or "default")
+    identity = row_identity(req, argv)
 
-    def on_start(info) -> None:
-        record = environment_record(req.identity["engine"], info.version, cfg.engine_args, argv, args.record_hostname, {
-            "effective_engine_args": info.effective_args, "kv_cache_tokens": info.kv_cache_tokens,
-            "max_num_seqs": info.max_num_seqs, "max_num_batched_tokens": info.max_num_batched_tokens,
-            "engine_start_s": info.start_s, "engine_notes": info.notes,
-            "model_path": cfg.model_path, "shapes": args.shapes})
-        runs.append(record)
+    def on_start(info: EngineInfo) -> None:
+        runs.append(run_record(req, info, argv, args.record_hostname))
         profile.write_env(req.identity, runs)
 
     profile.write_env(req.identity, runs)
@@ -384,6 +397,27 @@ def _stop_after(args: argparse.Namespace, config: EngineConfig) -> int | None:
     if args.stop_after_failures is not None:
         return args.stop_after_failures or None
     return DEFAULT_STOP_AFTER_FAILURES_HTTP if config.server else None
+
+
+def row_identity(req: ProfileRequest, argv: list[str]) -> Identity:
+    """The columns every row of this profile shares; `source` is the command that reproduces it."""
+    cfg, ident = req.config, req.identity
+    notes = "dummy weights (load_format=dummy, config-only model dir)" if cfg.is_dummy() and \
+        cfg.engine != "openai" else ""
+    if cfg.engine_args:
+        notes += ("; " if notes else "") + "engine args " + json.dumps(cfg.engine_args, sort_keys=True)
+    return Identity(gpu=ident["gpu"], engine=ident["engine"], model=ident["model"], precision=ident["precision"],
+                    tp=ident["tp"], source=command_line(argv), notes=notes, config=ident["config"])
+
+
+def run_record(req: ProfileRequest, info: EngineInfo, argv: list[str], record_hostname: bool) -> dict:
+    """The env.json record of one run, taken on the machine the engine runs on."""
+    cfg = req.config
+    return environment_record(req.identity["engine"], info.version, cfg.engine_args, argv, record_hostname, {
+        "effective_engine_args": info.effective_args, "kv_cache_tokens": info.kv_cache_tokens,
+        "max_num_seqs": info.max_num_seqs, "max_num_batched_tokens": info.max_num_batched_tokens,
+        "engine_start_s": info.start_s, "engine_notes": info.notes,
+        "model_path": cfg.model_path, "shapes": req.identity["shapes"]})
 
 
 def _finish(outcome: Outcome, profile: ProfileDir, resume: str, retry: str) -> int:
@@ -447,6 +481,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_tokenizer(args)
         if args.command == "roofline":
             return run_roofline(args)
+        if args.command == "campaign":
+            from measure.campaign_run import run_campaign  # noqa: PLC0415
+
+            return run_campaign(args)
         return run_shapes(args)
     except FleetplanError as err:
         stderr(f"error: {err}")

@@ -37,6 +37,7 @@ from planner.curves import (
     load_profiles,
 )
 from planner.exports import baseline_diff, format_diff, workbook_bytes
+from planner.fanout import route_map
 from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import PERCENTILES, latency_summary, predict_open_loop, validate_latency, with_server_latency
 from planner.plan import (
@@ -122,6 +123,11 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-unverified-latency", action="store_true",
                    help="let options whose TTFT/TPOT rest on no latency measurement win online routes on cost "
                         "(by default they rank behind options with measured or transferred latency)")
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--workers", type=int, metavar="N", help="plan routes (and their simulation checks) in N "
+                       "local processes (default: one, in this process)")
+    scale.add_argument("--ray", metavar="ADDRESS", help="plan routes as Ray tasks: a cluster address, auto, or "
+                       "local (start Ray here); needs pip install '.[ray]'")
 
 
 def _input_arguments(p: argparse.ArgumentParser) -> None:
@@ -179,10 +185,12 @@ def _run_plan(args: argparse.Namespace) -> int:
               "--assumptions-from": args.assumptions_from}
     refuse_overwriting_inputs(_plan_outputs(args), inputs)
     assumptions = _assumptions_from_args(args)
+    mapper = route_map(args.workers, args.ray)  # a bad flag or missing Ray fails before the curves are fitted
     routes = load_routes(args.routes)
     baseline = read_plan(args.baseline)[0] if args.baseline else None
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer)
-    result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate)
+    result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate,
+                       **({"map_routes": mapper} if mapper else {}))
     side = write_plan(result, args.out)
     if args.options_out:
         write_csv(result.options, args.options_out)

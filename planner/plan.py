@@ -15,10 +15,11 @@ malformed routes table raises InputError naming the line and the column.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -64,8 +65,8 @@ BUNDLED_PRICES = DATA_DIR / "prices.csv"
 BUNDLED_OPS = DATA_DIR / "engine_ops.csv"
 ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
 SECONDS_PER_HOUR = 3600.0
-__all__ = ["Catalog", "PlanResult", "assumptions_path", "load_inputs", "load_routes", "make_plan", "plan_coverage",
-           "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan"]
+__all__ = ["Catalog", "PlanResult", "RouteMap", "assumptions_path", "load_inputs", "load_routes", "make_plan",
+           "plan_coverage", "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan"]
 
 # ---------------------------------------------------------------- catalog
 
@@ -218,34 +219,47 @@ SIM_CHECK_MAX = 8
 CAP_TOLERANCE = 1e-9
 
 
+# map(fn, routes) -> results in the same order: the builtin map, or a pool's map chosen at the CLI edge.
+RouteMap = Callable[[Callable[[dict], Any], Iterable[dict]], Iterable[Any]]
+
+
 def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None = None,
-              check_by_simulation: bool = False) -> PlanResult:
+              check_by_simulation: bool = False, map_routes: RouteMap = map) -> PlanResult:
     """Plan every route: size each allowed option, price it, pick the cheapest feasible one.
 
     check_by_simulation: check the analytical replica count of the cheapest options by
     simulating continuous batching on the route's traffic (planner.simulate), and
     correct it to the smallest fleet meeting every SLO for `slo_attainment` of
     requests (batch: the deadline); False keeps the analytical sizing (the fast what-if loop).
-    Raises InputError only for a malformed routes table.
+    map_routes: applies the per-route planning to every route, in order (routes are independent); a process
+    or Ray pool's map spreads the simulation checks over cores or nodes.  Raises InputError only for a
+    malformed routes table.
     """
     assumptions = assumptions or Assumptions()
     routes = validate_routes(routes_df)
     plan_rows, option_rows = [], []
-    for row in routes.to_dict("records"):
-        route = Route.from_row(row)
-        curves, held_back = _candidates(route, catalog, assumptions.allow_prerelease)
-        options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions)
-                   for curve in curves]
-        if check_by_simulation and route.traffic == "online":
-            options = _online_simulation_check(route, options, assumptions)
-        elif check_by_simulation and route.traffic == "batch":
-            options = _batch_simulation_check(route, options, assumptions)
-        rows = [option.to_row() for option in options]
+    plan_route = functools.partial(_plan_route, catalog=catalog, assumptions=assumptions,
+                                   check_by_simulation=check_by_simulation)
+    for plan_row, rows in map_routes(plan_route, routes.to_dict("records")):
         option_rows.extend(rows)
-        plan_rows.append(_plan_row(route, rows, catalog, assumptions, held_back))
+        plan_rows.append(plan_row)
     options_df = pd.DataFrame(option_rows, columns=list(OPTION_COLUMNS))
     plan_df = validate_frame(pd.DataFrame(plan_rows, columns=PLAN.names), PLAN, "plan")
     return PlanResult(plan_df, options_df, assumptions, plan_sources(plan_df, catalog))
+
+
+def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
+                check_by_simulation: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One route's PLAN row and option rows (a module-level function, so process pools can pickle it)."""
+    route = Route.from_row(row)
+    curves, held_back = _candidates(route, catalog, assumptions.allow_prerelease)
+    options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions) for curve in curves]
+    if check_by_simulation and route.traffic == "online":
+        options = _online_simulation_check(route, options, assumptions)
+    elif check_by_simulation and route.traffic == "batch":
+        options = _batch_simulation_check(route, options, assumptions)
+    rows = [option.to_row() for option in options]
+    return _plan_row(route, rows, catalog, assumptions, held_back), rows
 
 
 def is_prerelease(version: str) -> bool:

@@ -1,0 +1,67 @@
+"""make_plan(map_routes=...): the same plan whether routes run here, in local processes or as Ray tasks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from planner.cli import main
+from planner.fanout import ProcessMap, RayMap, chunk_size, route_map
+from planner.plan import load_inputs, load_routes, make_plan
+
+ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
+# Two online routes and the batch one: each has its simulation check (the part worth spreading out).
+ROUTE_NAMES = ("chat", "summarise-batch", "assistant-70b")
+
+
+@pytest.fixture(scope="module")
+def planned():
+    catalog = load_inputs()
+    routes = load_routes(ROUTES)
+    routes = routes[routes.name.isin(ROUTE_NAMES)].reset_index(drop=True)
+    return catalog, routes, make_plan(routes, catalog, check_by_simulation=True)
+
+
+def assert_same_plan(a, b) -> None:
+    pd.testing.assert_frame_equal(a.plan, b.plan)
+    pd.testing.assert_frame_equal(a.options, b.options)
+
+
+def test_local_processes_give_the_same_plan_in_route_order(planned):
+    catalog, routes, sequential = planned
+    parallel = make_plan(routes, catalog, check_by_simulation=True, map_routes=ProcessMap(2))
+    assert list(parallel.plan.route) == list(ROUTE_NAMES)
+    assert (parallel.plan.sim_replicas.notna()).all()  # the simulation checks ran in the pool
+    assert_same_plan(parallel, sequential)
+
+
+@pytest.mark.slow
+def test_ray_tasks_give_the_same_plan(planned):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install '.[ray]')")
+    catalog, routes, sequential = planned
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert_same_plan(make_plan(routes, catalog, check_by_simulation=True, map_routes=RayMap("local")),
+                         sequential)
+    finally:
+        ray.shutdown()
+
+
+def test_route_map_choice_and_chunks():
+    assert route_map() is None and route_map(1) is None
+    assert isinstance(route_map(4), ProcessMap) and route_map(4).workers == 4
+    assert chunk_size(1000, 2) == 125 and chunk_size(3, 8) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workers", "0"], "--workers must be >= 1, got 0"),
+    (["--ray", "auto"], "--ray needs Ray, which is not installed: pip install '.[ray]'"),
+])
+def test_bad_scale_flags_are_one_line_errors(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as when Ray is not installed
+    code = main(["plan", "--routes", str(ROUTES), "--out", str(tmp_path / "p.csv"), *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) == 1
