@@ -14,6 +14,7 @@ from pathlib import Path
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import slug
 from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
+from measure import verify_cli
 from measure.engines import make_engine
 from measure.engines.base import EngineConfig, EngineError, EngineNotInstalled, kv_cache_precision, parse_engine_args
 from measure.envinfo import command_line, environment_record
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--out", required=True, help="output dir: config.json copy + tokenizer.json")
     roof = sub.add_parser("roofline", help="fill roofline_frac where a profile's ok rows lack it (older runs)")
     roof.add_argument("profile_dirs", nargs="+", metavar="PROFILE_DIR")
+    check = sub.add_parser("verify", help="measure a running deployment against its plan",
+                           description=verify_cli.DESCRIPTION, epilog=verify_cli.EPILOG)
+    verify_cli.add_arguments(check)
     shapes = sub.add_parser("shapes", help="list presets, or print the points of one")
     shapes.add_argument("preset", nargs="?", help="preset name or shapes CSV")
     return parser
@@ -370,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_profile(args, argv)
         if args.command == "tokenizer":
             return run_tokenizer(args)
+        if args.command == "verify":
+            return verify_cli.run(args, argv)
         if args.command == "roofline":
             return run_roofline(args)
         return run_shapes(args)
