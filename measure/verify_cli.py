@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     load = run_load_sync(spec)
     m = verify.measurement(load, specs)
     columns = metric_columns(m)
-    results = verify.verdicts(columns, m, plan, route, load, specs)
+    results = verify.verdicts(m, plan, route, load, specs)
     print_verdicts(results)
     if m.first_error:
         print(f"first error: {m.first_error}")

@@ -369,13 +369,19 @@ def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _comment_lines(path: str) -> int:
+    """Leading '#' lines of a plan file (its assumptions line, where it has one), to number CSV lines."""
+    count = 0
     with open(path, encoding="utf-8") as handle:
-        return sum(1 for _ in iter(lambda: handle.readline().startswith("#"), False))
+        for line in handle:
+            if not line.startswith("#"):
+                break
+            count += 1
+    return count
 
 
 def engine_settings(profile: str) -> deploy.EngineSettings:
     """The settings recorded in the env.json beside the first of a plan row's profile files that has one."""
-    for item in split_list_raw(profile):
+    for item in (part.strip() for part in profile.split(";") if part.strip()):
         path = Path(item) if Path(item).is_absolute() else BUNDLED_PROFILES_DIR.parent / item
         env = path.parent / "env.json"
         if env.is_file():
@@ -386,10 +392,6 @@ def engine_settings(profile: str) -> deploy.EngineSettings:
             return deploy.EngineSettings.from_env(data, str(env.relative_to(BUNDLED_PROFILES_DIR.parent))
                                                   if env.is_relative_to(BUNDLED_PROFILES_DIR.parent) else str(env))
     return deploy.EngineSettings.none_recorded(profile)
-
-
-def split_list_raw(cell: str) -> list[str]:
-    return [item.strip() for item in str(cell or "").split(";") if item.strip()]
 
 
 def _run_deploy(args: argparse.Namespace) -> int:

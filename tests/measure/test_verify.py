@@ -62,7 +62,7 @@ def _files(tmp_path, calibration, rate, assumptions_line):
                          "tp": 1, "replicas": 1, "gpus": 1, "operating_concurrency": 1,
                          "replica_output_tok_per_s": tok_s, "replica_output_tok_per_s_low": 0.9 * tok_s,
                          "replica_output_tok_per_s_high": 1.1 * tok_s, "ttft_pred_ms": calibration["ttft_p95_ms"],
-                         "tpot_pred_ms": calibration["tpot_mean_ms"], "e2e_pred_ms": calibration["e2e_mean_ms"]})
+                         "tpot_pred_ms": calibration["tpot_p95_ms"], "e2e_pred_ms": calibration["e2e_p95_ms"]})
     if not assumptions_line:  # the plain-CSV plan format: assumptions beside it
         (tmp_path / "plan.assumptions.json").write_text(json.dumps({"slo_attainment": 0.99}))
     return routes, plan
@@ -113,5 +113,5 @@ def test_verify_refuses_bad_input_in_one_line(tmp_path, capsys, calibration_free
 
 @pytest.fixture
 def calibration_free_files(tmp_path):
-    fake = {"ttft_p95_ms": 100.0, "output_tok_per_s": 10.0, "tpot_mean_ms": 10.0, "e2e_mean_ms": 200.0}
+    fake = {"ttft_p95_ms": 100.0, "output_tok_per_s": 10.0, "tpot_p95_ms": 10.0, "e2e_p95_ms": 200.0}
     return _files(tmp_path, fake, RATE_RPS, assumptions_line=True)
