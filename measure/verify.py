@@ -8,8 +8,8 @@ with the load generator, and each metric is judged against the plan row:
 - within interval: the measurement is within the plan's prediction +- its interval;
 - drift: outside it, but within the SLO (the plan's numbers are off: re-plan with the
   profile row this writes);
-- SLO at risk: past the route's SLO at its percentile, errors, or the deployment
-  could not serve the offered load.
+- SLO at risk: past the route's SLO at its percentile, errors (requests still running
+  at the end of the drain count), or nothing measured.
 
 Reads plans and routes through fleetfacts only (measure never imports planner).
 """
@@ -35,9 +35,6 @@ WITHIN, DRIFT, AT_RISK = "within interval", "drift", "SLO at risk"
 # Relative width below which a prediction cannot be judged: the run-to-run spread of one shape on one server
 # (5-15% measured on the H200, README "What the measurements say"); the plan's own interval is used when wider.
 RUN_TO_RUN_SPREAD = 0.15
-# Completions arriving slower than this share of the arrival rate mean the deployment fell behind; not 1.0
-# because over a short run the first and last requests' latencies shift the completion span by up to ~20%.
-KEEP_UP_SHARE = 0.8
 # Length knots of the synthetic distribution: (percentile, route column); the 0th percentile is one token.
 LENGTH_KNOTS = ((50.0, "p50"), (95.0, "p95"), (99.0, "p99"))
 
@@ -167,13 +164,13 @@ def band(plan: Mapping[str, Any], predicted: float) -> tuple[float, float]:
 
 
 def judge(metric: str, measured: float | None, predicted: float | None, slo: float | None,
-          plan: Mapping[str, Any]) -> Verdict:
+          plan: Mapping[str, Any], higher_is_better: bool = False) -> Verdict:
     """Within the band, drift (outside it, SLO kept), or SLO at risk (past the SLO, or not measured)."""
     low, high = band(plan, predicted) if predicted is not None else (None, None)
     if measured is None or (slo is not None and measured > slo):
         verdict = AT_RISK
     elif low is not None and high is not None and not low <= measured <= high:
-        verdict = f"{DRIFT} ({'better' if measured < low else 'worse'} than predicted)"
+        verdict = f"{DRIFT} ({'better' if (measured > high) == higher_is_better else 'worse'} than predicted)"
     else:
         verdict = WITHIN
     return Verdict(metric, measured, predicted, low, high, slo, verdict)
@@ -191,33 +188,36 @@ def _number(value: object) -> float | None:
 def verdicts(m: Measurement, plan: Mapping[str, Any], route: Mapping[str, Any],
              load: LoadResult, requests: tuple[RequestSpec, ...]) -> list[Verdict]:
     """TTFT, TPOT and e2e at the route's SLO percentile against the plan's predictions (which are at that
-    percentile too) and the SLO; whether the deployment kept up with the arrivals; errors."""
+    percentile too) and the SLO; served against offered output tokens/s; errors."""
     q = float(route["slo_percentile"])
     out = [judge(f"{metric}_p{q:g}_ms", _percentile(getattr(m, f"{metric}_ms"), q), _number(plan[f"{metric}_pred_ms"]),
                  _number(route[f"{metric}_slo_ms"]), plan) for metric in ("ttft", "tpot", "e2e")]
-    return out + [_throughput_verdict(load, requests), _error_verdict(m)]
+    return out + [_throughput_verdict(load, requests, plan), _error_verdict(m)]
 
 
-def keep_up_ratio(load: LoadResult, requests: tuple[RequestSpec, ...]) -> float | None:
-    """Completion rate over arrival rate: (completions - 1) / their span, over (arrivals - 1) / their span.
+def throughput(load: LoadResult, requests: tuple[RequestSpec, ...]) -> tuple[float | None, float | None]:
+    """(served, offered) output tokens/s of the completed requests.
 
-    About 1 when the deployment keeps up (completions spread as arrivals do); its capacity over the
-    offered rate when it falls behind.  None with fewer than two completions or arrivals.
+    served: their tokens over first send to last completion.  offered: every sent request at their
+    mean tokens, over the arrival schedule's span plus the shortest request latency, i.e. what a
+    deployment that keeps up would take.  Equal within noise when it keeps up; served falls below offered when it falls behind.
     """
-    ends = sorted(r.end_s for r in load.results if r.ok)
-    sends = sorted(r.send_at_s or 0.0 for r in requests)
-    if len(ends) < 2 or len(sends) < 2 or sends[-1] <= sends[0]:
-        return None if len(ends) >= 2 or len(sends) < 2 else 0.0
-    completion_rate = (len(ends) - 1) / max(ends[-1] - ends[0], 1e-9)
-    arrival_rate = (len(sends) - 1) / (sends[-1] - sends[0])
-    return completion_rate / arrival_rate
+    ok = [r for r in load.results if r.ok]
+    if not ok or len(requests) < 2:
+        return None, None
+    tokens = sum(r.output_tokens for r in ok)
+    sends = [r.send_at_s or 0.0 for r in requests]
+    served = tokens / max(max(r.end_s for r in ok) - min(r.start_s for r in load.results), 1e-9)
+    offered = tokens / len(ok) * len(requests) / (max(sends) - min(sends) + min(r.e2e_s for r in ok))
+    return served, offered
 
 
-def _throughput_verdict(load: LoadResult, requests: tuple[RequestSpec, ...]) -> Verdict:
-    """The deployment kept up with the arrivals (completion rate / arrival rate >= KEEP_UP_SHARE)."""
-    ratio = keep_up_ratio(load, requests)
-    verdict = WITHIN if ratio is None or ratio >= KEEP_UP_SHARE else AT_RISK
-    return Verdict("completion/arrival", ratio, 1.0, KEEP_UP_SHARE, None, None, verdict)
+def _throughput_verdict(load: LoadResult, requests: tuple[RequestSpec, ...], plan: Mapping[str, Any]) -> Verdict:
+    """Served against offered output tokens/s (within the band, or drift); falling behind shows as SLO misses."""
+    served, offered = throughput(load, requests)
+    if served is None or offered is None:
+        return Verdict("output_tok_per_s", served, offered, None, None, None, AT_RISK)
+    return judge("output_tok_per_s", served, offered, None, plan, higher_is_better=True)
 
 
 def _error_verdict(m: Measurement) -> Verdict:

@@ -19,7 +19,8 @@ Measure a running OpenAI-compatible deployment against its plan. The route's tra
 or arrivals at its peak rate with its arrival CV and length distribution) is scaled to the share --replicas of
 the plan's replicas carry, sent for at most --duration s / --max-requests requests, and every metric is judged:
 within interval (the plan's prediction +- its interval, at least the run-to-run spread), drift (outside it but
-within the SLO), SLO at risk (past the SLO at the route's percentile, errors, or the deployment fell behind).
+within the SLO), SLO at risk (past the SLO at the route's percentile, or errors: requests still running at the
+end of --drain count). Throughput: served output tokens/s against what the arrivals offered.
 The measured point is appended as a profile row (mode rate), so the next plan can use it."""
 EPILOG = f"""Exit codes: {verify.EXIT_MEETS} meets the plan, {verify.EXIT_DRIFT} SLOs kept but predictions off \
 (drift), {verify.EXIT_AT_RISK} an SLO at risk, 2 bad input."""

@@ -96,8 +96,8 @@ def test_a_mis_sized_deployment_is_flagged(tiny_server, calibration, tmp_path, c
     out = capsys.readouterr().out
     assert code == verify.EXIT_AT_RISK, out
     flagged = [line.split()[0] for line in out.splitlines() if line.endswith(verify.AT_RISK)]
-    # Overload shows as TTFT past the SLO, completions falling behind arrivals, or requests cut at the drain.
-    assert set(flagged) & {"ttft_p95_ms", "completion/arrival", "errors"}, out
+    # Overload shows as TTFT past the SLO, or as requests still running when the drain ends.
+    assert set(flagged) & {"ttft_p95_ms", "errors"}, out
 
 
 def test_verify_refuses_bad_input_in_one_line(tmp_path, capsys, calibration_free_files):

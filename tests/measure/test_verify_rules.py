@@ -58,14 +58,17 @@ def test_synthetic_lengths_follow_the_routes_quantiles():
     assert set(verify.sample_lengths(only_mean, "input_len", 10, np.random.default_rng(0))) == {300}
 
 
-def _load(ends):
-    return LoadResult(tuple(RequestResult(True, e - 1.0, e, 0.1, (), 8) for e in ends), duration_s=max(ends))
+def _load(ends, e2e=1.0):
+    return LoadResult(tuple(RequestResult(True, e - e2e, e, 0.1, (), 8) for e in ends), duration_s=max(ends))
 
 
-def test_keep_up_ratio_tells_a_deployment_that_falls_behind():
-    sends = tuple(RequestSpec(8, 8, float(t)) for t in range(10))  # one a second
+def test_served_throughput_falls_below_offered_when_the_deployment_falls_behind():
+    sends = tuple(RequestSpec(8, 8, float(t)) for t in range(10))  # one a second, 8 tokens each
     kept_up = _load([t + 1.0 for t in range(10)])
-    behind = _load([1.0 + 3.0 * t for t in range(10)])  # one completion every 3 s
-    assert verify.keep_up_ratio(kept_up, sends) == pytest.approx(1.0)
-    assert verify.keep_up_ratio(behind, sends) == pytest.approx(1 / 3)
-    assert verify._throughput_verdict(behind, sends).verdict == verify.AT_RISK
+    served, offered = verify.throughput(kept_up, sends)
+    assert served == pytest.approx(offered) == pytest.approx(80 / 10)
+    behind = LoadResult(tuple(RequestResult(True, float(t), 1.0 + 3.0 * t, 0.1, (), 8) for t in range(10)),
+                        duration_s=28.0)  # one completion every 3 s
+    served, offered = verify.throughput(behind, sends)
+    assert served < 0.5 * offered
+    assert verify._throughput_verdict(behind, sends, PLAN).verdict == f"{verify.DRIFT} (worse than predicted)"
