@@ -32,6 +32,7 @@ from measure.loadgen import LoadResult, RequestSpec, arrival_times, load_request
 from measure.stats import Measurement
 
 WITHIN, DRIFT, AT_RISK = "within interval", "drift", "SLO at risk"
+NOT_MEASURED = "not measured"  # e.g. TPOT when every output is one token, and no SLO depends on it
 # Relative width below which a prediction cannot be judged: the run-to-run spread of one shape on one server
 # (5-15% measured on the H200, README "What the measurements say"); the plan's own interval is used when wider.
 RUN_TO_RUN_SPREAD = 0.15
@@ -165,9 +166,11 @@ def band(plan: Mapping[str, Any], predicted: float) -> tuple[float, float]:
 
 def judge(metric: str, measured: float | None, predicted: float | None, slo: float | None,
           plan: Mapping[str, Any], higher_is_better: bool = False) -> Verdict:
-    """Within the band, drift (outside it, SLO kept), or SLO at risk (past the SLO, or not measured)."""
+    """Within the band, drift (outside it, SLO kept), or SLO at risk (past the SLO, or no data for an SLO)."""
     low, high = band(plan, predicted) if predicted is not None else (None, None)
-    if measured is None or (slo is not None and measured > slo):
+    if measured is None:
+        verdict = AT_RISK if slo is not None else NOT_MEASURED
+    elif slo is not None and measured > slo:
         verdict = AT_RISK
     elif low is not None and high is not None and not low <= measured <= high:
         verdict = f"{DRIFT} ({'better' if (measured > high) == higher_is_better else 'worse'} than predicted)"

@@ -27,6 +27,7 @@ def test_the_band_is_the_plans_interval_or_at_least_the_run_to_run_spread():
     (21.0, 20.0, verify.AT_RISK),
     (11.0, None, verify.WITHIN),
     (None, 20.0, verify.AT_RISK),
+    (None, None, verify.NOT_MEASURED),
 ])
 def test_judge(measured, slo, expected):
     assert verify.judge("ttft_p95_ms", measured, 10.0, slo, PLAN).verdict == expected
