@@ -96,6 +96,8 @@ PROFILE = Schema(
         Column("concurrency", "int", False, "concurrency mode: requests kept in flight", minimum=1),
         Column("request_rate", "float", False, "rate mode: mean arrivals per second", positive=True),
         Column("arrival", "str", False, "rate mode: arrival process, e.g. poisson, gamma:cv=2"),
+        Column("arrival_seed", "int", False, "rate mode: seed of the arrival draw (fleetfacts.arrivals), so the "
+               "planner replays the arrivals the point was measured under", minimum=0),
         Column("num_requests", "int", False, "requests completed in the point", minimum=1),
         Column("duration_s", "float", False, "wall time of the timed region, s", positive=True),
         Column("output_tok_per_s", "float", False, "output tokens/s of the whole replica (all its GPUs)",
@@ -239,6 +241,8 @@ PLAN = Schema(
         Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "
                "(relative to the project root when bundled); their env.json holds the engine settings"),
         Column("provenance", "str", False, "measured / published / predicted / extrapolated"),
+        Column("latency_basis", "str", False, "what TTFT/TPOT rest on: measured (the option's own latency rows), "
+               "transferred (a measured server front end of the same engine), unverified (no latency measurement)"),
         Column("price_source", "str", False, "provider, pricing type and source of the GPU price"),
         Column("notes", "str", False, ""),
     ),

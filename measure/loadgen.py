@@ -19,7 +19,6 @@ import csv
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 
 # Bodies of failed responses are cut to this many characters in error messages.
 MAX_ERROR_BODY = 200
-GAMMA_RE = re.compile(r"^gamma(?::cv=(?P<cv>[0-9.]+))?$")
 
 
 @dataclass(frozen=True)
@@ -96,27 +94,6 @@ class LoadResult:
 
 
 # ------------------------------------------------------------------ arrivals and request logs
-
-def arrival_times(n: int, rate: float, arrival: str, seed: int) -> list[float]:
-    """Send times (s, first at 0) of n requests at mean `rate`/s: poisson, or gamma:cv=X."""
-    if rate <= 0:
-        raise InputError(f"request rate must be > 0, got {rate}")
-    rng = np.random.default_rng(seed)
-    kind = arrival.strip().lower()
-    gamma = GAMMA_RE.match(kind)
-    if kind == "poisson":
-        gaps = rng.exponential(1.0 / rate, size=n)
-    elif gamma:
-        cv = float(gamma.group("cv") or 1.0)
-        if cv <= 0:
-            raise InputError(f"arrival {arrival!r}: cv must be > 0")
-        shape = 1.0 / cv**2
-        gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
-    else:
-        raise InputError(f"arrival {arrival!r}: expected poisson, gamma:cv=X or replay:PATH")
-    times = np.concatenate([[0.0], np.cumsum(gaps[1:])]) if n else np.array([])
-    return times.tolist()
-
 
 def load_request_log(path: str | Path) -> tuple[RequestSpec, ...]:
     """Replay log rows (CSV or JSONL): timestamp [s] + prompt and completion token counts, sorted by time."""

@@ -121,7 +121,8 @@ def one_line(error: BaseException) -> str:
 
 
 def build_row(identity: Identity, engine_version: str, point: Point, info: EngineInfo | None,
-              measurement: Measurement | None, error: str = "", roofline: float | None = None) -> dict:
+              measurement: Measurement | None, error: str = "", roofline: float | None = None,
+              seed: int | None = None) -> dict:
     """One PROFILE row for a point (ok, or failed with `error`)."""
     row: dict = {"gpu": identity.gpu, "engine": identity.engine, "engine_version": engine_version,
                  "model": identity.model, "precision": identity.precision, "tp": identity.tp, "pp": 1,
@@ -131,6 +132,7 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
                  "concurrency": point.concurrency if point.mode == "concurrency" else None,
                  "request_rate": point.request_rate if point.mode == "rate" else None,
                  "arrival": point.arrival if point.mode == "rate" else "",
+                 "arrival_seed": seed if point.mode == "rate" else None,
                  "num_requests": point.requests, "provenance": "measured", "source": identity.source,
                  "date": dt.date.today().isoformat()}
     if info is not None:
@@ -211,15 +213,16 @@ class Sweep:
 
     def _measure(self, point: Point, info: EngineInfo, index: int) -> tuple[dict, bool]:
         started = time.monotonic()
+        seed = self.seed + index * 7919 + point.input_len
         try:
-            m = self.engine.run_point(point, self.seed + index * 7919 + point.input_len)
+            m = self.engine.run_point(point, seed)
         except Exception as err:  # noqa: BLE001 - any engine error becomes a failed row
             log.error("point failed: %s: %s", point.label(), one_line(err))
-            return build_row(self.identity, info.version, point, info, None, one_line(err)), \
+            return build_row(self.identity, info.version, point, info, None, one_line(err), seed=seed), \
                 bool(self.engine.needs_restart(err))
         self.calibration.add(time.monotonic() - started, self.estimate_s(point))
         roof = self.roofline(point, m, info) if self.roofline else None
-        return build_row(self.identity, info.version, point, info, m, roofline=roof), False
+        return build_row(self.identity, info.version, point, info, m, roofline=roof, seed=seed), False
 
     def _restart(self, outcome: Outcome, left: int) -> EngineInfo | None:
         self.engine.stop()

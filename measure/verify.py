@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetfacts.arrivals import arrival_times
 from fleetfacts.errors import InputError
 from fleetfacts.schema import ROUTES, load_plan_rows, load_table
-from measure.loadgen import LoadResult, RequestSpec, arrival_times, load_request_log
+from measure.loadgen import LoadResult, RequestSpec, load_request_log
 from measure.stats import Measurement
 
 WITHIN, DRIFT, AT_RISK = "within interval", "drift", "SLO at risk"
@@ -241,9 +242,11 @@ EXIT_MEETS, EXIT_DRIFT, EXIT_AT_RISK = 0, 4, 5
 # ------------------------------------------------------------------ the measured profile row
 
 def profile_row(columns: Mapping[str, Any], m: Measurement, plan: Mapping[str, Any], share: Share,
-                requests: tuple[RequestSpec, ...], arrival: str, source: str) -> dict[str, Any]:
+                requests: tuple[RequestSpec, ...], arrival: str, source: str,
+                arrival_seed: int | None = None) -> dict[str, Any]:
     """A PROFILE row (mode rate) of what the deployment measured, in the plan's engine group.
 
+    arrival_seed: the seed of synthetic arrivals (None for a replayed log).
     Throughput is per replica (the share's replicas split the load), as profiles record it.
     """
     per_replica = {k: (v / share.replicas if v is not None else None)
@@ -254,7 +257,8 @@ def profile_row(columns: Mapping[str, Any], m: Measurement, plan: Mapping[str, A
             "config": plan["engine_config"] or "default", "mode": "rate",
             "input_len": max(1, round(float(np.mean([r.input_len for r in requests])))),
             "output_len": max(1, round(float(np.mean([r.output_len for r in requests])))),
-            "request_rate": share.rate_rps / share.replicas, "arrival": arrival, "status": "ok",
+            "request_rate": share.rate_rps / share.replicas, "arrival": arrival, "arrival_seed": arrival_seed,
+            "status": "ok",
             "provenance": "measured", "source": source,
             "date": datetime.now(timezone.utc).date().isoformat(),
             "notes": f"measure verify of plan route {plan['route']} on {share.replicas} of {share.plan_replicas} "

@@ -81,7 +81,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if m.first_error:
         print(f"first error: {m.first_error}")
     if m.num_requests:
-        _write_profile(args, verify.profile_row(columns, m, plan, share, specs, arrival, command_line(argv)), plan)
+        seed = None if arrival.startswith("replay:") else args.seed
+        _write_profile(args, verify.profile_row(columns, m, plan, share, specs, arrival, command_line(argv), seed),
+                       plan)
     return verify.exit_code(results)
 
 

@@ -32,6 +32,8 @@ ASSUMPTION_NOTES = {
     "batch_efficiency": "assumption: share of a batch job's wall time spent at predicted throughput",
     "default_service_cv2": "assumption: service-time CV^2 when a route gives no output-length p50 "
                            "(1 = as variable as an exponential)",
+    "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
+                                "(measured or transferred) rank behind those with one",
 }
 
 
@@ -50,6 +52,7 @@ class Assumptions:
     batch_billing_granularity_hours: float = 1.0
     batch_efficiency: float = 0.9
     default_service_cv2: float = 1.0
+    allow_unverified_latency: bool = False
 
     def __post_init__(self) -> None:
         _check_range("hours_per_month", self.hours_per_month, 0.0, 744.0, low_open=True)
@@ -98,6 +101,10 @@ def _check_range(name: str, value: float, low: float, high: float, low_open: boo
 
 
 def _coerce_assumption(key: str, value: Any) -> Any:
+    if key == "allow_unverified_latency":
+        if isinstance(value, bool) or str(value).strip().lower() in ("true", "false", "1", "0"):
+            return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1")
+        raise InputError(f"assumptions: {key} expected true or false, got {value!r}")
     if key in ("provider",):
         return None if value in (None, "") else str(value).strip().lower()
     if key in ("pricing_type", "batch_billing"):

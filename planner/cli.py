@@ -28,12 +28,15 @@ from planner import deploy
 from planner.assumptions import Assumptions
 from planner.curves import (
     BUNDLED_PROFILES_DIR,
+    Curve,
     engine_label,
     find_curve,
     fit_curves,
     leave_one_out,
     load_profiles,
 )
+from planner.latency import METRICS as LATENCY_METRICS
+from planner.latency import PERCENTILES, latency_summary, predict_open_loop, validate_latency, with_server_latency
 from planner.plan import load_inputs, load_routes, make_plan, read_assumptions, read_plan, write_plan
 from planner.plan_check import format_simulations, simulate_plan
 from planner.traffic import log_to_routes
@@ -42,6 +45,8 @@ from planner.workload import replay_requests
 log = logging.getLogger(__name__)
 
 EXIT_USER_ERROR = 2
+# How `predict --concurrency` runs its clients (see --closed-loop).
+CLOSED_LOOPS = ("staggered", "rounds")
 # Width of tables when stdout is not a terminal (so piped tables do not wrap).
 PIPED_WIDTH = 200
 
@@ -84,6 +89,9 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
                    "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
+    p.add_argument("--allow-unverified-latency", action="store_true",
+                   help="let options whose TTFT/TPOT rest on no latency measurement win online routes on cost "
+                        "(by default they rank behind options with measured or transferred latency)")
 
 
 def _input_arguments(p: argparse.ArgumentParser) -> None:
@@ -102,6 +110,8 @@ def _assumptions_from_args(args: argparse.Namespace):
         changes["pricing_type"] = args.pricing_type
     if args.engineer_rate is not None:
         changes["engineer_usd_per_hour"] = args.engineer_rate
+    if args.allow_unverified_latency:
+        changes["allow_unverified_latency"] = True
     return replace(base, **changes)
 
 
@@ -180,7 +190,18 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-len", type=int, required=True, help="output tokens per request")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--batch-size", type=int, help="offline: requests submitted at once")
-    load.add_argument("--concurrency", type=int, help="online: requests kept in flight")
+    load.add_argument("--concurrency", type=int, help="online: requests kept in flight (see --closed-loop)")
+    load.add_argument("--request-rate", type=float, metavar="R",
+                      help="online, open loop: arrivals per second to one replica; prints TTFT/TPOT/ITL/e2e "
+                           "p50/p95/p99 from simulation, with 90%% intervals")
+    p.add_argument("--arrival-cv", type=float, default=1.0, metavar="CV",
+                   help="with --request-rate: CV of the gaps between arrivals (1 = Poisson, default; 2, 4 = bursty)")
+    p.add_argument("--closed-loop", choices=CLOSED_LOOPS, default="staggered",
+                   help="with --concurrency: 'staggered' = clients in steady state, as real traffic (default); "
+                        "'rounds' = a benchmark's clients starting together and staying in step "
+                        "(vllm bench serve --max-concurrency), whose mean TTFT is far higher")
+    p.add_argument("--num-requests", type=int, help="with --closed-loop rounds: requests sent in all "
+                   "(default: 4 x concurrency)")
     p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -191,22 +212,68 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def _run_predict(args: argparse.Namespace) -> int:
+    if args.request_rate is not None:
+        return _run_predict_open_loop(args)
 
-    for name in ("input_len", "output_len", "batch_size", "concurrency", "tp"):
-        _positive(name, getattr(args, name))
-    curves = fit_curves(load_profiles(args.profiles))
-    curve = find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp, args.engine_version,
-                       args.config)
+    curve = _predict_curve(args)
     if args.batch_size is not None:
         pred = curve.predict_offline(args.input_len, args.output_len, args.batch_size)
+    elif args.closed_loop == "rounds":
+        pred = curve.predict_rounds(args.input_len, args.output_len, args.concurrency,
+                                    args.num_requests or 4 * args.concurrency)
     else:
         pred = curve.predict_concurrency(args.input_len, args.output_len, args.concurrency)
-    record = _prediction_record(curve, pred)
+    record = {**_prediction_record(curve, pred), "closed_loop": args.closed_loop if args.concurrency else None}
     if args.json:
         print(json.dumps(record, allow_nan=False, default=str))
     else:
         _print_prediction(record)
     return 0
+
+
+def _predict_curve(args: argparse.Namespace) -> Curve:
+    for name in ("input_len", "output_len", "batch_size", "concurrency", "tp", "num_requests"):
+        _positive(name, getattr(args, name))
+    profiles = load_profiles(args.profiles)
+    curves = with_server_latency(fit_curves(profiles), profiles)
+    return find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp, args.engine_version,
+                      args.config)
+
+
+def _run_predict_open_loop(args: argparse.Namespace) -> int:
+    if not (args.request_rate > 0 and math.isfinite(args.request_rate)):
+        raise InputError(f"--request-rate: expected a number > 0, got {args.request_rate:g}")
+    if not (args.arrival_cv > 0 and math.isfinite(args.arrival_cv)):
+        raise InputError(f"--arrival-cv: expected a number > 0, got {args.arrival_cv:g}")
+    curve = _predict_curve(args)
+    pred = predict_open_loop(curve, args.input_len, args.output_len, args.request_rate, args.arrival_cv)
+    record = {"group": curve.key.label(), "config": curve.key.config, "input_len": args.input_len,
+              "output_len": args.output_len, **{k: _finite(v) for k, v in pred.to_record().items()},
+              "front_end": curve.front_end.basis if curve.front_end else None, "provenance": "predicted"}
+    if args.json:
+        print(json.dumps(record, allow_nan=False, default=str))
+        return 0
+    _print_open_loop(record)
+    return 0
+
+
+def _finite(value: object) -> object:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _print_open_loop(r: dict) -> None:
+    print(f"{r['group']}  (predicted, latency {r['latency_basis']})")
+    print(f"  open loop: {r['request_rate']:g} req/s, arrival CV {r['arrival_cv']:g}, "
+          f"{r['input_len']}/{r['output_len']} tokens: {r['output_tok_per_s']:.0f} output tok/s")
+    for metric in ("ttft", "tpot", "itl", "e2e"):
+        cells = []
+        for p in PERCENTILES:
+            name = f"{metric}_p{p}_ms"
+            value, low, high = r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high")
+            cells.append("n/a" if value is None else f"p{p} {value:.1f} [{low:.1f}..{high:.1f}]")
+        print(f"  {metric.upper():5s} ms  " + "   ".join(cells))
+    if r["front_end"]:
+        print(f"  server front end: {r['front_end']}")
 
 
 def _prediction_record(curve, pred) -> dict[str, object]:
@@ -237,10 +304,15 @@ def _print_prediction(r: dict) -> None:
 
 def _validate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
+    p.add_argument("--latency", action="store_true",
+                   help="leave-one-row-out error of TTFT p50/p99, TPOT p50/p99 and throughput on every open-loop "
+                        "server row (curve and server front end refitted without the row; slower)")
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
 
 
 def _run_validate(args: argparse.Namespace) -> int:
+    if args.latency:
+        return _run_validate_latency(args)
 
     table = leave_one_out(load_profiles(args.profiles))
     if args.json:
@@ -248,6 +320,41 @@ def _run_validate(args: argparse.Namespace) -> int:
         return 0
     print_validation(table)
     return 0
+
+
+def _run_validate_latency(args: argparse.Namespace) -> int:
+    profiles = load_profiles(args.profiles)
+    with _console().status("leave-one-row-out over server rows...") as status:
+        table = validate_latency(profiles, progress=lambda text: status.update(escape(text)))
+    if args.json:
+        print(table.to_json(orient="records"))
+        return 0
+    print_latency_validation(table)
+    return 0
+
+
+def print_latency_validation(table) -> None:
+    """Per server row, then per group: measured vs predicted, and the median / max error."""
+    console = _console()
+    if table.empty:
+        console.print("no profile group has open-loop server rows (mode rate with TTFT)", markup=False)
+        return
+    rows = Table(title="leave-one-row-out latency (ms; throughput tok/s): measured -> predicted")
+    for name in ("group", "shape", "load", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "tok/s"):
+        rows.add_column(name, justify="left" if name in ("group", "shape", "load") else "right")
+    for _, r in table.iterrows():
+        rows.add_row(escape(str(r["group"])), str(r["shape"]), escape(str(r["load"])),
+                     *(f"{r[f'{m}_measured']:.1f} -> {r[f'{m}_predicted']:.1f}" for m, _ in LATENCY_METRICS))
+    console.print(rows)
+    summary = Table(title="median / max |error| per group")
+    summary.add_column("group")
+    summary.add_column("rows", justify="right")
+    for m, _ in LATENCY_METRICS:
+        summary.add_column(m.replace("_", " "), justify="right")
+    for _, r in latency_summary(table).iterrows():
+        summary.add_row(escape(str(r["group"])), str(r["rows"]),
+                        *(f"{100 * r[f'{m}_median']:.1f}% / {100 * r[f'{m}_max']:.1f}%" for m, _ in LATENCY_METRICS))
+    console.print(summary)
 
 
 def print_validation(table) -> None:

@@ -43,10 +43,12 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 from scipy.optimize import lsq_linear
 
+from fleetfacts.arrivals import arrival_cv
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.roofline import kv_cache_tokens, replica_memory_bytes, weights_read_s
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
 from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, load_gpu_specs, load_model_specs, weight_bytes
+from planner.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
@@ -423,7 +425,7 @@ class Fit:
     n_obs: int
 
 
-def fit_observations(obs: list[Observation], t0_floor: float, full: bool) -> Fit:
+def fit_observations(obs: list[Observation], t0_floor: float, full: bool, noise: float = NOISE_FLOOR) -> Fit:
     """Bounded linear least squares on relative errors; `full=False` fits (a, k, q) only.
 
     In the reduced fit t0 is placed at the roofline over an assumed achievable
@@ -447,7 +449,7 @@ def fit_observations(obs: list[Observation], t0_floor: float, full: bool) -> Fit
     theta[mask] = result.x / scale
     resid = design @ (result.x / scale) - rhs
     dof = max(len(obs) - int(mask.sum()), 1)
-    sigma = max(NOISE_FLOOR, math.sqrt(float(resid @ resid) / dof))
+    sigma = max(noise, math.sqrt(float(resid @ resid) / dof))
     cov = np.zeros((N_PARAMS, N_PARAMS))
     cov[np.ix_(mask, mask)] = sigma**2 * np.linalg.pinv(design.T @ design)
     return Fit(theta, cov, sigma, free, len(obs))
@@ -483,6 +485,19 @@ class Curve:
     covered: Range
     points: pd.DataFrame = field(repr=False)  # the group's rows, for exact-shape lookups
     note: str = ""
+    front_end: FrontEnd | None = None         # the OpenAI server's share of TTFT (planner.latency fits it)
+
+    @property
+    def async_scheduling(self) -> bool:
+        """Whether the engine schedules each iteration while the previous one runs (planner.simulate)."""
+        return uses_async_scheduling(self.key.engine, self.key.engine_version)
+
+    @property
+    def latency_basis(self) -> str:
+        """measured (the group has latency rows), transferred (front end borrowed), or unverified."""
+        if self.front_end is not None and self.front_end.basis.startswith("transferred"):
+            return "transferred"
+        return "measured" if self.has_latency else "unverified"
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -537,9 +552,28 @@ class Curve:
         e2e = float(e2e_phi @ self.fit.theta)
         tok_s = concurrency * output_len / e2e
         exact = self._exact("concurrency", input_len, output_len, concurrency)
+        ttft = float(ttft_phi @ self.fit.theta)
+        if self.front_end is not None:  # staggered clients: each waits for the server's front end on top
+            ttft += self.front_end.mean_delay_s(input_len, concurrency / e2e, output_len)
         return self._prediction(tok_s, e2e_phi, e2e, (input_len, output_len, concurrency), exact,
-                                float(ttft_phi @ self.fit.theta) * 1000, float(tpot_phi @ self.fit.theta) * 1000,
-                                e2e * 1000, concurrency)
+                                ttft * 1000, float(tpot_phi @ self.fit.theta) * 1000, e2e * 1000, concurrency)
+
+    def predict_rounds(self, input_len: float, output_len: float, concurrency: float, num_requests: int
+                       ) -> Prediction:
+        """A benchmark's closed loop: `concurrency` clients start together and send `num_requests` in all.
+
+        The clients stay in step (closed_loop_features), so mean TTFT is a place in each round's prefill
+        burst, far above steady state's; this is what `vllm bench serve --max-concurrency` measures.
+        """
+        ttft_phi, tpot_phi, run_phi = closed_loop_features(self.caps, concurrency, int(num_requests),
+                                                           input_len, output_len)
+        seconds = float(run_phi @ self.fit.theta)
+        tok_s = num_requests * output_len / seconds
+        ttft, tpot = float(ttft_phi @ self.fit.theta), float(tpot_phi @ self.fit.theta)
+        if self.front_end is not None:
+            ttft += self.front_end.mean_delay_s(input_len, num_requests / seconds, output_len)
+        return self._prediction(tok_s, run_phi, seconds, (input_len, output_len, concurrency), None,
+                                ttft * 1000, tpot * 1000, (ttft + (output_len - 1) * tpot) * 1000, concurrency)
 
     def saturated(self, input_len: float, output_len: float) -> Prediction:
         """Maximum offline throughput: a batch many times larger than the engine's cap."""
@@ -632,11 +666,41 @@ def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
     if len(obs) < (7 if rich else 4):
         log.info("%s: %d usable observations, too few to fit; exact shapes only", key.label(), len(obs))
         return None
-    fit = fit_observations(obs, _t0_floor(key), full=rich)
+    fit = fit_observations(obs, _t0_floor(key), full=rich, noise=repeat_noise(group))
     provenance = "measured" if (group["provenance"] == "measured").all() else "published"
     has_latency = any(o.kind != "throughput" for o in obs)
     note = "" if rich else "fitted to saturated throughputs only (t0 from the roofline, assumed 80% of datasheet bandwidth)"
     return Curve(key, caps, fit, provenance, has_latency, _covered(group), group, note)
+
+
+# Columns that make two profile rows the same measurement point (repeats); the arrival process by its CV.
+REPEAT_KEY = ("mode", "input_len", "output_len", "batch_size", "concurrency", "request_rate", "arrival_cv")
+
+
+def repeat_noise(group: pd.DataFrame) -> float:
+    """Relative run-to-run spread of throughput from a group's repeated points, at least NOISE_FLOOR.
+
+    Pooled sample standard deviation of output_tok_per_s over every point measured more than once
+    (relative to that point's mean); the shared, power-capped H200 shows 5-15% between identical runs,
+    which intervals must cover.
+    """
+    rows = group[group["output_tok_per_s"] > 0].assign(
+        arrival_cv=[_arrival_cv(a) for a in group.loc[group["output_tok_per_s"] > 0, "arrival"]])
+    deviations, dof = 0.0, 0
+    for _, same in rows.groupby(list(REPEAT_KEY), dropna=False):
+        if len(same) < 2:
+            continue
+        tok = same["output_tok_per_s"].to_numpy(dtype=float)
+        deviations += float(np.sum((tok / tok.mean() - 1.0) ** 2))
+        dof += len(tok) - 1
+    return max(NOISE_FLOOR, math.sqrt(deviations / dof)) if dof else NOISE_FLOOR
+
+
+def _arrival_cv(arrival: object) -> float:
+    try:
+        return arrival_cv(str(arrival)) if isinstance(arrival, str) and arrival else math.nan
+    except InputError:
+        return math.nan
 
 
 def _covered(group: pd.DataFrame) -> Range:
@@ -678,6 +742,20 @@ def find_curve(curves: dict[GroupKey, Curve], engine: str, gpu: str, model: str,
                            f"{precision or ''} tp={tp or 'any'}{f' config={config}' if config else ''}{hint}")
     defaults = [k for k in wanted if k.config == DEFAULT_CONFIG]
     return curves[max(defaults or wanted, key=lambda k: (version_order(k.engine_version), -k.tp))]
+
+
+# Engines that schedule the next iteration while the current one runs, and the first version doing it by
+# default: vLLM 0.14 release notes, "Async scheduling is now enabled by default" (2026-01).
+ASYNC_SCHEDULING_SINCE = {"vllm": Version("0.14")}
+
+
+def uses_async_scheduling(engine: str, engine_version: str) -> bool:
+    """Whether `engine` at `engine_version` schedules iterations asynchronously by default."""
+    since = ASYNC_SCHEDULING_SINCE.get(engine)
+    try:
+        return since is not None and Version(str(engine_version)) >= since
+    except InvalidVersion:
+        return False
 
 
 def version_order(version: str) -> tuple:

@@ -29,7 +29,7 @@ OPTION_COLUMNS = (
     "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
     "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
     "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
-    "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month",
+    "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month", "latency_basis",
     "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "reason", "miss_ratio", "provenance",
     "price_source", "notes", "analytical_replicas", "sim_replicas", "sim_attainment",
 )
@@ -117,6 +117,12 @@ class Option:
         return self.key.tp
 
     @property
+    def latency_basis(self) -> str:
+        """measured, transferred or unverified (planner.curves.Curve.latency_basis)."""
+        basis = getattr(self.curve, "latency_basis", None)
+        return basis if isinstance(basis, str) else ("measured" if self.curve.has_latency else "unverified")
+
+    @property
     def replicas(self) -> int:
         return self.sizing.replicas
 
@@ -148,7 +154,7 @@ class Option:
             "replica_output_tok_per_s_high": s.replica_tok_s_high, "ttft_pred_ms": s.ttft_ms,
             "tpot_pred_ms": s.tpot_ms, "e2e_pred_ms": s.e2e_ms, "utilisation": self.utilisation,
             "peak_utilisation": s.peak_utilisation, "job_hours": s.job_hours, "miss_ratio": s.miss_ratio,
-            "provenance": s.provenance, "notes": self.notes,
+            "provenance": s.provenance, "latency_basis": self.latency_basis, "notes": self.notes,
             "usd_per_gpu_hour": c.usd_per_gpu_hour, "gpu_usd_per_month": c.gpu_usd_per_month,
             "usd_per_update": c.usd_per_update, "update_usd_per_month": c.update_usd_per_month,
             "adoption_usd_per_month": c.adoption_usd_per_month, "eng_usd_per_month": c.eng_usd_per_month,

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -43,6 +44,7 @@ from fleetfacts.schema import (
 from planner import costs, simulate
 from planner.assumptions import Assumptions
 from planner.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, load_profiles
+from planner.latency import with_server_latency
 from planner.options import OPTION_COLUMNS, Option, evaluate_option
 from planner.routes import ALLOW_LISTS, Route
 from planner.workload import route_log_requests
@@ -87,7 +89,7 @@ def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.
     `prices` / `ops` may be a path or an already validated DataFrame.  Raises InputError.
     """
     profiles = load_profiles(profiles_dir)
-    curves = fit_curves(profiles)
+    curves = with_server_latency(fit_curves(profiles), profiles)
     log.info("fitted %d curves from %d profile rows", len(curves), len(profiles))
     return Catalog(curves, _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS), profiles)
 
@@ -192,7 +194,7 @@ def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumption
             options = _batch_simulation_check(route, options, assumptions)
         rows = [option.to_row() for option in options]
         option_rows.extend(rows)
-        plan_rows.append(_plan_row(route, rows, catalog))
+        plan_rows.append(_plan_row(route, rows, catalog, assumptions))
     options_df = pd.DataFrame(option_rows, columns=list(OPTION_COLUMNS))
     plan_df = validate_frame(pd.DataFrame(plan_rows, columns=PLAN.names), PLAN, "plan")
     return PlanResult(plan_df, options_df, assumptions)
@@ -215,13 +217,21 @@ def _candidates(route: Route, catalog: Catalog) -> list[Curve]:
     return out
 
 
-def _cheapest_unsimulated(options: list[Option]) -> Option | None:
-    """The cheapest feasible option not yet simulated, if it is among the SIM_CHECK_TOP cheapest; else None."""
-    return next((o for o in _by_cost(options)[:SIM_CHECK_TOP] if not o.simulated), None)
+def _cheapest_unsimulated(options: list[Option], a: Assumptions) -> Option | None:
+    """The best-ranked feasible option not yet simulated, if it is among the SIM_CHECK_TOP best; else None."""
+    return next((o for o in _ranked(options, a)[:SIM_CHECK_TOP] if not o.simulated), None)
 
 
-def _by_cost(options: list[Option]) -> list[Option]:
-    return sorted((o for o in options if o.feasible), key=lambda o: o.total_usd_per_month)
+def _ranked(options: list[Option], a: Assumptions) -> list[Option]:
+    """Feasible options in the order the plan prefers them (_rank_key)."""
+    return sorted((o for o in options if o.feasible), key=lambda o: _rank_key(o.to_row(), o.route.traffic, a))
+
+
+def _rank_key(row: Mapping[str, Any], traffic: str, a: Assumptions) -> tuple:
+    """Cheapest first; for an online route, options whose latency rests on no measurement go last
+    unless the assumptions allow them (their TTFT is the engine model's alone, and optimistic)."""
+    unverified = traffic == "online" and not a.allow_unverified_latency and row["latency_basis"] == "unverified"
+    return (unverified, row["total_usd_per_month"], row["gpus"], row["option"])
 
 
 def _online_simulation_check(route: Route, options: list[Option], a: Assumptions) -> list[Option]:
@@ -231,7 +241,7 @@ def _online_simulation_check(route: Route, options: list[Option], a: Assumptions
     replay = route_log_requests(route)
     options = list(options)
     for _ in range(SIM_CHECK_MAX):
-        option = _cheapest_unsimulated(options)
+        option = _cheapest_unsimulated(options, a)
         if option is None:
             break  # the cheapest options (after re-pricing) have all been simulated
         options[options.index(option)] = _simulate_online_option(option, a, replay)
@@ -263,7 +273,7 @@ def _batch_simulation_check(route: Route, options: list[Option], a: Assumptions)
     """Re-size the cheapest batch options by simulating the whole job (all requests at t = 0)."""
     options = list(options)
     for _ in range(SIM_CHECK_MAX):
-        option = _cheapest_unsimulated(options)
+        option = _cheapest_unsimulated(options, a)
         if option is None:
             break
         options[options.index(option)] = _simulate_batch_option(option, a)
@@ -294,11 +304,10 @@ def _join(*parts: object) -> str:
 
 # ---------------------------------------------------------------- choosing
 
-def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog) -> dict[str, Any]:
-    """The PLAN row of a route from its option rows: the cheapest feasible one and its runner-up."""
+def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: Assumptions) -> dict[str, Any]:
+    """The PLAN row of a route from its option rows: the best-ranked feasible one (_rank_key) and its runner-up."""
     base = {"route": route.name, "traffic": route.traffic, "model": route.model}
-    feasible = sorted((o for o in options if o["feasible"]),
-                      key=lambda o: (o["total_usd_per_month"], o["gpus"], o["option"]))
+    feasible = sorted((o for o in options if o["feasible"]), key=lambda o: _rank_key(o, route.traffic, a))
     if not feasible:
         return {**base, "status": "infeasible", "notes": _infeasible_reason(route, options, catalog)}
     best = feasible[0]
@@ -344,7 +353,7 @@ _COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp"
            "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
            "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
            "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "usd_per_1m_output_tok", "provenance",
-           "price_source")
+           "latency_basis", "price_source")
 
 
 def _runner_up_columns(best: dict[str, Any], runner: dict[str, Any] | None) -> dict[str, Any]:

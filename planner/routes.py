@@ -31,6 +31,8 @@ Z_SCORES = {95: 1.6449, 99: 2.3263}
 # Quantile levels of the ROUTES length columns, for the sampler's knots.
 LENGTH_KNOTS = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
 MIN_TOKENS = 1.0
+# Quantiles within this many tokens of the mean count as equal to it (tables round lengths).
+SAME_LENGTH_TOKENS = 0.5
 # Largest top tail considered when matching a mean: this many times the last quantile.
 MAX_TAIL_FACTOR = 1000.0
 # Route columns that restrict which options (fitted curves) a route may use.
@@ -106,7 +108,7 @@ class QuantileSampler:
     distribution's mean equals the route's mean: linear segments when that
     works, else geometric ones; `mean_matched` says whether it worked (if not,
     the closest is used: low = 1, high = the last quantile).  Only a mean
-    given: every request has that length.
+    given, or every quantile equal to it: every request has that length.
     """
 
     levels: tuple[float, ...]
@@ -180,6 +182,7 @@ class LengthDistribution:
     def sampler(self) -> QuantileSampler:
         """The inverse CDF the simulator draws from (see QuantileSampler).
 
+        Fixed lengths (only a mean, or every quantile equal to it) are drawn as such.  Otherwise
         low = 1 token; high solved so the mean matches, with linear segments when
         the mean is at least their mean at high = the last quantile, else with
         geometric ones; a mean below even that is not matched (closest kept).
@@ -187,8 +190,8 @@ class LengthDistribution:
         mean = self.mean
         knots = _monotone([(u, self.quantile(int(name[1:]))) for u, name in LENGTH_KNOTS
                            if math.isfinite(self.quantile(int(name[1:])))])
-        if not knots:
-            return QuantileSampler((0.0,), (mean,), False, True)
+        if not knots or all(abs(x - mean) <= SAME_LENGTH_TOKENS for _, x in knots):
+            return QuantileSampler((0.0,), (mean,), False, True)  # fixed lengths (every benchmark's shape)
         levels = (0.0, *(u for u, _ in knots), 1.0)
         inner = [max(MIN_TOKENS, x) for _, x in knots]
         low, top = min(MIN_TOKENS, inner[0]), inner[-1]

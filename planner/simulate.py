@@ -45,6 +45,7 @@ import numpy as np
 
 from fleetfacts.errors import InputError
 from planner.curves import CurveLike
+from planner.frontend import FrontEnd
 from planner.routes import Route, Slo
 from planner.workload import DEFAULT_SIM_REQUESTS, Numbers, Requests, synthetic_requests
 
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 
 # assumption: vLLM's chunked-prefill token budget per step when the curve does not record one.
 DEFAULT_PREFILL_BUDGET = 8192
+# Seed of the front-end delays' draw: a simulation stays a pure function of its inputs.
+FRONT_END_SEED = 20261203
 ROUTERS = ("jsq", "round-robin")
 # Relative tolerance when checking that the curve's step time is affine in context and prefill tokens.
 AFFINE_RTOL = 1e-9
@@ -92,6 +95,9 @@ class StepModel:
     sum to p_weighted.  jump(b, ctx_total, n): n pure-decode iterations
     (context + b per iteration).  steps_to(b, ctx_total, dt): the fewest such
     iterations lasting >= dt seconds.  affine: the fast closed forms are exact.
+    async_scheduling: the engine schedules each iteration while the one before
+    it runs (vLLM's default since 0.14), so a request that arrives during an
+    iteration joins the one after next, not the next.
     """
 
     step: StepFn
@@ -102,6 +108,7 @@ class StepModel:
     kv_cache_tokens: int
     prefill_budget: int
     affine: bool
+    async_scheduling: bool = False
 
 
 @lru_cache(maxsize=64)
@@ -110,12 +117,13 @@ def step_model(curve: CurveLike) -> StepModel:
     budget = int(getattr(curve, "max_num_batched_tokens", 0) or DEFAULT_PREFILL_BUDGET)
     overhead = float(getattr(curve, "request_overhead_s", 0.0) or 0.0)
     caps = (int(curve.max_num_seqs), int(curve.kv_cache_tokens), budget)
+    lag = bool(getattr(curve, "async_scheduling", False))
     affine = _affine_parts(curve)
     if affine is None:
         log.info("step time of %s is not affine in context: simulating with direct calls (slower)",
                  getattr(curve, "key", curve))
-        return StepModel(*_direct_closures(curve), overhead, *caps, affine=False)
-    return StepModel(*_affine_closures(*affine), overhead, *caps, affine=True)
+        return StepModel(*_direct_closures(curve), overhead, *caps, affine=False, async_scheduling=lag)
+    return StepModel(*_affine_closures(*affine), overhead, *caps, affine=True, async_scheduling=lag)
 
 
 def _affine_parts(curve: CurveLike) -> tuple[_PerBatch, _PerBatch, float, float] | None:
@@ -188,7 +196,7 @@ class _Replica:
     """Mutable state of one replica (slots: the hot loop reads and writes these)."""
 
     __slots__ = ("queue", "qhead", "clock", "prefill", "head_done", "heap", "steps", "b", "ctx", "kv",
-                 "running", "outstanding", "wake", "busy_s")
+                 "running", "outstanding", "wake", "busy_s", "started")
 
     def __init__(self) -> None:
         self.queue: list[int] = []   # ids routed here, in arrival order
@@ -205,6 +213,7 @@ class _Replica:
         self.outstanding = 0         # routed here, not finished (the JSQ load)
         self.wake = 0.0              # nothing visible changes before this time unless a request is routed here
         self.busy_s = 0.0            # time spent in iterations, s
+        self.started = 0.0           # when the last iteration started (async scheduling decided the next then), s
 
 
 @dataclass(eq=False)
@@ -299,6 +308,7 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
     arr, inp, out, e2e, done = run.arr, run.inp, run.out, run.e2e, run.done
     jump, steps_to = run.model.jump, run.model.steps_to
     max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
+    lag = run.model.async_scheduling
     iterate = _make_mixed_iteration(run)
 
     def advance(rep: _Replica, limit: float) -> None:  # noqa: C901 -- the hot loop, kept in one frame for speed
@@ -307,13 +317,16 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
         queue, prefill, heap = rep.queue, rep.prefill, rep.heap
         nq, qhead, clock, head_done = len(queue), rep.qhead, rep.clock, rep.head_done
         steps, b, ctx, kv, running, busy = rep.steps, rep.b, rep.ctx, rep.kv, rep.running, rep.busy_s
+        started = rep.started
         finished = 0
         wake = math.inf
         while True:
-            # Admit, FIFO: arrived requests while a slot and their prompt + output KV tokens are free.
+            # Admit, FIFO: arrived requests while a slot and their prompt + output KV tokens are free.  With
+            # async scheduling a busy engine fixed this iteration's batch when the last one started.
+            seen = started if lag and (b or prefill) else clock
             while qhead < nq:
                 i = queue[qhead]
-                if arr[i] > clock:
+                if arr[i] > seen:
                     break
                 need = inp[i] + out[i]
                 if running >= max_seqs or kv + need > kv_cap:
@@ -325,15 +338,17 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
                     running += 1
                     prefill.append(i)
                 qhead += 1
-            if prefill:
+            prefill_ran = bool(prefill)
+            if prefill_ran:
                 dt, head_done, added, context, freed, ended = iterate(prefill, head_done, b, ctx, steps, clock, heap)
                 if b:
                     steps += 1
                     ctx += b
                 b, ctx, kv, running, finished = b + added, ctx + context, kv - freed, running - ended, finished + ended
             elif b:
-                # Pure decode: jump to the next completion, or to the boundary after the next arrival / `limit`.
-                n = heap[0][0] - steps
+                # Pure decode: jump to the next completion, or to the boundary after the next arrival / `limit`;
+                # one iteration when an arrival waits only for the batch scheduled before it came.
+                n = 1 if lag and qhead < nq and started < arr[queue[qhead]] <= clock else heap[0][0] - steps
                 dt = jump(b, ctx, n)
                 bound = limit
                 if qhead < nq:
@@ -346,6 +361,8 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
                         break
                     n = steps_to(b, ctx, bound - clock)
                     dt = jump(b, ctx, n)
+                if lag:
+                    started = clock + dt - jump(b, ctx + b * (n - 1), 1)
                 steps += n
                 ctx += b * n
             else:
@@ -356,6 +373,8 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
                         break
                     continue
                 break  # idle, nothing routed here: wake stays inf
+            if prefill_ran:
+                started = clock
             clock += dt
             busy += dt
             # Retire the sequences whose last token this produced (first tokens just queued are due later).
@@ -373,7 +392,7 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:  # noqa: C901
                 wake = clock
                 break
         rep.qhead, rep.clock, rep.head_done, rep.steps, rep.b, rep.ctx = qhead, clock, head_done, steps, b, ctx
-        rep.kv, rep.running, rep.busy_s, rep.wake = kv, running, busy, wake
+        rep.kv, rep.running, rep.busy_s, rep.wake, rep.started = kv, running, busy, wake, started
         rep.outstanding -= finished
 
     return advance
@@ -508,7 +527,27 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
     reps = [_Replica() for _ in range(int(replicas))]
     assigned = (_route_jsq if router == "jsq" else _route_round_robin)(reps, run)
+    front_end = getattr(curve, "front_end", None)
+    if front_end is not None:
+        _add_front_end(run, front_end, t, i, o, int(replicas))
     return _result(run, t, i, o, assigned, reps, router, slo or Slo())
+
+
+def _add_front_end(run: _Run, front_end: FrontEnd, t: np.ndarray, i: np.ndarray, o: np.ndarray,
+                   replicas: int) -> None:
+    """Delay every request's first token (and so its end) by the server's front end (planner.frontend).
+
+    The delay is drawn per request at the replica's mean arrival rate over the run; the engine's
+    schedule is left as simulated (the front end hands requests over in arrival order).
+    """
+    if not t.size:
+        return
+    span = float(t[-1] - t[0])
+    rate = (t.size - 1) / span / replicas if span > 0 else 0.0
+    uniform = np.random.default_rng(FRONT_END_SEED).random(t.size)
+    delays = front_end.delays_s(i, rate, float(np.mean(o)), uniform)
+    run.ttft = (np.asarray(run.ttft) + delays).tolist()
+    run.e2e = (np.asarray(run.e2e) + delays).tolist()
 
 
 def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: list[int], reps: list[_Replica],

@@ -14,10 +14,11 @@ from typing import cast
 
 import httpx
 
+from fleetfacts.arrivals import arrival_times
 from fleetfacts.specs import load_model_config
 from measure.engines.base import EngineConfig, EngineError, EngineInfo
 from measure.engines.registry import register
-from measure.loadgen import LoadSpec, RequestSpec, arrival_times, load_request_log, run_load_sync, summarize_results
+from measure.loadgen import LoadSpec, RequestSpec, load_request_log, run_load_sync, summarize_results
 from measure.points import Point
 from measure.stats import Measurement
 

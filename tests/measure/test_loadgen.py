@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from fleetfacts.arrivals import arrival_times
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PROFILE, load_table
 from measure.cli import EXIT_OK, main
@@ -17,7 +18,6 @@ from measure.loadgen import (
     RequestResult,
     RequestSpec,
     SSEReader,
-    arrival_times,
     load_request_log,
     run_load_sync,
     summarize_results,

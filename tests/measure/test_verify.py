@@ -12,10 +12,11 @@ import json
 
 import pytest
 
+from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PLAN, PROFILE, ROUTES, load_table
 from measure import verify
 from measure.cli import main
-from measure.loadgen import LoadSpec, RequestSpec, arrival_times, run_load_sync
+from measure.loadgen import LoadSpec, RequestSpec, run_load_sync
 from measure.stats import metric_columns
 
 pytestmark = pytest.mark.slow
@@ -84,7 +85,7 @@ def test_a_deployment_sized_for_its_route_is_not_flagged(tiny_server, calibratio
     assert len(rows) == 1
     row = rows.iloc[0]
     assert (row["mode"], row["engine"], row["gpu"], row["provenance"]) == ("rate", "transformers", "cpu", "measured")
-    assert row["request_rate"] == pytest.approx(RATE_RPS)
+    assert row["request_rate"] == pytest.approx(RATE_RPS) and row["arrival_seed"] == 0
     assert row["num_requests"] == int(RATE_RPS * DURATION_S)
     assert row["ttft_p95_ms"] < SLO_MARGIN * calibration["ttft_p95_ms"]
 

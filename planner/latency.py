@@ -1,0 +1,322 @@
+"""Latency under load: the server's front end fitted on open-loop rows, open-loop predictions, and their check.
+
+A curve (planner.curves) models the engine; the simulator (planner.simulate)
+replays arrivals through it, with async scheduling where the engine does it.
+What a client of an OpenAI-compatible server sees on top is the front end
+(planner.frontend).  This module:
+
+- fits a group's front end on its open-loop server rows (`mode` rate): each
+  row's arrivals are replayed exactly (`arrival_seed`, fleetfacts.arrivals)
+  through the engine model, and the front-end parameters are chosen so the
+  simulated TTFT p50 and p99 match the measured ones (least squares on log
+  ratios; the engine is simulated once per row, the front end is additive);
+- lends a fitted front end to options without server rows, labelled
+  `transferred` (same engine, preferring the same GPU and model);
+- predicts open-loop percentiles (`predict_open_loop`) from simulation, not
+  from means;
+- checks it all leave-one-row-out (`validate_latency`): each server row is
+  predicted by a curve and front end fitted without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from fleetfacts.arrivals import arrival_times
+from fleetfacts.schema import PROFILE_GROUP
+from planner.curves import Curve, GroupKey, fit_group, row_caps
+from planner.frontend import FrontEnd
+from planner.simulate import SimResult, simulate
+from planner.workload import gamma
+
+log = logging.getLogger(__name__)
+
+# Bounds of the front-end parameters (seconds): physical (non-negative), and wide enough that no fit of the
+# H200 rows sits on them.  Order as planner.frontend.PARAMS.
+LOWER = (0.0, 0.0, 0.0, 0.0, 1e-4)
+UPPER = (0.2, 1e-4, 0.05, 1e-3, 1.0)
+START = (0.005, 1e-6, 0.002, 2e-5, 0.005)
+# Typical size of each parameter (they span four orders of magnitude), and a cap on the fit's evaluations:
+# percentiles are step functions of the parameters, so the optimiser gains nothing from polishing further.
+X_SCALE = (0.005, 1e-6, 0.002, 2e-5, 0.005)
+MAX_EVALUATIONS = 200
+# p99 of a 20-300-request point is its one to three slowest requests: it weighs half of p50 in the fit.
+P99_WEIGHT = 0.5
+# Rows without a recorded arrival seed are simulated with this many draws of their arrival process.
+UNSEEDED_DRAWS = 3
+# Open-loop predictions simulate at least this many requests per seed, and this many seeds.
+PREDICT_REQUESTS = 2000
+PREDICT_SEEDS = 3
+PERCENTILES = (50, 95, 99)
+# z for the two-sided 90% interval given with each prediction.
+Z90 = 1.645
+
+
+# ---------------------------------------------------------------- rows
+
+def server_rows(group: pd.DataFrame) -> pd.DataFrame:
+    """A group's open-loop rows with measured TTFT percentiles (the rows a front end is fitted on)."""
+    ok = group["status"].fillna("ok").eq("ok") if "status" in group else True
+    rows = group[(group["mode"] == "rate") & ok & (group["ttft_p50_ms"] > 0) & (group["ttft_p99_ms"] > 0)]
+    return rows[rows["request_rate"] > 0]
+
+
+def row_arrivals(row: pd.Series) -> list[np.ndarray]:
+    """The arrivals a row was measured under: its own draw when it records the seed, else a few draws."""
+    n, rate, arrival = int(row["num_requests"]), float(row["request_rate"]), str(row["arrival"] or "poisson")
+    seed = row.get("arrival_seed")
+    if seed is not None and not pd.isna(seed):
+        return [np.asarray(arrival_times(n, rate, arrival, int(seed)))]
+    return [np.asarray(arrival_times(n, rate, arrival, s)) for s in range(UNSEEDED_DRAWS)]
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineRun:
+    """One server row replayed through the engine model alone (no front end)."""
+
+    row: pd.Series
+    runs: tuple[SimResult, ...]
+
+    def ttft_s(self) -> np.ndarray:
+        return np.concatenate([r.ttft_s for r in self.runs])
+
+    def rate_rps(self) -> float:
+        spans = [(r.n - 1) / float(r.arrival_s[-1] - r.arrival_s[0]) for r in self.runs if r.n > 1]
+        return float(np.mean(spans)) if spans else float(self.row["request_rate"])
+
+
+def replay_row(curve: Curve, row: pd.Series) -> EngineRun:
+    """Simulate `row`'s arrivals and fixed lengths on `curve` with the caps the row reports, engine only."""
+    engine = dataclasses.replace(curve, caps=row_caps(row, curve.caps), front_end=None)
+    i, o = int(row["input_len"]), int(row["output_len"])
+    runs = tuple(simulate(engine, t, [i] * t.size, [o] * t.size) for t in row_arrivals(row))
+    return EngineRun(row, runs)
+
+
+# ---------------------------------------------------------------- fitting
+
+def _uniforms(n: int) -> np.ndarray:
+    """Stratified uniforms in a fixed random order: low-noise percentiles for a fit."""
+    return np.random.default_rng(0).permutation((np.arange(n) + 0.5) / n)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FitRow:
+    """What the fit evaluates per row, computed once: engine TTFTs, load, uniforms, measured percentiles."""
+
+    engine_ttft_s: np.ndarray
+    input_len: np.ndarray
+    rate_rps: float
+    output_len: float
+    uniform: np.ndarray
+    measured_ms: tuple[float, float]   # TTFT p50, p99
+
+    @classmethod
+    def of(cls, run: EngineRun) -> _FitRow:
+        engine = run.ttft_s()
+        return cls(engine, np.full(engine.size, float(run.row["input_len"])), run.rate_rps(),
+                   float(run.row["output_len"]), _uniforms(engine.size),
+                   (float(run.row["ttft_p50_ms"]), float(run.row["ttft_p99_ms"])))
+
+
+def _residuals(params: np.ndarray, rows: list[_FitRow]) -> np.ndarray:
+    front_end = _front_end(params)
+    out = []
+    for r in rows:
+        ttft = r.engine_ttft_s + front_end.delays_s(r.input_len, r.rate_rps, r.output_len, r.uniform)
+        for pct, weight, measured in ((50, 1.0, r.measured_ms[0]), (99, P99_WEIGHT, r.measured_ms[1])):
+            predicted = _pct_ms(ttft, pct)
+            out.append(weight * math.log(max(predicted, 1e-6) / measured) if math.isfinite(predicted) else 10.0)
+    return np.array(out)
+
+
+def fit_front_end(runs: list[EngineRun], basis: str) -> FrontEnd | None:
+    """The front end that makes the replayed rows' TTFT p50/p99 match the measured ones; None without rows."""
+    if not runs:
+        return None
+    rows = [_FitRow.of(run) for run in runs]
+    fit = least_squares(_residuals, START, bounds=(LOWER, UPPER), args=(rows,), x_scale=X_SCALE,
+                        max_nfev=MAX_EVALUATIONS)
+    return _front_end(fit.x, basis, float(np.sqrt(np.mean(fit.fun**2))))
+
+
+def _front_end(params: np.ndarray, basis: str = "", rel_error: float = 0.0) -> FrontEnd:
+    """A FrontEnd from fitted parameters in planner.frontend.PARAMS order."""
+    fixed, per_prompt_token, per_request, per_output_token, service = (float(x) for x in params)
+    return FrontEnd(fixed, per_prompt_token, per_request, per_output_token, service, basis, rel_error)
+
+
+def calibrate(curve: Curve, group: pd.DataFrame) -> Curve:
+    """`curve` with the front end fitted on `group`'s server rows (unchanged when it has none)."""
+    rows = server_rows(group)
+    if rows.empty:
+        return curve
+    runs = [replay_row(curve, row) for _, row in rows.iterrows()]
+    basis = f"measured: {len(runs)} open-loop server rows of {curve.key.label()}"
+    return dataclasses.replace(curve, front_end=fit_front_end(runs, basis))
+
+
+def with_server_latency(curves: dict[GroupKey, Curve], profiles: pd.DataFrame) -> dict[GroupKey, Curve]:
+    """Every curve with its front end: fitted where its group has server rows, else borrowed (labelled)."""
+    groups = {GroupKey.from_values(v): g for v, g in profiles.groupby(list(PROFILE_GROUP), sort=True)}
+    fitted = {key: calibrate(curve, groups[key]) if key in groups else curve for key, curve in curves.items()}
+    donors = [c for c in fitted.values() if c.front_end is not None]
+    return {key: curve if curve.front_end is not None else _borrow(curve, donors) for key, curve in fitted.items()}
+
+
+def _borrow(curve: Curve, donors: Iterable[Curve]) -> Curve:
+    """Lend `curve` the front end of the closest measured server of the same engine (GPU, then model).
+
+    Only a fully fitted curve borrows: one fitted to saturated throughputs alone (published tables) has
+    no engine latency worth adding a front end to, and stays unverified.
+    """
+    same_engine = [d for d in donors if d.key.engine == curve.key.engine]
+    if not same_engine or not all(curve.fit.free):
+        return curve
+    closest = max(same_engine, key=lambda d: (d.key.gpu == curve.key.gpu, d.key.model == curve.key.model,
+                                              d.key.precision == curve.key.precision))
+    assert closest.front_end is not None
+    return dataclasses.replace(curve, front_end=closest.front_end.transferred(closest.key.label()))
+
+
+# ---------------------------------------------------------------- predictions
+
+@dataclasses.dataclass(frozen=True)
+class OpenLoopPrediction:
+    """Predicted percentiles (ms) and throughput under open-loop arrivals; each with a 90% interval."""
+
+    rate_rps: float
+    arrival_cv: float
+    output_tok_per_s: float
+    metrics: dict[str, float]               # e.g. ttft_p50_ms
+    low: dict[str, float]
+    high: dict[str, float]
+    latency_basis: str
+
+    def to_record(self) -> dict[str, object]:
+        record: dict[str, object] = {"request_rate": self.rate_rps, "arrival_cv": self.arrival_cv,
+                                     "output_tok_per_s": self.output_tok_per_s, "latency_basis": self.latency_basis}
+        for name, value in self.metrics.items():
+            record[name] = value
+            record[f"{name}_low"] = self.low[name]
+            record[f"{name}_high"] = self.high[name]
+        return record
+
+
+def _pct_ms(values_s: np.ndarray, pct: float) -> float:
+    """Percentile in ms of the served requests (NaN: rejected); inf when the tail is unbounded (saturated)."""
+    served = values_s[~np.isnan(values_s)]
+    if not served.size:
+        return math.nan
+    with np.errstate(invalid="ignore"):  # inf - inf while interpolating a saturated tail
+        value = float(np.percentile(served, pct)) * 1000
+    return math.inf if math.isnan(value) else value
+
+
+def _percentiles(name: str, values_s: np.ndarray) -> dict[str, float]:
+    return {f"{name}_p{p}_ms": _pct_ms(values_s, p) for p in PERCENTILES}
+
+
+def predict_open_loop(curve: Curve, input_len: int, output_len: int, rate_rps: float, cv: float = 1.0,
+                      requests: int = PREDICT_REQUESTS, seeds: int = PREDICT_SEEDS) -> OpenLoopPrediction:
+    """Throughput and TTFT/TPOT/e2e percentiles of one replica at `rate_rps` (gamma arrivals, CV `cv`).
+
+    ITL percentiles equal TPOT's here: the simulator emits one token per iteration and does not model
+    the streaming chunking that makes ITL spikier.  Intervals: the spread over seeds plus the group's
+    relative error (the front end's fit residual, else the curve's), at 90%.
+    """
+    runs = [simulate(curve, gamma(rate_rps, cv, requests, seed), [input_len] * requests, [output_len] * requests)
+            for seed in range(seeds)]
+    per_seed = [{**_percentiles("ttft", r.ttft_s), **_percentiles("tpot", r.tpot_s), **_percentiles("e2e", r.e2e_s)}
+                for r in runs]
+    metrics = {k: float(np.mean([m[k] for m in per_seed])) for k in per_seed[0]}
+    metrics.update({k.replace("tpot", "itl"): v for k, v in metrics.items() if k.startswith("tpot")})
+    low, high = {}, {}
+    for name, value in metrics.items():
+        finite = bool(value) and math.isfinite(value)
+        spread = float(np.std([m.get(name, value) for m in per_seed])) / value if finite else 0.0
+        sd = math.hypot(_relative_error(curve, name), spread)
+        low[name], high[name] = value * math.exp(-Z90 * sd), value * math.exp(Z90 * sd)
+    tok_s = float(np.mean([requests * output_len / r.makespan_s for r in runs]))
+    return OpenLoopPrediction(rate_rps, cv, tok_s, metrics, low, high, curve.latency_basis)
+
+
+def _relative_error(curve: Curve, metric: str) -> float:
+    """1-sigma relative error of a metric: the curve's residual scale, and the front end's fit for TTFT/e2e."""
+    front = curve.front_end.rel_error if curve.front_end is not None and not metric.startswith(("tpot", "itl")) else 0.0
+    return max(front, float(curve.fit.sigma))
+
+
+# ---------------------------------------------------------------- validation
+
+METRICS = (("ttft_p50", "ttft_p50_ms"), ("ttft_p99", "ttft_p99_ms"), ("tpot_p50", "tpot_p50_ms"),
+           ("tpot_p99", "tpot_p99_ms"), ("throughput", "output_tok_per_s"))
+
+
+def predict_row(curve: Curve, row: pd.Series) -> dict[str, float]:
+    """A server row predicted by `curve` (with its front end): the row's own arrivals, its caps."""
+    served = dataclasses.replace(curve, caps=row_caps(row, curve.caps))
+    i, o = int(row["input_len"]), int(row["output_len"])
+    runs = [simulate(served, t, [i] * t.size, [o] * t.size) for t in row_arrivals(row)]
+    ttft = np.concatenate([r.ttft_s for r in runs])
+    tpot = np.concatenate([r.tpot_s for r in runs])
+    return {"ttft_p50": _pct_ms(ttft, 50), "ttft_p99": _pct_ms(ttft, 99), "tpot_p50": _pct_ms(tpot, 50),
+            "tpot_p99": _pct_ms(tpot, 99), "throughput": float(np.mean([r.n * o / r.makespan_s for r in runs]))}
+
+
+def validate_latency(profiles: pd.DataFrame, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Leave-one-row-out errors on every server row: curve and front end refitted without the row.
+
+    One row per server row: group, shape, load, measured and predicted TTFT p50/p99, TPOT p50/p99 and
+    throughput, and their relative errors (predicted / measured - 1).
+    """
+    out = []
+    for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
+        key = GroupKey.from_values(values)
+        group = group.reset_index(drop=True)
+        rows = server_rows(group)
+        for index, row in rows.iterrows():
+            if progress:
+                progress(f"{key.label()}: row {index}")
+            record = _held_out(key, group, index, row)
+            if record is not None:
+                out.append(record)
+    return pd.DataFrame(out)
+
+
+def _held_out(key: GroupKey, group: pd.DataFrame, index: object, row: pd.Series) -> dict[str, object] | None:
+    rest = group.drop(index=index)
+    curve = fit_group(key, rest)
+    if curve is None:
+        return None
+    curve = calibrate(curve, rest)
+    predicted = predict_row(curve, row)
+    record: dict[str, object] = {"group": key.label(), "shape": f"{int(row['input_len'])}/{int(row['output_len'])}",
+                                 "load": f"{float(row['request_rate']):g}/s {row['arrival']}",
+                                 "requests": int(row["num_requests"])}
+    for name, column in METRICS:
+        measured = float(row[column])
+        record[f"{name}_measured"] = measured
+        record[f"{name}_predicted"] = predicted[name]
+        record[f"{name}_error"] = predicted[name] / measured - 1.0 if measured > 0 else math.nan
+    return record
+
+
+def latency_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Median and max absolute relative error per group and metric."""
+    rows = []
+    for group, part in table.groupby("group"):
+        rec: dict[str, object] = {"group": group, "rows": len(part)}
+        for name, _ in METRICS:
+            err = part[f"{name}_error"].abs()
+            rec[f"{name}_median"], rec[f"{name}_max"] = float(err.median()), float(err.max())
+        rows.append(rec)
+    return pd.DataFrame(rows)
+
