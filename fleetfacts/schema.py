@@ -229,6 +229,7 @@ PLAN = Schema(
         Column("status", "enum", True, "ok, or infeasible with the reason in `notes`",
                choices=("ok", "infeasible")),
         Column("traffic", "enum", False, "online or batch", choices=("online", "batch")),
+        Column("model", "slug", False, "model slug of the route (what a deployment serves)"),
         Column("engine", "slug", False, "recommended engine"),
         Column("engine_version", "str", False, ""),
         Column("engine_config", "slug", False, "engine settings the recommendation assumes: the profile's config "
@@ -270,6 +271,10 @@ PLAN = Schema(
                "the same engine and differ only in prices)"),
         Column("sim_attainment", "float", False, "share of simulated requests meeting every SLO", minimum=0),
         Column("sim_replicas", "int", False, "replicas the simulation check settled on", minimum=0),
+        Column("max_model_len", "int", False, "context a replica must hold: the route's p99 prompt + p99 output "
+               "tokens (p95, p50 or mean where a longer tail is not given)", minimum=1),
+        Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "
+               "(relative to the project root when bundled); their env.json holds the engine settings"),
         Column("provenance", "str", False, "measured / published / predicted / extrapolated / transferred"),
         Column("latency_basis", "str", False, "what TTFT/TPOT rest on: measured (the option's own latency rows), "
                "transferred (a measured server front end of the same engine), unverified (no latency measurement)"),
@@ -549,6 +554,20 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def load_plan_rows(path: str | Path) -> pd.DataFrame:
+    """The rows of a plan file (schema PLAN), text cells unescaped; leading '#' lines are skipped.
+
+    Works for a plan with its assumptions in its first line ('# fleetplan-assumptions: {...}') and
+    for a plain CSV whose assumptions sit in a JSON file beside it (they are not read here).
+    Raises InputError naming the file, the line and the column.
+    """
+    frame = load_table(path, PLAN)
+    for column in PLAN.columns:
+        if column.kind == "str":
+            frame[column.name] = frame[column.name].map(unescape_formula)
+    return frame
 
 
 def schema_markdown(schema: Schema) -> str:

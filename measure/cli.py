@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import SLUG_RE, slug
 from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
+from measure import verify_cli
 from measure.engines import make_engine
 from measure.engines.base import (
     EngineConfig,
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_campaign_args(sub.add_parser("campaign", help="run many profile jobs (YAML), here or on a Ray cluster",
                                      description=CAMPAIGN_DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter))
+    check = sub.add_parser("verify", help="measure a running deployment against its plan",
+                           description=verify_cli.DESCRIPTION, epilog=verify_cli.EPILOG)
+    verify_cli.add_arguments(check)
     shapes = sub.add_parser("shapes", help="list presets, or print the points of one")
     shapes.add_argument("preset", nargs="?", help="preset name or shapes CSV")
     return parser
@@ -479,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_profile(args, argv)
         if args.command == "tokenizer":
             return run_tokenizer(args)
+        if args.command == "verify":
+            return verify_cli.run(args, argv)
         if args.command == "roofline":
             return run_roofline(args)
         if args.command == "campaign":

@@ -24,10 +24,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import ROUTES, atomic_write_bytes, slug, terminal_safe, write_csv, write_table
+from fleetfacts.schema import ROUTES, atomic_write_bytes, load_plan_rows, slug, terminal_safe, write_csv, write_table
 from fleetfacts.specs import bundled_model_specs, gpu_spec, load_model_config, model_facts, model_spec_from_config
+from planner import deploy
 from planner.assumptions import Assumptions
 from planner.curves import (
+    BUNDLED_PROFILES_DIR,
     Curve,
     NoCurveError,
     engine_label,
@@ -636,6 +638,84 @@ register(Command("traffic", "derive routes (rate, burstiness, lengths) from a re
                  _run_traffic))
 register(Command("simulate", "simulate a plan's fleets: SLO attainment and latency percentiles",
                  _simulate_arguments, _run_simulate))
+
+# ---------------------------------------------------------------- deploy
+
+def _deploy_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", required=True, help="plan CSV (written by `plan`)")
+    p.add_argument("--route", help="deploy this route only (default: every planned route the format serves)")
+    p.add_argument("--format", required=True, choices=deploy.FORMATS, type=slug,
+                   help="vllm: `vllm serve` script; trtllm: `trtllm-serve` script + options YAML (and the engine "
+                   "build for 0.x); k8s: Deployment + Service (+ HPA with --min-replicas)")
+    p.add_argument("--out", metavar="DIR", help="write the files here (default: print them)")
+    p.add_argument("--model-path", help="what the server loads (hub id or checkpoint dir; default: the model's "
+                   "Hugging Face repo from fleetfacts/data/model_specs.csv)")
+    p.add_argument("--image", help="k8s: container image (default: the engine's official image of the version)")
+    p.add_argument("--min-replicas", type=int, help="k8s: add an HPA scaling between this and the plan's replicas "
+                   f"on {deploy.HPA_METRIC} (target: the plan's operating concurrency per pod)")
+
+
+def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
+    """(CSV line, row) of the plan rows to deploy; raises InputError when none is."""
+    plan = load_plan_rows(args.plan)
+    rows = [(i + 2 + _comment_lines(args.plan), r) for i, r in enumerate(plan.to_dict("records"))]
+    if args.route:
+        rows = [(line, r) for line, r in rows if r["route"] == args.route]
+        if not rows:
+            raise InputError(f"{args.plan}: no route {args.route!r} (routes: {', '.join(plan['route'])})")
+        return rows
+    wanted = [(line, r) for line, r in rows if r["status"] == "ok" and (args.format == "k8s" or
+                                                                        r["engine"] == args.format)]
+    if not wanted:
+        raise InputError(f"{args.plan}: no planned route runs on {args.format}")
+    return wanted
+
+
+def _comment_lines(path: str) -> int:
+    """Leading '#' lines of a plan file (its assumptions line, where it has one), to number CSV lines."""
+    count = 0
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.startswith("#"):
+                break
+            count += 1
+    return count
+
+
+def engine_settings(profile: str) -> deploy.EngineSettings:
+    """The settings recorded in the env.json beside the first of a plan row's profile files that has one."""
+    for item in (part.strip() for part in profile.split(";") if part.strip()):
+        path = Path(item) if Path(item).is_absolute() else BUNDLED_PROFILES_DIR.parent / item
+        env = path.parent / "env.json"
+        if env.is_file():
+            try:
+                data = json.loads(env.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise InputError(f"{env}: not valid JSON ({err.msg})") from None
+            return deploy.EngineSettings.from_env(data, str(env.relative_to(BUNDLED_PROFILES_DIR.parent))
+                                                  if env.is_relative_to(BUNDLED_PROFILES_DIR.parent) else str(env))
+    return deploy.EngineSettings.none_recorded(profile)
+
+
+def _run_deploy(args: argparse.Namespace) -> int:
+    files = []
+    for line, row in _deploy_rows(args):
+        target = deploy.Target.from_row(row, args.plan, line)
+        files += deploy.deployment_files(args.format, target, engine_settings(target.profile), args.model_path,
+                                         args.image, args.min_replicas)
+    if not args.out:
+        print("\n".join(f"# ==> {f.name} <==\n{f.text}" for f in files), end="")
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        (out / f.name).write_text(f.text, encoding="utf-8")
+        print(f"wrote {out / f.name}")
+    return 0
+
+
+register(Command("deploy", "launch configs (vllm serve, trtllm-serve, Kubernetes) for a plan's rows",
+                 _deploy_arguments, _run_deploy))
 
 # ---------------------------------------------------------------- entry point
 

@@ -50,7 +50,7 @@ from fleetfacts.schema import (
 from fleetfacts.specs import gpu_spec, model_facts
 from planner import costs, simulate
 from planner.assumptions import Assumptions
-from planner.curves import Curve, GroupKey, fit_curves, leave_one_out, load_profiles
+from planner.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, leave_one_out, load_profiles
 from planner.latency import with_server_latency
 from planner.options import OPTION_COLUMNS, Option, evaluate_option, option_label
 from planner.routes import ALLOW_LISTS, Route
@@ -418,7 +418,7 @@ def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: 
               held_back: list[str] | None = None) -> dict[str, Any]:
     """The PLAN row of a route from its option rows: the best-ranked feasible one (_rank_key), its runner-up,
     its ranges."""
-    base = {"route": route.name, "traffic": route.traffic}
+    base = {"route": route.name, "traffic": route.traffic, "model": route.model}
     feasible = sorted((o for o in options if o["feasible"]), key=lambda o: _rank_key(o, route.traffic, a))
     if not feasible:
         return {**base, "status": "infeasible", "notes": _infeasible_reason(route, options, catalog, a, held_back)}
@@ -427,8 +427,40 @@ def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: 
     sim = {"sim_attainment": best.get("sim_attainment", math.nan), "sim_replicas": best.get("sim_replicas", math.nan)}
     notes = _join(best["notes"], f"{len(held_back)} pre-release engine build(s) not considered "
                   f"({', '.join(held_back)}; allow_prerelease)" if held_back else "")
+    deployment = {"max_model_len": _max_model_len(route), "profile": _profile_files(route, best, catalog)}
     return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **_runner_up_columns(best, runner), **sim,
-            **plan_ranges(best, route.traffic, a), "notes": notes}
+            **plan_ranges(best, route.traffic, a), **deployment, "notes": notes}
+
+
+# The context a deployment must hold is taken at this percentile of prompt and output lengths.
+CONTEXT_PERCENTILE = 99.0
+
+
+def _max_model_len(route: Route) -> int:
+    """The route's p99 prompt + p99 output tokens (the longest given quantile, never below the mean)."""
+    return math.ceil(route.input.at_percentile(CONTEXT_PERCENTILE) + route.output.at_percentile(CONTEXT_PERCENTILE))
+
+
+def _profile_files(route: Route, best: dict[str, Any], catalog: Catalog) -> str:
+    """The profile files of the chosen curve's group, ';'-separated, relative to the project root if bundled."""
+    frame = catalog.profiles_df
+    if "file" not in frame.columns:
+        return ""
+    key = {"engine": best["engine"], "engine_version": best["engine_version"], "gpu": best["gpu"],
+           "model": route.model, "precision": best["precision"], "tp": best["tp"],
+           "config": best["engine_config"] or DEFAULT_CONFIG}
+    mask = np.ones(len(frame), dtype=bool)
+    for column, value in key.items():
+        mask &= (frame[column] == value).to_numpy()
+    return ";".join(_relative(Path(f)) for f in sorted(set(frame.loc[mask, "file"])))
+
+
+def _relative(path: Path) -> str:
+    root = BUNDLED_PROFILES_DIR.parent
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 _COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",

@@ -1,0 +1,265 @@
+"""Measure a running deployment against its plan: `python -m measure verify`.
+
+The route's traffic (its request log, or arrivals at its rate with its length
+distribution) is scaled to the share the deployment under test should carry
+(`replicas` of the plan's replicas, at the peak rate the plan sized for), sent
+with the load generator, and each metric is judged against the plan row:
+
+- within interval: the measurement is within the plan's prediction +- its interval;
+- drift: outside it, but within the SLO (the plan's numbers are off: re-plan with the
+  profile row this writes);
+- SLO at risk: past the route's SLO at its percentile, errors (requests still running
+  at the end of the drain count), or nothing measured.
+
+Reads plans and routes through fleetfacts only (measure never imports planner).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetfacts.arrivals import arrival_times
+from fleetfacts.errors import InputError
+from fleetfacts.schema import ROUTES, load_plan_rows, load_table
+from measure.loadgen import LoadResult, RequestSpec, load_request_log
+from measure.stats import Measurement
+
+WITHIN, DRIFT, AT_RISK = "within interval", "drift", "SLO at risk"
+NOT_MEASURED = "not measured"  # e.g. TPOT when every output is one token, and no SLO depends on it
+# Relative width below which a prediction cannot be judged: the run-to-run spread of one shape on one server
+# (5-15% measured on the H200, README "What the measurements say"); the plan's own interval is used when wider.
+RUN_TO_RUN_SPREAD = 0.15
+# Length knots of the synthetic distribution: (percentile, route column); the 0th percentile is one token.
+LENGTH_KNOTS = ((50.0, "p50"), (95.0, "p95"), (99.0, "p99"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One metric: measured value, the plan's prediction and band, the SLO, and the judgement."""
+
+    metric: str
+    measured: float | None
+    predicted: float | None
+    low: float | None
+    high: float | None
+    slo: float | None
+    verdict: str
+
+    def row(self) -> dict[str, Any]:
+        return {"metric": self.metric, "measured": self.measured, "predicted": self.predicted, "low": self.low,
+                "high": self.high, "slo": self.slo, "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
+class Share:
+    """What the deployment under test should carry: its replicas out of the plan's, at this rate."""
+
+    rate_rps: float
+    replicas: int
+    plan_replicas: int
+
+    @property
+    def fraction(self) -> float:
+        return self.replicas / self.plan_replicas
+
+
+# ------------------------------------------------------------------ inputs
+
+def plan_row(path: str | Path, route: str) -> dict[str, Any]:
+    """The route's row of a plan file (either plan format); raises InputError when absent or not planned."""
+    plan = load_plan_rows(path)
+    rows = plan[plan["route"] == route].to_dict("records")
+    if not rows:
+        raise InputError(f"{path}: no route {route!r} (routes: {', '.join(plan['route'])})")
+    row = rows[0]
+    if row["status"] != "ok" or row["traffic"] != "online":
+        raise InputError(f"{path}: route {route!r} is {row['status']} / {row['traffic'] or 'no traffic'}; "
+                         "verify needs a planned online route")
+    return row
+
+
+def route_row(path: str | Path, route: str) -> dict[str, Any]:
+    """The route's row of a routes file, its `log` resolved against the file's folder."""
+    routes = load_table(path, ROUTES)
+    rows = routes[routes["name"] == route].to_dict("records")
+    if not rows:
+        raise InputError(f"{path}: no route {route!r} (routes: {', '.join(routes['name'])})")
+    row = rows[0]
+    if row["log"] and not Path(row["log"]).is_absolute():
+        row["log"] = str(Path(path).resolve().parent / row["log"])
+    return row
+
+
+def share_of(route: Mapping[str, Any], plan: Mapping[str, Any], replicas: int) -> Share:
+    """The peak rate (what the plan sized the fleet for) times replicas / the plan's replicas."""
+    plan_replicas = int(plan["replicas"])
+    if replicas < 1 or replicas > plan_replicas:
+        raise InputError(f"--replicas must be between 1 and the plan's {plan_replicas}, got {replicas}")
+    peak = float(route["rate_rps"]) * float(route["peak_to_mean"])
+    return Share(peak * replicas / plan_replicas, replicas, plan_replicas)
+
+
+# ------------------------------------------------------------------ the load
+
+def sample_lengths(route: Mapping[str, Any], prefix: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n lengths: the route's given quantiles joined linearly (inverse CDF), or all at the mean if none given."""
+    knots = [(q, float(route[f"{prefix}_{name}"])) for q, name in LENGTH_KNOTS
+             if not pd.isna(route[f"{prefix}_{name}"])]
+    if not knots:
+        return np.full(n, max(1, round(float(route[f"{prefix}_mean"]))), dtype=int)
+    levels = [0.0] + [q for q, _ in knots] + [100.0]
+    values = [1.0] + [v for _, v in knots] + [knots[-1][1]]
+    draws = np.interp(rng.uniform(0, 100, size=n), levels, values)
+    return np.maximum(1, np.round(draws)).astype(int)
+
+
+def synthetic_requests(route: Mapping[str, Any], share: Share, duration_s: float, max_requests: int,
+                       seed: int) -> tuple[RequestSpec, ...]:
+    """Arrivals at the share's rate (gamma with the route's arrival CV; Poisson at CV 1) for duration_s."""
+    n = max(1, min(max_requests, math.ceil(share.rate_rps * duration_s)))
+    cv = float(route["arrival_cv"])
+    arrival = "poisson" if math.isclose(cv, 1.0) else f"gamma:cv={cv:g}"
+    times = arrival_times(n, share.rate_rps, arrival, seed)
+    rng = np.random.default_rng(seed)
+    inputs, outputs = sample_lengths(route, "input_len", n, rng), sample_lengths(route, "output_len", n, rng)
+    return tuple(RequestSpec(int(i), int(o), t) for i, o, t in zip(inputs, outputs, times, strict=True))
+
+
+def replayed_requests(log: str | Path, share: Share, duration_s: float, max_requests: int,
+                      route_rate_rps: float) -> tuple[RequestSpec, ...]:
+    """A request log's requests, time-stretched so their rate is the share's, cut to the bounds."""
+    specs = load_request_log(log)
+    stretch = route_rate_rps / share.rate_rps if share.rate_rps > 0 else 1.0
+    kept = [RequestSpec(r.input_len, r.output_len, (r.send_at_s or 0.0) * stretch) for r in specs]
+    return tuple(r for r in kept if (r.send_at_s or 0.0) <= duration_s)[:max_requests]
+
+
+# ------------------------------------------------------------------ judging
+
+def measurement(load: LoadResult, requests: tuple[RequestSpec, ...]) -> Measurement:
+    ok = [r for r in load.results if r.ok]
+    return Measurement(
+        num_requests=len(ok), duration_s=load.duration_s,
+        input_tokens=sum(r.prompt_tokens or 0 for r in ok), output_tokens=sum(r.output_tokens for r in ok),
+        ttft_ms=[r.ttft_s * 1000 for r in ok if r.ttft_s is not None],
+        tpot_ms=[t * 1000 for r in ok if (t := r.tpot_s) is not None],
+        itl_ms=[g * 1000 for r in ok for g in r.itl_s], e2e_ms=[r.e2e_s * 1000 for r in ok],
+        errors=len(load.results) - len(ok) + load.cancelled,
+        first_error=next((r.error for r in load.results if not r.ok), ""))
+
+
+def band(plan: Mapping[str, Any], predicted: float) -> tuple[float, float]:
+    """The prediction's band: the plan's relative throughput interval, at least the run-to-run spread."""
+    value, low, high = (float(plan[c]) for c in ("replica_output_tok_per_s", "replica_output_tok_per_s_low",
+                                                  "replica_output_tok_per_s_high"))
+    relative = (high - low) / 2 / value if value > 0 and math.isfinite(high - low) else 0.0
+    width = max(RUN_TO_RUN_SPREAD, relative)
+    return predicted * (1 - width), predicted * (1 + width)
+
+
+def judge(metric: str, measured: float | None, predicted: float | None, slo: float | None,
+          plan: Mapping[str, Any], higher_is_better: bool = False) -> Verdict:
+    """Within the band, drift (outside it, SLO kept), or SLO at risk (past the SLO, or no data for an SLO)."""
+    low, high = band(plan, predicted) if predicted is not None else (None, None)
+    if measured is None:
+        verdict = AT_RISK if slo is not None else NOT_MEASURED
+    elif slo is not None and measured > slo:
+        verdict = AT_RISK
+    elif low is not None and high is not None and not low <= measured <= high:
+        verdict = f"{DRIFT} ({'better' if (measured > high) == higher_is_better else 'worse'} than predicted)"
+    else:
+        verdict = WITHIN
+    return Verdict(metric, measured, predicted, low, high, slo, verdict)
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    """numpy's linear-interpolation percentile, as the profile columns use; None without data."""
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def _number(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+
+
+def verdicts(m: Measurement, plan: Mapping[str, Any], route: Mapping[str, Any],
+             load: LoadResult, requests: tuple[RequestSpec, ...]) -> list[Verdict]:
+    """TTFT, TPOT and e2e at the route's SLO percentile against the plan's predictions (which are at that
+    percentile too) and the SLO; served against offered output tokens/s; errors."""
+    q = float(route["slo_percentile"])
+    out = [judge(f"{metric}_p{q:g}_ms", _percentile(getattr(m, f"{metric}_ms"), q), _number(plan[f"{metric}_pred_ms"]),
+                 _number(route[f"{metric}_slo_ms"]), plan) for metric in ("ttft", "tpot", "e2e")]
+    return out + [_throughput_verdict(load, requests, plan), _error_verdict(m)]
+
+
+def throughput(load: LoadResult, requests: tuple[RequestSpec, ...]) -> tuple[float | None, float | None]:
+    """(served, offered) output tokens/s of the completed requests.
+
+    served: their tokens over first send to last completion.  offered: every sent request at their
+    mean tokens, over the arrival schedule's span plus the shortest request latency, i.e. what a
+    deployment that keeps up would take.  Equal within noise when it keeps up; served falls below offered when it falls behind.
+    """
+    ok = [r for r in load.results if r.ok]
+    if not ok or len(requests) < 2:
+        return None, None
+    tokens = sum(r.output_tokens for r in ok)
+    sends = [r.send_at_s or 0.0 for r in requests]
+    served = tokens / max(max(r.end_s for r in ok) - min(r.start_s for r in load.results), 1e-9)
+    offered = tokens / len(ok) * len(requests) / (max(sends) - min(sends) + min(r.e2e_s for r in ok))
+    return served, offered
+
+
+def _throughput_verdict(load: LoadResult, requests: tuple[RequestSpec, ...], plan: Mapping[str, Any]) -> Verdict:
+    """Served against offered output tokens/s (within the band, or drift); falling behind shows as SLO misses."""
+    served, offered = throughput(load, requests)
+    if served is None or offered is None:
+        return Verdict("output_tok_per_s", served, offered, None, None, None, AT_RISK)
+    return judge("output_tok_per_s", served, offered, None, plan, higher_is_better=True)
+
+
+def _error_verdict(m: Measurement) -> Verdict:
+    return Verdict("errors", float(m.errors), 0.0, None, None, 0.0, WITHIN if m.errors == 0 else AT_RISK)
+
+
+def exit_code(results: list[Verdict]) -> int:
+    """0: every metric within its band; EXIT_DRIFT: SLOs kept, predictions off; EXIT_AT_RISK: an SLO at risk."""
+    kinds = {v.verdict.split(" (")[0] for v in results}
+    if AT_RISK in kinds:
+        return EXIT_AT_RISK
+    return EXIT_DRIFT if DRIFT in kinds else EXIT_MEETS
+
+
+EXIT_MEETS, EXIT_DRIFT, EXIT_AT_RISK = 0, 4, 5
+
+
+# ------------------------------------------------------------------ the measured profile row
+
+def profile_row(columns: Mapping[str, Any], m: Measurement, plan: Mapping[str, Any], share: Share,
+                requests: tuple[RequestSpec, ...], arrival: str, source: str,
+                arrival_seed: int | None = None) -> dict[str, Any]:
+    """A PROFILE row (mode rate) of what the deployment measured, in the plan's engine group.
+
+    arrival_seed: the seed of synthetic arrivals (None for a replayed log).
+    Throughput is per replica (the share's replicas split the load), as profiles record it.
+    """
+    per_replica = {k: (v / share.replicas if v is not None else None)
+                   for k, v in columns.items() if k in ("output_tok_per_s", "total_tok_per_s", "req_per_s")}
+    return {**columns, **per_replica,
+            "gpu": plan["gpu"], "engine": plan["engine"], "engine_version": plan["engine_version"] or "unknown",
+            "model": plan["model"] or "unknown", "precision": plan["precision"], "tp": int(plan["tp"]),
+            "config": plan["engine_config"] or "default", "mode": "rate",
+            "input_len": max(1, round(float(np.mean([r.input_len for r in requests])))),
+            "output_len": max(1, round(float(np.mean([r.output_len for r in requests])))),
+            "request_rate": share.rate_rps / share.replicas, "arrival": arrival, "arrival_seed": arrival_seed,
+            "status": "ok",
+            "provenance": "measured", "source": source,
+            "date": datetime.now(timezone.utc).date().isoformat(),
+            "notes": f"measure verify of plan route {plan['route']} on {share.replicas} of {share.plan_replicas} "
+                     f"replicas; {m.errors} errors"}

@@ -1,0 +1,106 @@
+"""`python -m measure verify`: its arguments, the run (load, judge, print, write the profile row)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+from fleetfacts.errors import InputError
+from measure import verify
+from measure.envinfo import command_line
+from measure.loadgen import LoadSpec, run_load_sync
+from measure.profile_dir import ProfileDir, default_out_dir
+from measure.stats import metric_columns
+
+DESCRIPTION = """\
+Measure a running OpenAI-compatible deployment against its plan. The route's traffic (--log, the route's log,
+or arrivals at its peak rate with its arrival CV and length distribution) is scaled to the share --replicas of
+the plan's replicas carry, sent for at most --duration s / --max-requests requests, and every metric is judged:
+within interval (the plan's prediction +- its interval, at least the run-to-run spread), drift (outside it but
+within the SLO), SLO at risk (past the SLO at the route's percentile, or errors: requests still running at the
+end of --drain count). Throughput: served output tokens/s against what the arrivals offered.
+The measured point is appended as a profile row (mode rate), so the next plan can use it."""
+EPILOG = f"""Exit codes: {verify.EXIT_MEETS} meets the plan, {verify.EXIT_DRIFT} SLOs kept but predictions off \
+(drift), {verify.EXIT_AT_RISK} an SLO at risk, 2 bad input."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", required=True, help="plan CSV (written by `python -m planner plan`)")
+    p.add_argument("--routes", required=True, help="routes CSV the plan was made from (the route's traffic and SLOs)")
+    p.add_argument("--route", required=True, help="route to verify")
+    p.add_argument("--base-url", required=True, help="the deployment, e.g. http://127.0.0.1:8000")
+    p.add_argument("--log", help="request log to replay (CSV/JSONL: timestamp, input_len, output_len); default: "
+                   "the route's log, else synthetic arrivals")
+    p.add_argument("--synthetic", action="store_true", help="synthetic arrivals even when the route has a log")
+    p.add_argument("--replicas", type=int, default=1, help="replicas behind --base-url (default 1)")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals (default 60)")
+    p.add_argument("--max-requests", type=int, default=1000, help="at most this many requests (default 1000)")
+    p.add_argument("--drain", type=float, default=60.0, help="seconds after the arrivals before requests still "
+                   "running are cancelled (counted as errors; default 60)")
+    p.add_argument("--served-model", help="model name sent in requests (default: omitted)")
+    p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (transformers serve)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
+    p.add_argument("--out", help="profile folder for the measured row (default profiles/measured/<gpu>/"
+                   "<engine>-<model>-<precision>-tp<N>-verify)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tuple[tuple, str]:
+    log = args.log or ("" if args.synthetic else route["log"])
+    if log:
+        specs = verify.replayed_requests(log, share, args.duration, args.max_requests, float(route["rate_rps"]))
+        return specs, f"replay:{Path(log).name}"
+    specs = verify.synthetic_requests(route, share, args.duration, args.max_requests, args.seed)
+    cv = float(route["arrival_cv"])
+    return specs, "poisson" if math.isclose(cv, 1.0) else f"gamma:cv={cv:g}"
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.duration <= 0 or args.max_requests < 1:
+        raise InputError("--duration must be > 0 and --max-requests >= 1")
+    plan = verify.plan_row(args.plan, args.route)
+    route = verify.route_row(args.routes, args.route)
+    share = verify.share_of(route, plan, args.replicas)
+    specs, arrival = _requests(args, route, share)
+    if not specs:
+        raise InputError(f"no request of the log falls within --duration {args.duration:g} s")
+    spec = LoadSpec(base_url=args.base_url.rstrip("/"), requests=specs, endpoint=args.endpoint,
+                    model=args.served_model, max_duration_s=args.duration + args.drain,
+                    api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
+                    seed=args.seed)
+    print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}) against "
+          f"{args.replicas} of the plan's {share.plan_replicas} replicas")
+    load = run_load_sync(spec)
+    m = verify.measurement(load, specs)
+    columns = metric_columns(m)
+    results = verify.verdicts(m, plan, route, load, specs)
+    print_verdicts(results)
+    if m.first_error:
+        print(f"first error: {m.first_error}")
+    if m.num_requests:
+        seed = None if arrival.startswith("replay:") else args.seed
+        _write_profile(args, verify.profile_row(columns, m, plan, share, specs, arrival, command_line(argv), seed),
+                       plan)
+    return verify.exit_code(results)
+
+
+def _write_profile(args: argparse.Namespace, row: dict, plan: dict) -> None:
+    out = Path(args.out) if args.out else default_out_dir(plan["gpu"], plan["engine"], row["model"], plan["precision"],
+                                                          int(plan["tp"]), "verify")
+    ProfileDir(out).append(row)
+    print(f"measured row appended to {out / 'profile.csv'}")
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def print_verdicts(results: list[verify.Verdict]) -> None:
+    print(f"{'metric':<18} {'measured':>10} {'predicted':>10} {'band':>21} {'SLO':>8}  verdict")
+    for v in results:
+        span = f"{_cell(v.low)}-{_cell(v.high)}" if v.low is not None else ""
+        print(f"{v.metric:<18} {_cell(v.measured):>10} {_cell(v.predicted):>10} {span:>21} {_cell(v.slo):>8}  "
+              f"{v.verdict}")

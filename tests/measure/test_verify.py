@@ -1,0 +1,118 @@
+"""`python -m measure verify` end to end against the real CPU test server (`transformers serve`).
+
+The plan is made for that server: its predictions come from a calibration load at the route's rate
+(what a profile of the server would say), its SLO leaves a margin over them.  A deployment sized for
+that rate must not be flagged; one asked to carry many times the rate on one replica must be.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from fleetfacts.arrivals import arrival_times
+from fleetfacts.schema import PLAN, PROFILE, ROUTES, load_table
+from measure import verify
+from measure.cli import main
+from measure.loadgen import LoadSpec, RequestSpec, run_load_sync
+from measure.stats import metric_columns
+
+pytestmark = pytest.mark.slow
+
+RATE_RPS, INPUT_LEN, OUTPUT_LEN = 0.5, 16, 8
+DURATION_S = 12.0
+# The SLO the route sets over the calibrated p95 TTFT: room for the CPU server's run-to-run noise.
+SLO_MARGIN = 5.0
+# The mis-sized deployment: one replica asked to carry this many times the rate it was sized for.
+OVERLOAD = 40
+
+
+@pytest.fixture(scope="module")
+def calibration(tiny_server):
+    """What the server does at the route's rate: the numbers a plan made for it predicts."""
+    times = arrival_times(int(RATE_RPS * DURATION_S), RATE_RPS, "poisson", 1)
+    specs = tuple(RequestSpec(INPUT_LEN, OUTPUT_LEN, t) for t in times)
+    load = run_load_sync(LoadSpec(base_url=tiny_server["url"], requests=specs, ignore_eos=False,
+                                  max_duration_s=DURATION_S + 60))
+    m = verify.measurement(load, specs)
+    assert m.errors == 0, m.first_error
+    return metric_columns(m)
+
+
+
+
+def _files(tmp_path, calibration, rate, assumptions_line):
+    routes = tmp_path / "routes.csv"
+    with open(routes, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=ROUTES.names)
+        writer.writeheader()
+        writer.writerow({"name": "tiny", "model": "tiny", "traffic": "online", "rate_rps": rate, "peak_to_mean": 1,
+                         "arrival_cv": 1, "input_len_mean": INPUT_LEN, "output_len_mean": OUTPUT_LEN,
+                         "slo_percentile": 95, "ttft_slo_ms": SLO_MARGIN * calibration["ttft_p95_ms"]})
+    tok_s = calibration["output_tok_per_s"]
+    plan = tmp_path / "plan.csv"
+    with open(plan, "w", newline="") as handle:
+        if assumptions_line:
+            handle.write('# fleetplan-assumptions: {"slo_attainment": 0.99}\n')
+        writer = csv.DictWriter(handle, fieldnames=PLAN.names)
+        writer.writeheader()
+        writer.writerow({"route": "tiny", "status": "ok", "traffic": "online", "model": "tiny",
+                         "engine": "transformers", "engine_version": "5.24.0", "gpu": "cpu", "precision": "fp32",
+                         "tp": 1, "replicas": 1, "gpus": 1, "operating_concurrency": 1,
+                         "replica_output_tok_per_s": tok_s, "replica_output_tok_per_s_low": 0.9 * tok_s,
+                         "replica_output_tok_per_s_high": 1.1 * tok_s, "ttft_pred_ms": calibration["ttft_p95_ms"],
+                         "tpot_pred_ms": calibration["tpot_p95_ms"], "e2e_pred_ms": calibration["e2e_p95_ms"]})
+    if not assumptions_line:  # the plain-CSV plan format: assumptions beside it
+        (tmp_path / "plan.assumptions.json").write_text(json.dumps({"slo_attainment": 0.99}))
+    return routes, plan
+
+
+def _verify(tiny_server, routes, plan, out, *extra):
+    return main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
+                 tiny_server["url"], "--duration", str(DURATION_S), "--max-requests", "200", "--drain", "10",
+                 "--no-ignore-eos", "--out", str(out), *extra])
+
+
+def test_a_deployment_sized_for_its_route_is_not_flagged(tiny_server, calibration, tmp_path, capsys):
+    routes, plan = _files(tmp_path, calibration, RATE_RPS, assumptions_line=True)
+    code = _verify(tiny_server, routes, plan, tmp_path / "prof")
+    out = capsys.readouterr().out
+    assert code in (verify.EXIT_MEETS, verify.EXIT_DRIFT), out
+    assert verify.AT_RISK not in out
+    rows = load_table(tmp_path / "prof" / "profile.csv", PROFILE)
+    assert len(rows) == 1
+    row = rows.iloc[0]
+    assert (row["mode"], row["engine"], row["gpu"], row["provenance"]) == ("rate", "transformers", "cpu", "measured")
+    assert row["request_rate"] == pytest.approx(RATE_RPS) and row["arrival_seed"] == 0
+    assert row["num_requests"] == int(RATE_RPS * DURATION_S)
+    assert row["ttft_p95_ms"] < SLO_MARGIN * calibration["ttft_p95_ms"]
+
+
+def test_a_mis_sized_deployment_is_flagged(tiny_server, calibration, tmp_path, capsys):
+    # The route carries OVERLOAD times the rate, and the (plain-CSV) plan still puts it on one replica.
+    routes, plan = _files(tmp_path, calibration, RATE_RPS * OVERLOAD, assumptions_line=False)
+    code = _verify(tiny_server, routes, plan, tmp_path / "prof", "--duration", "5")
+    out = capsys.readouterr().out
+    assert code == verify.EXIT_AT_RISK, out
+    flagged = [line.split()[0] for line in out.splitlines() if line.endswith(verify.AT_RISK)]
+    # Overload shows as TTFT past the SLO, or as requests still running when the drain ends.
+    assert set(flagged) & {"ttft_p95_ms", "errors"}, out
+
+
+def test_verify_refuses_bad_input_in_one_line(tmp_path, capsys, calibration_free_files):
+    routes, plan = calibration_free_files
+    code = main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "nope", "--base-url",
+                 "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no route 'nope'" in err and len(err.strip().splitlines()) == 1
+    code = main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
+                 "http://127.0.0.1:9", "--replicas", "3"])
+    assert code == 2 and "--replicas must be between 1 and the plan's 1" in capsys.readouterr().err
+
+
+@pytest.fixture
+def calibration_free_files(tmp_path):
+    fake = {"ttft_p95_ms": 100.0, "output_tok_per_s": 10.0, "tpot_p95_ms": 10.0, "e2e_p95_ms": 200.0}
+    return _files(tmp_path, fake, RATE_RPS, assumptions_line=True)

@@ -1,0 +1,148 @@
+"""`python -m planner deploy` on the bundled example: every format, manifests checked against the Kubernetes schema."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from fleetfacts.errors import InputError
+from fleetfacts.schema import load_plan_rows
+from planner import deploy
+from planner.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+# Kubernetes release whose OpenAPI schema the manifests are checked against (strict: unknown fields fail).
+K8S_VERSION = "1.37.0"
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "plan.csv"
+    assert main(["plan", "--routes", str(ROOT / "examples" / "routes.csv"), "--out", str(path)]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def rows(plan):
+    frame = load_plan_rows(plan)
+    return {r["route"]: r for r in frame.to_dict("records") if r["status"] == "ok"}
+
+
+def _deploy(plan, out, fmt, *extra):
+    return main(["deploy", "--plan", str(plan), "--format", fmt, "--out", str(out), *extra])
+
+
+def _serve_argv(text: str, program: str) -> list[str]:
+    line = next(line for line in text.splitlines() if line.startswith(f"exec {program}"))
+    return shlex.split(line)[2:]
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return {a: (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else "")
+            for i, a in enumerate(argv) if a.startswith("--")}
+
+
+def test_vllm_commands_run_what_the_profile_measured(plan, rows, tmp_path):
+    assert _deploy(plan, tmp_path, "vllm") == 0
+    vllm_rows = {k: r for k, r in rows.items() if r["engine"] == "vllm"}
+    assert vllm_rows, "the example plan has a vLLM route"
+    for route, row in vllm_rows.items():
+        text = (tmp_path / f"{route}.vllm.sh").read_text()
+        flags = _flags(_serve_argv(text, "vllm"))
+        env_path = ROOT / row["profile"].split(";")[0]
+        run = json.loads((env_path.parent / "env.json").read_text())["runs"][-1]
+        assert "line " in text and row["profile"] in text and "env.json" in text  # where it came from
+        assert flags["--tensor-parallel-size"] == str(row["tp"])
+        assert flags["--max-model-len"] == str(row["max_model_len"])
+        assert int(flags["--max-num-seqs"]) == run["max_num_seqs"] >= row["operating_concurrency"]
+        assert int(flags["--max-num-batched-tokens"]) == run["max_num_batched_tokens"]
+        for key, value in run["effective_engine_args"].items():
+            if key in deploy.MEASUREMENT_ONLY_ARGS:
+                continue
+            flag = "--" + key.replace("_", "-")
+            expected = json.dumps(value, separators=(",", ":")) if isinstance(value, dict) else str(value)
+            assert flags.get(flag) == expected, (route, flag)
+        assert "--load-format" not in flags and "dummy" not in text
+
+
+def test_trtllm_files_per_engine_version(plan, rows, tmp_path):
+    assert _deploy(plan, tmp_path, "trtllm") == 0
+    for route, row in rows.items():
+        if row["engine"] != "trtllm":
+            continue
+        script = (tmp_path / f"{route}.trtllm.sh").read_text()
+        options = yaml.safe_load((tmp_path / f"{route}.trtllm-options.yaml").read_text())
+        assert options["max_batch_size"] >= row["operating_concurrency"]
+        flags = _flags(_serve_argv(script, "trtllm-serve"))
+        assert flags["--tp_size"] == str(row["tp"]) and flags["--extra_llm_api_options"].endswith("options.yaml")
+        old = deploy.trtllm_flow(row["engine_version"]) == "engine"
+        assert ("trtllm-build" in script) == old
+        if old:
+            build = _flags(shlex.split(next(line for line in script.splitlines() if line.startswith("trtllm-build"))))
+            assert build["--max_batch_size"] == str(options["max_batch_size"])
+            assert build["--max_seq_len"] == str(row["max_model_len"])
+
+
+def test_trtllm_1x_serves_the_checkpoint_without_a_build(rows):
+    row = {**next(r for r in rows.values() if r["engine"] == "trtllm"), "engine_version": "1.1.0"}
+    target = deploy.Target.from_row(row, "plan.csv", 2)
+    files = deploy.deployment_files("trtllm", target, deploy.EngineSettings.none_recorded("p.csv"), "org/model")
+    script = files[0].text
+    assert "trtllm-build" not in script and "--backend pytorch" in script
+
+
+def _documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_k8s_manifests_validate_against_the_kubernetes_schema(plan, rows, tmp_path):
+    assert _deploy(plan, tmp_path, "k8s", "--min-replicas", "1") == 0
+    for route, row in rows.items():
+        docs = _documents(tmp_path / f"{route}.k8s.yaml")
+        for doc in docs:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        kinds = {d["kind"]: d for d in docs}
+        deployment = kinds["Deployment"]
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert deployment["spec"]["replicas"] == row["replicas"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(row["tp"])
+        assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+        assert deployment["metadata"]["annotations"]["fleetplan.io/profile"] == row["profile"]
+        assert "Service" in kinds
+        assert ("HorizontalPodAutoscaler" in kinds) == (row["replicas"] > 1)
+        if row["replicas"] > 1:
+            hpa = kinds["HorizontalPodAutoscaler"]["spec"]
+            assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, row["replicas"])
+
+
+def test_the_schema_check_can_fail(plan, tmp_path):
+    """The validator rejects a manifest with a wrongly typed field (the check above is not vacuous)."""
+    assert _deploy(plan, tmp_path, "k8s") == 0
+    doc = _documents(next(tmp_path.glob("*.k8s.yaml")))[0]
+    doc["spec"]["replicas"] = "three"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_a_batch_cap_below_the_operating_point_is_refused(rows):
+    row = next(r for r in rows.values() if r["engine"] == "vllm")
+    target = deploy.Target.from_row({**row, "operating_concurrency": 5000.0}, "plan.csv", 3)
+    settings = deploy.EngineSettings("env.json", {}, max_num_seqs=1024)
+    with pytest.raises(InputError, match="operates at 5000 sequences per replica but the profile ran with"):
+        deploy.deployment_files("vllm", target, settings, "org/model")
+
+
+def test_bad_requests_get_one_line_errors(plan, tmp_path, capsys):
+    assert main(["deploy", "--plan", str(plan), "--format", "vllm", "--route", "nope"]) == 2
+    assert "no route 'nope'" in capsys.readouterr().err
+    old = tmp_path / "old.csv"  # a plan written before deploy existed: no model / max_model_len columns
+    frame = load_plan_rows(plan).drop(columns=["model", "max_model_len", "profile"])
+    frame.to_csv(old, index=False)
+    assert main(["deploy", "--plan", str(old), "--format", "k8s"]) == 2
+    err = capsys.readouterr().err
+    assert "column 'model': empty; re-run `python -m planner plan`" in err and len(err.strip().splitlines()) == 1
