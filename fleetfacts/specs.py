@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -245,6 +246,18 @@ def bundled_gpu_specs() -> dict[str, GpuSpec]:
 def bundled_model_specs() -> dict[str, ModelSpec]:
     """The bundled model table, read once."""
     return load_model_specs()
+
+
+# The bundled configs' sources: one table row per model slug, `| `slug` | https://huggingface.co/... | date |`.
+MODEL_SOURCES_MD = BUNDLED_CONFIGS_DIR / "README.md"
+_SOURCE_ROW = re.compile(r"^\|\s*`(?P<slug>[^`]+)`\s*\|\s*(?P<url>https?://\S+)\s*\|", re.M)
+
+
+@lru_cache(maxsize=1)
+def bundled_model_sources() -> dict[str, str]:
+    """Model slug -> the URL its bundled config.json was written from (fleetfacts/models/README.md)."""
+    text = MODEL_SOURCES_MD.read_text(encoding="utf-8") if MODEL_SOURCES_MD.is_file() else ""
+    return {m.group("slug"): m.group("url") for m in _SOURCE_ROW.finditer(text)}
 
 
 def gpu_spec(gpu: str) -> GpuSpec | None:

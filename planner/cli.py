@@ -649,7 +649,7 @@ def _deploy_arguments(p: argparse.ArgumentParser) -> None:
                    "build for 0.x); k8s: Deployment + Service (+ HPA with --min-replicas)")
     p.add_argument("--out", metavar="DIR", help="write the files here (default: print them)")
     p.add_argument("--model-path", help="what the server loads (hub id or checkpoint dir; default: the model's "
-                   "Hugging Face repo from fleetfacts/data/model_specs.csv)")
+                   "Hugging Face repo of its bundled config, fleetfacts/models/README.md)")
     p.add_argument("--image", help="k8s: container image (default: the engine's official image of the version)")
     p.add_argument("--min-replicas", type=int, help="k8s: add an HPA scaling between this and the plan's replicas "
                    f"on {deploy.HPA_METRIC} (target: the plan's operating concurrency per pod)")

@@ -24,7 +24,7 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from fleetfacts.errors import InputError
-from fleetfacts.specs import bundled_model_specs
+from fleetfacts.specs import bundled_model_sources
 
 FORMATS = ("vllm", "trtllm", "k8s")
 # Port every generated server listens on (vLLM's and trtllm-serve's default).
@@ -138,11 +138,10 @@ class DeployFile:
 
 
 def model_source(model: str) -> str:
-    """The Hugging Face repo of a model slug, from the model spec's source (fleetfacts/data/model_specs.csv)."""
-    spec = bundled_model_specs().get(model)
-    match = HUB_RE.search(spec.source) if spec else None
+    """The Hugging Face repo of a model slug, from its bundled config's source (fleetfacts/models/README.md)."""
+    match = HUB_RE.search(bundled_model_sources().get(model, ""))
     if not match:
-        raise InputError(f"model {model!r}: no Hugging Face repo in fleetfacts/data/model_specs.csv; "
+        raise InputError(f"model {model!r}: no Hugging Face repo among the bundled model configs; "
                          "pass --model-path (a hub id or a checkpoint dir)")
     return match.group(1)
 
