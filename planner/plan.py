@@ -278,7 +278,8 @@ def _candidates(route: Route, catalog: Catalog, allow_prerelease: bool = True) -
     curves = _allowed_curves(route, catalog)
     if allow_prerelease:
         return curves, []
-    held = [c for c in curves if is_prerelease(c.key.engine_version)]
+    # A transferred curve's version carries a local '+transfer' tag: that marks how it was made, not a dev build.
+    held = [c for c in curves if is_prerelease(c.key.engine_version) and c.source_provenance != "transferred"]
     return [c for c in curves if c not in held], sorted({f"{c.key.engine} {c.key.engine_version}" for c in held})
 
 
