@@ -202,6 +202,7 @@ def test_decisions_fit_at_1440_px_and_curve_charts_keep_their_legends(app_url, p
     page.goto(app_url)
     page.get_by_text("Recommendation per route").wait_for()
     wait_idle(page)
+    page.locator('[data-testid="stDataFrame"] .dvn-scroller').first.wait_for()  # the grid, once drawn
     decisions = page.locator('[data-testid="stDataFrame"]').first
     scroll, visible = decisions.evaluate(
         "el => { const s = el.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }")
