@@ -187,7 +187,7 @@ NAMES = ["=cmd()", "+SUM(A1)", "-2+3", "@x", "'=already", "'quoted", "plain rout
 
 
 def test_plan_round_trips_including_formula_looking_names(inputs, tmp_path):
-    rows = [online_route(name) for name in NAMES] + [online_route("nope", model="qwen2.5-7b")]
+    rows = [online_route(name) for name in NAMES] + [online_route("nope", model="no-such-model")]
     result = make_plan(routes(*rows), inputs, Assumptions(engineer_usd_per_hour=150.0, provider="cloud-a"))
     path = tmp_path / "plan.csv"
     write_plan(result, path)
