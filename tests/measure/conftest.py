@@ -82,7 +82,11 @@ def tiny_server(tiny_model):
 
 
 class TimedSSE(BaseHTTPRequestHandler):
-    """Streams `n` text chunks: the first after `ttft_s`, then one every `itl_s`; options set per server."""
+    """Streams `n` text chunks: the first after `ttft_s`, then one every `itl_s`; options set per server.
+
+    With `slots=K` the server generates for at most K requests at a time and the rest wait in line,
+    as a saturated engine does: its capacity is K / (ttft_s + (n - 1) * itl_s) requests per second.
+    """
 
     protocol_version = "HTTP/1.1"
 
@@ -105,11 +109,18 @@ class TimedSSE(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         n = body["max_tokens"]
-        time.sleep(cfg["ttft_s"])
-        for i in range(n):
-            if i:
-                time.sleep(cfg["itl_s"])
-            self._send({"choices": [{"index": 0, "text": f"w{i} "}]})
+        slots = self.server.slots
+        if slots is not None:
+            slots.acquire()
+        try:
+            time.sleep(cfg["ttft_s"])
+            for i in range(n):
+                if i:
+                    time.sleep(cfg["itl_s"])
+                self._send({"choices": [{"index": 0, "text": f"w{i} "}]})
+        finally:
+            if slots is not None:
+                slots.release()
         final = {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
         if cfg.get("usage", True):
             final["usage"] = {"prompt_tokens": 7, "completion_tokens": n, "total_tokens": n + 7}
@@ -132,6 +143,7 @@ def timed_server():
     def start(**cfg):
         server = ThreadingHTTPServer(("127.0.0.1", 0), TimedSSE)
         server.cfg, server.bodies = cfg, []
+        server.slots = threading.Semaphore(cfg["slots"]) if cfg.get("slots") else None
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}", server

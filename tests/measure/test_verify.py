@@ -1,8 +1,10 @@
-"""`python -m measure verify` end to end against the real CPU test server (`transformers serve`).
+"""`python -m measure verify` end to end against real OpenAI-compatible servers.
 
-The plan is made for that server: its predictions come from a calibration load at the route's rate
-(what a profile of the server would say), its SLO leaves a margin over them.  A deployment sized for
-that rate must not be flagged; one asked to carry many times the rate on one replica must be.
+A deployment sized for its route runs on the real CPU test server (`transformers serve`): the plan's
+predictions come from a calibration load at the route's rate (what a profile of the server would say),
+its SLO leaves a margin over them, and it must not be flagged.  A mis-sized one runs on a server of
+known capacity (one generation slot, fixed TTFT and ITL), so that being over capacity does not depend
+on how fast the machine running the tests is: asked for many times that capacity, it must be flagged.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ RATE_RPS, INPUT_LEN, OUTPUT_LEN = 0.5, 16, 8
 DURATION_S = 12.0
 # The SLO the route sets over the calibrated p95 TTFT: room for the CPU server's run-to-run noise.
 SLO_MARGIN = 5.0
-# The mis-sized deployment: one replica asked to carry this many times the rate it was sized for.
-OVERLOAD = 200
+# The server of known capacity for the mis-sized deployment: one slot, TTFT 20 ms, then 5 ms per token,
+# so 55 ms a request and about 18 requests per second at most; the route asks for 100.
+SLOT_TTFT_S, SLOT_ITL_S, OVERLOAD_RPS = 0.020, 0.005, 100.0
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +73,15 @@ def _files(tmp_path, calibration, rate, assumptions_line):
     return routes, plan
 
 
-def _verify(tiny_server, routes, plan, out, *extra):
+def _verify(url, routes, plan, out, *extra):
     return main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
-                 tiny_server["url"], "--duration", str(DURATION_S), "--max-requests", "200", "--drain", "10",
+                 url, "--duration", str(DURATION_S), "--max-requests", "200", "--drain", "10",
                  "--no-ignore-eos", "--out", str(out), *extra])
 
 
 def test_a_deployment_sized_for_its_route_is_not_flagged(tiny_server, calibration, tmp_path, capsys):
     routes, plan = _files(tmp_path, calibration, RATE_RPS, assumptions_line=True)
-    code = _verify(tiny_server, routes, plan, tmp_path / "prof")
+    code = _verify(tiny_server["url"], routes, plan, tmp_path / "prof")
     out = capsys.readouterr().out
     assert code in (verify.EXIT_MEETS, verify.EXIT_DRIFT), out
     assert verify.AT_RISK not in out
@@ -91,15 +94,21 @@ def test_a_deployment_sized_for_its_route_is_not_flagged(tiny_server, calibratio
     assert row["ttft_p95_ms"] < SLO_MARGIN * calibration["ttft_p95_ms"]
 
 
-def test_a_mis_sized_deployment_is_flagged(tiny_server, calibration, tmp_path, capsys):
-    # The route carries OVERLOAD times the rate, and the (plain-CSV) plan still puts it on one replica.
-    routes, plan = _files(tmp_path, calibration, RATE_RPS * OVERLOAD, assumptions_line=False)
-    code = _verify(tiny_server, routes, plan, tmp_path / "prof", "--duration", "5")
+def test_a_mis_sized_deployment_is_flagged(timed_server, tmp_path, capsys):
+    # The plan predicts what the one-slot server does at light load and puts the whole route on it.
+    url, _ = timed_server(ttft_s=SLOT_TTFT_S, itl_s=SLOT_ITL_S, slots=1)
+    e2e_s = SLOT_TTFT_S + (OUTPUT_LEN - 1) * SLOT_ITL_S
+    light_load = {"ttft_p95_ms": 1e3 * SLOT_TTFT_S, "tpot_p95_ms": 1e3 * SLOT_ITL_S, "e2e_p95_ms": 1e3 * e2e_s,
+                  "output_tok_per_s": OVERLOAD_RPS * OUTPUT_LEN}
+    assert OVERLOAD_RPS > 3 / e2e_s  # the route really is beyond the server's capacity
+    routes, plan = _files(tmp_path, light_load, OVERLOAD_RPS, assumptions_line=False)
+    code = _verify(url, routes, plan, tmp_path / "prof", "--duration", "2")
     out = capsys.readouterr().out
     assert code == verify.EXIT_AT_RISK, out
     flagged = [line.split()[0] for line in out.splitlines() if line.endswith(verify.AT_RISK)]
-    # Overload shows as TTFT or TPOT past the SLO, or as requests still running when the drain ends.
-    assert set(flagged) & {"ttft_p95_ms", "tpot_p95_ms", "errors"}, out
+    # Overload shows as TTFT past the SLO (requests wait for the slot), or as requests still running
+    # when the drain ends.
+    assert set(flagged) & {"ttft_p95_ms", "errors"}, out
 
 
 def test_verify_refuses_bad_input_in_one_line(tmp_path, capsys, calibration_free_files):
