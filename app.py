@@ -127,7 +127,8 @@ def put_settings(settings: scenario.Settings, inputs: Catalog, where: str) -> li
     ss.gpu_price_factor = float(np.clip(settings.gpu_price_factor, *PRICE_RANGE))
     for name in scenario.ALLOW_SETTINGS:
         ss[name] = list(getattr(settings, name))
-    ss.allow_prerelease = bool(settings.allow_prerelease)
+    for name in scenario.BOOL_SETTINGS:
+        ss[name] = bool(getattr(settings, name))
     return warnings
 
 
@@ -137,7 +138,7 @@ def current_settings() -> scenario.Settings:
     return scenario.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
                        **{name: tuple(ss[name]) for name in scenario.ALLOW_SETTINGS},
                        traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor),
-                       allow_prerelease=bool(ss.allow_prerelease))
+                       **{name: bool(ss[name]) for name in scenario.BOOL_SETTINGS})
 
 
 def providers(prices: pd.DataFrame) -> list[str]:
@@ -248,6 +249,10 @@ def allow_controls(inputs: Catalog) -> None:
     st.toggle("Allow pre-release engine builds", key="allow_prerelease",
               help="Development and pre-release builds (e.g. TensorRT-LLM 0.20+main) are not recommended unless "
                    "allowed, as `python -m planner plan --allow-prerelease`.")
+    st.toggle("Allow unverified latency", key="allow_unverified_latency",
+              help="Online routes: options with no latency measurement behind them (measured or transferred) rank "
+                   "behind those with one, since their TTFT is the engine model's alone and optimistic. On: ranked by "
+                   "cost alone, as `python -m planner plan --allow-unverified-latency`.")
 
 
 # ---------------------------------------------------------------- inputs

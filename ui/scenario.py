@@ -57,8 +57,11 @@ QUERY_KEYS = {
     "traffic_growth": "growth",
     "gpu_price_factor": "gpu_price_x",
     "allow_prerelease": "prerelease",
+    "allow_unverified_latency": "unverified",
 }
 PRICING_TYPES = PRICES.column("pricing_type").choices
+# Settings that are on/off switches (the planner's assumptions of the same name).
+BOOL_SETTINGS = ("allow_prerelease", "allow_unverified_latency")
 # Settings that narrow every route's allow-list column of the same name.
 ALLOW_SETTINGS = ("engines", "gpus", "precisions", "configs")
 # Growth and price factors outside this range are typos, not what-ifs.
@@ -78,7 +81,8 @@ class Settings:
     default; engines/gpus/precisions/configs: allow-lists applied to every route
     (() = no restriction); traffic_growth multiplies every route's load;
     gpu_price_factor multiplies every GPU price; allow_prerelease lets pre-release and
-    development engine builds be recommended (the planner's assumption of that name).
+    development engine builds be recommended; allow_unverified_latency ranks online options with no
+    latency measurement behind them by cost alone (both the planner's assumptions of those names).
     """
 
     provider: str = ""
@@ -91,6 +95,7 @@ class Settings:
     traffic_growth: float = 1.0
     gpu_price_factor: float = 1.0
     allow_prerelease: bool = False
+    allow_unverified_latency: bool = False
 
     def __post_init__(self) -> None:
         if self.pricing_type not in PRICING_TYPES:
@@ -306,11 +311,12 @@ SENSITIVITY_PRICE = (0.75, 1.0, 1.25)
 
 
 def scenario_assumptions(settings: Settings, base: Assumptions | None = None) -> Assumptions:
-    """The planner's Assumptions with the scenario's provider, pricing type and engineer rate."""
+    """The planner's Assumptions with the scenario's provider, pricing type, engineer rate and policy switches."""
     base = base or Assumptions()
     rate = base.engineer_usd_per_hour if settings.engineer_usd_per_hour is None else settings.engineer_usd_per_hour
     return replace(base, provider=settings.provider or None, pricing_type=settings.pricing_type,
-                   engineer_usd_per_hour=rate, allow_prerelease=settings.allow_prerelease)
+                   engineer_usd_per_hour=rate, allow_prerelease=settings.allow_prerelease,
+                   allow_unverified_latency=settings.allow_unverified_latency)
 
 
 def plan_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assumptions: Assumptions | None = None,
@@ -427,7 +433,7 @@ def drop_unknown(settings: Settings, known: Mapping[str, Sequence[str]],
 
 
 def _parse_setting(name: str, raw: str) -> object:
-    if name == "allow_prerelease":
+    if name in BOOL_SETTINGS:
         if raw.strip().lower() not in ("0", "1", "true", "false"):
             raise ValueError("expected 1 or 0")
         return raw.strip().lower() in ("1", "true")

@@ -480,3 +480,13 @@ def test_pre_release_builds_are_recommended_only_when_allowed(app):
     assert_clean(app)
     assert not held_back(app)
     assert app.query_params["prerelease"] in (["1"], "1")
+
+
+def test_the_unverified_latency_switch_sets_the_assumption_the_plan_is_made_with(app):
+    assert app.session_state["good_result"].assumptions.allow_unverified_latency is False
+    app.toggle(key="allow_unverified_latency").set_value(True).run()
+    assert_clean(app)
+    assert app.session_state["good_result"].assumptions.allow_unverified_latency is True
+    assert app.query_params["unverified"] in (["1"], "1")
+    app.toggle(key="allow_unverified_latency").set_value(False).run()
+    assert app.session_state["good_result"].assumptions.allow_unverified_latency is False
