@@ -50,6 +50,7 @@ from planner.plan import (
     plan_coverage,
     read_assumptions,
     read_plan,
+    runner_up_caveat,
     write_plan,
 )
 from planner.plan_check import format_simulations, simulate_plan
@@ -275,9 +276,14 @@ def plan_table(result) -> Table:
         table.add_row(_cell(r["route"]), _cell(option),
                       _range(_num(r["gpus"]), _num(r["gpus_low"]), _num(r["gpus_high"])),
                       _money_range(r["total_usd_per_month"], r["total_usd_per_month_low"], r["total_usd_per_month_high"]),
-                      _cell(r["runner_up"]), _money(r["savings_usd_per_month"]), breakeven,
+                      _cell(r["runner_up"]), _savings(r), breakeven,
                       BASIS.get(str(r["provenance"]), str(r["provenance"])))
     return table
+
+
+def _savings(row) -> str:
+    """What the pick saves against its runner-up; 'none' when the runner-up is cheaper (print_plan says why)."""
+    return "none" if runner_up_caveat(row) else _money(row["savings_usd_per_month"])
 
 
 def print_plan(result) -> None:
@@ -293,6 +299,9 @@ def print_plan(result) -> None:
                   "interval (at least the curve's leave-one-out error). b-even: model updates/month at which the "
                   "runner-up costs the same ('-': same engine build, not meaningful). basis: measured, published, "
                   "predicted or extrapolated.", markup=False, style="dim")
+    for _, r in result.plan[result.plan["status"] == "ok"].iterrows():
+        if caveat := runner_up_caveat(r):
+            console.print(terminal_safe(f"{r['route']}: {caveat}"), markup=False, highlight=False)
     for _, r in result.plan[result.plan["status"] != "ok"].iterrows():
         console.print(terminal_safe(f"infeasible: {r['route']}: {r['notes']}"), markup=False)
     for name, value, what in result.assumptions.describe():

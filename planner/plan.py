@@ -426,11 +426,26 @@ def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: 
     best = _widened(feasible[0], _option_loo_error(catalog, route, feasible[0]["option"]))
     runner = next((o for o in feasible[1:] if (o["engine"], o["gpu"]) != (best["engine"], best["gpu"])), None)
     sim = {"sim_attainment": best.get("sim_attainment", math.nan), "sim_replicas": best.get("sim_replicas", math.nan)}
+    runner_up = _runner_up_columns(best, runner)
     notes = _join(best["notes"], f"{len(held_back)} pre-release engine build(s) not considered "
-                  f"({', '.join(held_back)}; allow_prerelease)" if held_back else "")
+                  f"({', '.join(held_back)}; allow_prerelease)" if held_back else "", runner_up_caveat(runner_up))
     deployment = {"max_model_len": _max_model_len(route), "profile": _profile_files(route, best, catalog)}
-    return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **_runner_up_columns(best, runner), **sim,
+    return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **runner_up, **sim,
             **plan_ranges(best, route.traffic, a), **deployment, "notes": notes}
+
+
+def runner_up_caveat(row: Mapping[str, Any]) -> str:
+    """For a plan row whose runner-up costs less than the recommendation (negative savings_usd_per_month):
+    'runner-up X is $Y/month cheaper but its latency is unverified (...)'; '' otherwise.
+
+    _rank_key puts a cheaper feasible option behind for that one reason: an online route's option with no
+    latency measurement behind it, while allow_unverified_latency is off.
+    """
+    savings = row.get("savings_usd_per_month")
+    if not isinstance(savings, (int, float)) or not savings < 0:
+        return ""
+    return (f"runner-up {row['runner_up']} is ${-savings:,.0f}/month cheaper but its latency is unverified (no "
+            f"latency measurement behind it; allow_unverified_latency ranks it by cost)")
 
 
 # The context a deployment must hold is taken at this percentile of prompt and output lengths.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -12,9 +13,10 @@ import pytest
 from fleetfacts.arrivals import arrival_times
 from planner import latency
 from planner.assumptions import Assumptions
+from planner.cli import main as cli_main
 from planner.curves import GroupKey, fit_group
 from planner.frontend import FrontEnd
-from planner.plan import load_inputs, make_plan
+from planner.plan import load_inputs, make_plan, read_plan
 from planner.routes import LengthDistribution
 from planner.simulate import simulate
 from tests.planner.fakes import online_route, synthetic_profile_rows, write_synthetic_inputs
@@ -144,14 +146,20 @@ def test_closed_loop_rounds_have_a_far_higher_ttft_than_staggered_clients(tmp_pa
     assert ttft["rounds"] > 3 * ttft["staggered"]
 
 
-def test_unverified_latency_ranks_behind_unless_allowed(tmp_path):
-    """An option with no latency rows behind it does not win an online route on cost alone."""
-    files = write_synthetic_inputs(tmp_path)
+def write_cheap_unverified_inputs(directory) -> dict:
+    """Synthetic inputs where the cheapest option (vllm on h200: fast, $1/GPU-hour) has throughput rows only."""
+    files = write_synthetic_inputs(directory)
     fast = pd.DataFrame(synthetic_profile_rows("vllm", "h200", speedup=3.0))
     fast[fast["mode"] == "offline"].to_csv(files["profiles"] / "vllm_h200.csv", index=False)  # throughput only
     prices = pd.read_csv(files["prices"])
     prices.loc[prices["gpu"] == "h200", "usd_per_gpu_hour"] = 1.0  # and the cheapest GPU-hour
     prices.to_csv(files["prices"], index=False)
+    return files
+
+
+def test_unverified_latency_ranks_behind_unless_allowed(tmp_path):
+    """An option with no latency rows behind it does not win an online route on cost alone."""
+    files = write_cheap_unverified_inputs(tmp_path)
     catalog = load_inputs(files["profiles"], files["prices"], files["ops"])
     unverified = [c for c in catalog.curves.values() if c.latency_basis == "unverified"]
     assert unverified, "the throughput-only group has no latency behind it"
@@ -160,6 +168,26 @@ def test_unverified_latency_ranks_behind_unless_allowed(tmp_path):
     loose = make_plan(routes, catalog, Assumptions(allow_unverified_latency=True)).plan.iloc[0]
     assert strict["latency_basis"] != "unverified"
     assert loose["latency_basis"] == "unverified" and loose["total_usd_per_month"] < strict["total_usd_per_month"]
+
+
+def test_a_cheaper_runner_up_with_unverified_latency_is_worded_as_such_not_as_negative_savings(tmp_path, capsys):
+    files = write_cheap_unverified_inputs(tmp_path)
+    routes, out = tmp_path / "routes.csv", tmp_path / "plan.csv"
+    # vllm only: the measured h100 option and the cheaper h200 one with throughput rows only are the two left
+    pd.DataFrame([online_route("chat", rate_rps=300.0, engines="vllm")]).to_csv(routes, index=False)
+    code = cli_main(["plan", "--routes", str(routes), "--out", str(out), "--profiles", str(files["profiles"]),
+                     "--prices", str(files["prices"]), "--ops", str(files["ops"]), "--transfer", "off"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    row = read_plan(out)[0].iloc[0]
+    assert row["runner_up"].startswith("vllm/") and "/h200/" in row["runner_up"]
+    cheaper = -row["savings_usd_per_month"]
+    assert cheaper > 0 and row["runner_up_total_usd_per_month"] < row["total_usd_per_month"]
+    said = re.search(rf"runner-up {re.escape(row['runner_up'])} is \$([\d,]+)/month cheaper but its latency is "
+                     "unverified", row["notes"])                         # the plan file says why
+    assert said and float(said[1].replace(",", "")) == pytest.approx(cheaper, abs=1.0)
+    assert f"chat: {said[0]}" in " ".join(printed.split())            # and so does the printed plan
+    assert "$-" not in printed and "-$" not in printed                # no negative "saves"
 
 
 def test_noise_comes_from_repeated_points():
