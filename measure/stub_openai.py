@@ -1,20 +1,25 @@
-"""A misbehaving OpenAI-compatible server for fault tests (stdlib only; run as a script on 127.0.0.1).
+"""A misbehaving OpenAI-compatible server for fault drills (stdlib only; runs as its own process on 127.0.0.1).
 
-`python stub_openai.py PORT [FAULTS_JSON] [--api-key KEY]`.  Streams `max_tokens` text chunks, `ITL_S`
-apart, with usage and [DONE].  FAULTS_JSON maps a request's max_tokens (a point's output_len) to a fault:
-`500` (an error body echoing the Authorization header, as some proxies do), `401`, `drop` (the
-connection closed mid-stream), `hang` (no answer for HANG_S), `die` (the server process exits),
-`escape` (a 500 body with terminal escape codes), and `garbage:KIND`, a malformed stream event where
-KIND is `nonobject` (a JSON list), `binary` (bytes that are not UTF-8), `usage` (non-numeric token
-counts) or `choices` (a string where a list belongs).  Warm-up requests (max_tokens 4) are never faulted.
+Used by tests/measure/test_faults.py and scripts/measure_faults.py: `start_stub(faults)` launches it and
+waits for /health.  Run directly: `python -m measure.stub_openai PORT [FAULTS_JSON] [--api-key KEY]`.
+
+Streams `max_tokens` text chunks, `ITL_S` apart, with usage and [DONE].  FAULTS_JSON maps a request's
+max_tokens (a point's output_len) to a fault: `500` (an error body echoing the Authorization header, as
+some proxies do), `401`, `drop` (the connection closed mid-stream), `hang` (no answer for HANG_S), `die`
+(the server process exits), `escape` (a 500 body with terminal escape codes), and `garbage:KIND`, a
+malformed stream event where KIND is `nonobject` (a JSON list), `binary` (bytes that are not UTF-8),
+`usage` (non-numeric token counts) or `choices` (a string where a list belongs).  Warm-up requests (max_tokens 4) are never faulted.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ITL_S = 0.002
@@ -25,6 +30,10 @@ GARBAGE = {
     "usage": b'data: {"choices": [{"text": "x"}], "usage": {"completion_tokens": "many"}}\n\n',
     "choices": b'data: {"choices": "abc"}\n\n',
 }
+# The stub answers /health within a second of launch (stdlib imports only); more is a broken start.
+READY_S = 10.0
+# Between /health polls while it starts.
+POLL_S = 0.05
 
 
 class Stub(BaseHTTPRequestHandler):
@@ -97,6 +106,34 @@ def main(argv: list[str]) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", int(args[0])), Stub)
     server.daemon_threads = True
     server.serve_forever()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_stub(faults: dict | None = None, port: int | None = None,
+               api_key: str | None = None) -> tuple[str, subprocess.Popen]:
+    """Launch the stub in its own process with `faults` (max_tokens -> fault); returns (base URL, process)
+    once /health answers.  The caller kills the process.  Raises RuntimeError if it is not up in READY_S."""
+    port = port or free_port()
+    argv = [sys.executable, __file__, str(port), json.dumps({str(k): v for k, v in (faults or {}).items()})]
+    proc = subprocess.Popen(argv + (["--api-key", api_key] if api_key else []))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as reply:
+                if reply.status == 200:
+                    return url, proc
+        except OSError:  # refused while starting (urllib.error.URLError is an OSError)
+            time.sleep(POLL_S)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError(f"stub server on port {port} did not start within {READY_S:g} s (exit {proc.returncode})")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The longer run of measure's kill-and-resume fault test (tests/measure/test_faults.py runs a short one in CI).
 
-Starts the stub OpenAI-compatible server (tests/measure/stub_openai.py) on 127.0.0.1, then runs
+Starts the stub OpenAI-compatible server (measure/stub_openai.py) on 127.0.0.1, then runs
 `python -m measure profile --engine openai --resume` against it again and again, SIGKILLing it after a random
 delay, KILLS times, then once to the end.  Checks that every point has exactly one ok row, no row is duplicated,
 and the planner's loader reads the file.  Prints what it did; exit 1 on a broken promise.
@@ -16,38 +16,17 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
-
 REPO = Path(__file__).resolve().parents[1]
-STUB = REPO / "tests" / "measure" / "stub_openai.py"
+sys.path.insert(0, str(REPO))  # run as a file: the project's packages are imported from the checkout
+
+from fleetfacts.schema import PROFILE, load_table  # noqa: E402
+from measure.stub_openai import start_stub  # noqa: E402
+
 # Kill delays are drawn up to this many seconds: start-up (imports, warm-up) plus a few points.
 MAX_KILL_S = 6.0
 FINAL_TIMEOUT_S = 300
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_stub() -> tuple[str, subprocess.Popen]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(STUB), str(port)])
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return url, proc
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("stub server did not start")
 
 
 def main() -> int:
@@ -57,7 +36,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    url, stub = _start_stub()
+    try:
+        url, stub = start_stub()
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="measure-faults-"))
     shapes, out = work / "shapes.csv", work / "profiles" / "p"
     outputs = list(range(5, 5 + args.points))
@@ -82,9 +65,6 @@ def main() -> int:
 
 
 def _check(out: Path, outputs: list[int], done: subprocess.CompletedProcess) -> int:
-    sys.path.insert(0, str(REPO))
-    from fleetfacts.schema import PROFILE, load_table  # noqa: PLC0415
-
     with open(out / "profile.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     ok = sorted(int(r["output_len"]) for r in rows if r["status"] == "ok")

@@ -1,4 +1,4 @@
-"""`measure profile` against a misbehaving OpenAI-compatible server (tests/measure/stub_openai.py on
+"""`measure profile` against a misbehaving OpenAI-compatible server (measure/stub_openai.py on
 127.0.0.1), bad inputs, secrets and escape codes: every point ends as a row, nothing is lost or
 duplicated, every stop is resumable, no key and no raw escape code leaves the process."""
 
@@ -13,39 +13,20 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PROFILE, load_table
+from measure import stub_openai
 from measure.cli import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, main
 from measure.loadgen import LoadSpec, RequestSpec, run_load_sync
+from measure.stub_openai import free_port, start_stub
 from planner.curves import load_profiles
-from tests.measure.conftest import free_port
 
-STUB = Path(__file__).resolve().parent / "stub_openai.py"
 # Output lengths of the shapes below: each point gets its own, so a fault can be aimed at one point.
 OUTPUTS = (5, 6, 7, 8, 9)
-STUB_READY_S = 10.0
-
-
-def start_stub(faults: dict | None = None, port: int | None = None, api_key: str | None = None):
-    port = port or free_port()
-    argv = [sys.executable, str(STUB), str(port), json.dumps({str(k): v for k, v in (faults or {}).items()})]
-    proc = subprocess.Popen(argv + (["--api-key", api_key] if api_key else []))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STUB_READY_S
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return url, proc
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("stub server did not start")
 
 
 @pytest.fixture
@@ -238,7 +219,7 @@ def _everything_written(out: Path, captured) -> str:
 def test_a_key_in_server_cmd_argv_is_redacted(shapes, tmp_path, capsys):
     secret = "sk-servercmd-1234"
     out = tmp_path / "p"
-    cmd = f"{sys.executable} {STUB} {{port}} --api-key {secret}"
+    cmd = f"{sys.executable} {stub_openai.__file__} {{port}} --api-key {secret}"
     code = main(profile_args(shapes, out, "", "--server-cmd", cmd, "--port", str(free_port()),
                              "--api-key", secret, "--server-start-timeout", "20"))
     captured = capsys.readouterr()
