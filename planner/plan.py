@@ -110,11 +110,12 @@ def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.
     """
     if transfer not in TRANSFER_MODES:
         raise InputError(f"transfer mode {transfer!r}: expected one of {', '.join(TRANSFER_MODES)}")
+    # The small tables first: a bad prices or ops file is refused before seconds of curve fitting.
+    prices_df, ops_df = _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS)
     profiles = load_profiles(profiles_dir)
     curves = with_server_latency(fit_curves(profiles), profiles)
     log.info("fitted %d curves from %d profile rows", len(curves), len(profiles))
-    return Catalog(curves, _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS), profiles,
-                   transfer_mode=transfer)
+    return Catalog(curves, prices_df, ops_df, profiles, transfer_mode=transfer)
 
 
 def group_loo_error(catalog: Catalog, key: GroupKey) -> float:
