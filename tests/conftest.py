@@ -1,13 +1,61 @@
-"""Shared fixtures: a fake `vllm` module (adapter-logic tests) and the repo root."""
+"""Shared fixtures: a fake `vllm` module (adapter-logic tests), the repo root, and the bundled data fitted
+once per test session."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def bundled_catalog(transfer: str = "auto"):
+    """planner.plan.load_inputs(transfer=transfer) on the bundled data, fitted once per session (seconds each).
+
+    Shared by every test that plans on the bundled data: read it, never modify it (a dataclasses.replace'd
+    copy may change a table).  Another transfer mode shares the fitted curves and the transfer calibration,
+    which depend on the profiles alone (load_inputs would compute the same again).
+    """
+    from planner.plan import load_inputs
+
+    if transfer == "auto":
+        return load_inputs()
+    base = bundled_catalog()
+    other = dataclasses.replace(base, transfer_mode=transfer)
+    other.__dict__["transfer"] = base.transfer  # Catalog.transfer is a cached_property of profiles_df
+    return other
+
+
+@contextlib.contextmanager
+def cli_fits_bundled_once() -> Iterator[None]:
+    """In-process `planner.cli.main` runs on the bundled data get bundled_catalog() instead of fitting it again;
+    a run given --profiles, --prices or --ops loads those as usual."""
+    import planner.cli
+
+    real = planner.cli.load_inputs
+
+    def load_inputs(profiles_dir=None, prices=None, ops=None, transfer="auto"):
+        if profiles_dir is None and prices is None and ops is None:
+            return bundled_catalog(transfer)
+        return real(profiles_dir, prices, ops, transfer=transfer)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner.cli, "load_inputs", load_inputs)
+        yield
+
+
+@pytest.fixture
+def bundled_fitted_once():
+    """cli_fits_bundled_once() for one test."""
+    with cli_fits_bundled_once():
+        yield
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from fleetfacts.schema import PROFILE, validate_frame
 from planner.assumptions import Assumptions
 from planner.costs import breakeven_updates
 from planner.plan import load_inputs, load_routes, make_plan
+from tests.conftest import bundled_catalog
 from tests.planner import fakes
 from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile
 from ui import charts
@@ -23,7 +24,7 @@ REPO_ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
 
 @pytest.fixture(scope="module")
 def inputs():
-    return load_inputs()
+    return bundled_catalog()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -81,10 +80,9 @@ def _each(load, seed: Path, name: str, mutations: list) -> None:
             check_error(err, path)
 
 
-@lru_cache(maxsize=1)
 def catalog():
-    from planner.plan import load_inputs
-    return load_inputs()
+    from tests.conftest import bundled_catalog
+    return bundled_catalog()
 
 
 ROUTES = REPO / "examples" / "routes.csv"

@@ -14,6 +14,7 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import load_plan_rows
 from planner import deploy
 from planner.cli import main
+from tests.conftest import cli_fits_bundled_once
 
 ROOT = Path(__file__).resolve().parents[2]
 # Kubernetes release whose OpenAPI schema the manifests are checked against (strict: unknown fields fail).
@@ -23,7 +24,8 @@ K8S_VERSION = "1.37.0"
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
     path = tmp_path_factory.mktemp("plan") / "plan.csv"
-    assert main(["plan", "--routes", str(ROOT / "examples" / "routes.csv"), "--out", str(path)]) == 0
+    with cli_fits_bundled_once():
+        assert main(["plan", "--routes", str(ROOT / "examples" / "routes.csv"), "--out", str(path)]) == 0
     return path
 
 

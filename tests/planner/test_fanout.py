@@ -10,7 +10,8 @@ import pytest
 
 from planner.cli import main
 from planner.fanout import ProcessMap, RayMap, chunk_size, route_map
-from planner.plan import load_inputs, load_routes, make_plan
+from planner.plan import load_routes, make_plan
+from tests.conftest import bundled_catalog
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
 # Two online routes and the batch one: each has its simulation check (the part worth spreading out).
@@ -19,7 +20,7 @@ ROUTE_NAMES = ("chat", "summarise-batch", "assistant-70b")
 
 @pytest.fixture(scope="module")
 def planned():
-    catalog = load_inputs()
+    catalog = bundled_catalog()
     routes = load_routes(ROUTES)
     routes = routes[routes.name.isin(ROUTE_NAMES)].reset_index(drop=True)
     return catalog, routes, make_plan(routes, catalog, check_by_simulation=True)

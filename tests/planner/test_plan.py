@@ -31,6 +31,7 @@ from planner.plan import (
     validate_routes,
     write_plan,
 )
+from tests.conftest import bundled_catalog
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 
 
@@ -409,7 +410,7 @@ def _long_route(name: str, input_len: float) -> dict:
 
 def test_a_long_context_route_inside_the_window_gets_a_bounded_extrapolated_prediction():
     from planner.curves import MAX_INTERVAL_FACTOR
-    plan = make_plan(pd.DataFrame([_long_route("long", 64000.0)]), load_inputs()).plan.iloc[0]
+    plan = make_plan(pd.DataFrame([_long_route("long", 64000.0)]), bundled_catalog()).plan.iloc[0]
     assert plan.status == "ok" and plan.provenance == "extrapolated"
     low, high = plan.replica_output_tok_per_s_low, plan.replica_output_tok_per_s_high
     assert 0 < low <= plan.replica_output_tok_per_s <= high
@@ -419,6 +420,6 @@ def test_a_long_context_route_inside_the_window_gets_a_bounded_extrapolated_pred
 def test_a_route_beyond_the_models_context_window_is_infeasible_with_the_window_named():
     from fleetfacts.specs import context_window
     window, _ = context_window("llama-3.1-8b")
-    plan = make_plan(pd.DataFrame([_long_route("huge", window + 1.0)]), load_inputs()).plan.iloc[0]
+    plan = make_plan(pd.DataFrame([_long_route("huge", window + 1.0)]), bundled_catalog()).plan.iloc[0]
     assert plan.status == "infeasible"
     assert f"context window of {window:,} tokens" in plan.notes and "max_position_embeddings" in plan.notes

@@ -11,15 +11,15 @@ import pytest
 from planner.assumptions import Assumptions
 from planner.curves import leave_one_out
 from planner.exports import FLEET, baseline_diff, plan_totals_table
-from planner.plan import breakeven, is_prerelease, load_inputs, load_routes, make_plan, plan_coverage, plan_ranges
-from tests.conftest import REPO
+from planner.plan import breakeven, is_prerelease, load_routes, make_plan, plan_coverage, plan_ranges
+from tests.conftest import REPO, bundled_catalog
 
 EXAMPLE = REPO / "examples" / "routes.csv"
 
 
 @pytest.fixture(scope="module")
 def bundled():
-    return load_inputs()
+    return bundled_catalog()
 
 
 @pytest.fixture(scope="module")

@@ -11,17 +11,19 @@ import pytest
 
 from planner import simulate
 from planner.assumptions import Assumptions
+from planner.cli import main
 from planner.options import evaluate_option
-from planner.plan import load_inputs, load_routes, make_plan, validate_routes
+from planner.plan import load_routes, make_plan, validate_routes
 from planner.routes import Route
 from planner.workload import SIM_SERVICE_TIMES
+from tests.conftest import bundled_catalog
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
 
 
 @pytest.fixture(scope="module")
 def bundled():
-    return load_inputs(), load_routes(ROUTES)
+    return bundled_catalog(), load_routes(ROUTES)
 
 
 def test_simulated_plan_meets_the_attainment_target_for_every_online_route(bundled):
@@ -63,18 +65,12 @@ def test_batch_route_gets_a_simulated_deadline_feasible_fleet(bundled):
     assert 0 < hours <= deadline
 
 
-def test_simulate_cli_replays_the_routes_own_log_like_plan_does(tmp_path):
-    import subprocess
-    import sys
-
+def test_simulate_cli_replays_the_routes_own_log_like_plan_does(tmp_path, capsys, bundled_fitted_once):
     plan = tmp_path / "plan.csv"
-    root = ROUTES.parents[1]
-    run = lambda *a: subprocess.run([sys.executable, "-m", "planner", *a], cwd=root, capture_output=True,  # noqa: E731
-                                    text=True, timeout=300)
-    assert run("plan", "--routes", str(ROUTES), "--out", str(plan)).returncode == 0
-    out = run("simulate", "--routes", str(ROUTES), "--plan", str(plan))
-    assert out.returncode == 0, out.stderr
-    code = out.stdout.split("code-completion", 1)[1].split("\n", 2)
+    assert main(["plan", "--routes", str(ROUTES), "--out", str(plan)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--routes", str(ROUTES), "--plan", str(plan)]) == 0
+    code = capsys.readouterr().out.split("code-completion", 1)[1].split("\n", 2)
     assert "replayed 8819 requests" in code[0] and "attainment 99" in code[1]
 
 

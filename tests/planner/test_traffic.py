@@ -179,7 +179,7 @@ def test_cli_traffic_error_exits_2(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: ")
 
 
-def test_cli_simulate_replays_the_trace_on_a_plan(tmp_path, capsys):
+def test_cli_simulate_replays_the_trace_on_a_plan(tmp_path, capsys, bundled_fitted_once):
     routes, plan = tmp_path / "routes.csv", tmp_path / "plan.csv"
     assert main(["traffic", "--log", str(AZURE), "--route", "code", "--model", "llama-3.1-8b",
                  "--ttft-slo-ms", "300", "--tpot-slo-ms", "30", "--out", str(routes)]) == 0
