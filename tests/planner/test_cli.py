@@ -1,4 +1,6 @@
-"""`python -m planner` as a user runs it: subprocesses on real files in tmp_path."""
+"""`python -m planner` as a user runs it, on real files in tmp_path: a real subprocess for each kind of command
+(plan, predict, validate, a usage error, the fresh-clone command); the other cases call main() in this process,
+as `python -m planner` does, with the same exit code and output and without an interpreter's start-up each."""
 
 from __future__ import annotations
 
@@ -18,6 +20,19 @@ from tests.planner.fakes import batch_route, online_route, write_synthetic_input
 def run(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "planner", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=120)
+
+
+def invoke(capsys, *args: object) -> subprocess.CompletedProcess:
+    """`python -m planner ARGS` in this process: main() as planner/__main__.py calls it (a usage error's
+    SystemExit gives its exit code), stdout and stderr from capsys."""
+    capsys.readouterr()
+    argv = [str(a) for a in args]
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["python", "-m", "planner", *argv], code, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -46,28 +61,29 @@ def test_plan_writes_a_plan_and_prints_a_table(files, tmp_path):
     assert assumptions.engineer_usd_per_hour == 120 and assumptions.provider == "cloud-a"
 
 
-def test_plan_can_rerun_a_saved_plans_assumptions(files, tmp_path):
+def test_plan_can_rerun_a_saved_plans_assumptions(files, tmp_path, capsys):
     first, second = tmp_path / "a.csv", tmp_path / "b.csv"
-    assert run("plan", "--routes", files["routes"], "--out", first, *data_flags(files), "--pricing-type",
+    assert invoke(capsys, "plan", "--routes", files["routes"], "--out", first, *data_flags(files), "--pricing-type",
                "on-demand", "--engineer-rate", "77").returncode == 0
-    proc = run("plan", "--routes", files["routes"], "--out", second, *data_flags(files), "--assumptions-from", first)
+    proc = invoke(capsys, "plan", "--routes", files["routes"], "--out", second, *data_flags(files), "--assumptions-from",
+                  first)
     assert proc.returncode == 0, proc.stderr
     assert read_plan(second)[1] == read_plan(first)[1]
     pd.testing.assert_frame_equal(read_plan(second)[0], read_plan(first)[0])
 
 
-def test_bad_routes_file_is_one_line_error_exit_2(files, tmp_path):
+def test_bad_routes_file_is_one_line_error_exit_2(files, tmp_path, capsys):
     bad = tmp_path / "routes.csv"
     pd.DataFrame([online_route(rate_rps=-1)]).to_csv(bad, index=False)
-    proc = run("plan", "--routes", bad, "--out", tmp_path / "p.csv", *data_flags(files))
+    proc = invoke(capsys, "plan", "--routes", bad, "--out", tmp_path / "p.csv", *data_flags(files))
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "line 2, column 'rate_rps'" in errors[0]
     assert "Traceback" not in proc.stderr
 
 
-def test_missing_file_is_an_error_not_a_traceback(files, tmp_path):
-    proc = run("plan", "--routes", tmp_path / "nope.csv", "--out", tmp_path / "p.csv", *data_flags(files))
+def test_missing_file_is_an_error_not_a_traceback(files, tmp_path, capsys):
+    proc = invoke(capsys, "plan", "--routes", tmp_path / "nope.csv", "--out", tmp_path / "p.csv", *data_flags(files))
     assert proc.returncode == 2 and "file not found" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -82,39 +98,39 @@ def test_predict_json_is_one_object(files):
         assert key in record
 
 
-def test_predict_outside_the_measured_range_says_so(files):
-    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 60000,
+def test_predict_outside_the_measured_range_says_so(files, capsys):
+    proc = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 60000,
                "--output-len", 256, "--batch-size", 64, "--profiles", files["profiles"])
     assert proc.returncode == 0, proc.stderr
     assert "EXTRAPOLATED" in proc.stdout
 
 
-def test_predict_unknown_group_lists_what_is_available(files):
+def test_predict_unknown_group_lists_what_is_available(files, capsys):
     # a GPU with no datasheet facts either (a known one would be predicted by transfer)
-    proc = run("predict", "--gpu", "mi300x", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 128,
+    proc = invoke(capsys, "predict", "--gpu", "mi300x", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 128,
                "--output-len", 128, "--batch-size", 8, "--profiles", files["profiles"])
     assert proc.returncode == 2 and "no transfer either: no datasheet facts for GPU 'mi300x'" in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: no fitted curve") and "h100" in last and "Traceback" not in proc.stderr
 
 
-def test_predict_rejects_a_zero_length(files):
-    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 0,
+def test_predict_rejects_a_zero_length(files, capsys):
+    proc = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 0,
                "--output-len", 128, "--batch-size", 8, "--profiles", files["profiles"])
     assert proc.returncode == 2 and "--input-len" in proc.stderr
 
 
-def test_validate_prints_leave_one_out_errors(files):
+def test_validate_prints_leave_one_out_errors(files, capsys):
     proc = run("validate", "--profiles", files["profiles"])
     assert proc.returncode == 0, proc.stderr
     assert "median %" in proc.stdout and "vllm 0.26.0 / h200" in proc.stdout
-    records = json.loads(run("validate", "--profiles", files["profiles"], "--json").stdout)
+    records = json.loads(invoke(capsys, "validate", "--profiles", files["profiles"], "--json").stdout)
     assert {"group", "median_err_pct", "max_err_pct"} <= set(records[0])
 
 
-def test_usage_errors_exit_2():
+def test_usage_errors_exit_2(capsys):
     assert run("plan").returncode == 2
-    assert run("frobnicate").returncode == 2
+    assert invoke(capsys, "frobnicate").returncode == 2
 
 
 def test_commands_are_a_table_others_can_extend():
@@ -134,11 +150,17 @@ BUNDLED = [REPO / "examples" / "routes.csv", REPO / "planner" / "data" / "prices
 
 
 @pytest.mark.skipif(not all(p.exists() for p in BUNDLED), reason="bundled data not in this checkout yet")
-def test_fresh_clone_command_works_with_bundled_data(tmp_path):
+def test_fresh_clone_command_works_with_bundled_data_and_its_table_fits_120_columns(tmp_path):
     proc = run("plan", "--routes", REPO / "examples" / "routes.csv", "--out", tmp_path / "plan.csv")
     assert proc.returncode == 0, proc.stderr
     plan, _ = read_plan(tmp_path / "plan.csv")
     assert len(plan) >= 1
+    table = proc.stdout.split("total:")[0]
+    assert max(len(line.rstrip()) for line in table.splitlines()) <= 120
+    lines = table.splitlines()
+    for name in [*plan["route"], *plan["runner_up"].dropna()]:
+        assert any(name in line for line in lines), f"{name} is cut in the table:\n{table}"
+    assert "over 4 of 4 routes" in proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -151,27 +173,27 @@ def tuned_files(tmp_path_factory):
     return {**paths, "routes": routes}
 
 
-def predict_json(files, *extra: str) -> dict:
-    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 1024,
+def predict_json(capsys, files, *extra: str) -> dict:
+    proc = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", 1024,
                "--output-len", 256, "--concurrency", 16, "--profiles", files["profiles"], "--json", *extra)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def test_predict_prefers_the_default_config_and_config_picks_another(tuned_files):
-    default, tuned = predict_json(tuned_files), predict_json(tuned_files, "--config", "TUNED")
+def test_predict_prefers_the_default_config_and_config_picks_another(tuned_files, capsys):
+    default, tuned = predict_json(capsys, tuned_files), predict_json(capsys, tuned_files, "--config", "TUNED")
     assert default["config"] == "default" and "[" not in default["group"]
     assert tuned["config"] == "tuned" and tuned["group"].startswith("vllm 0.26.0 [tuned] / h100")
     assert tuned["output_tok_per_s"] > default["output_tok_per_s"]
 
 
-def test_plan_and_validate_tables_show_the_config(tuned_files, tmp_path):
-    proc = run("plan", "--routes", tuned_files["routes"], "--out", tmp_path / "plan.csv", "--profiles",
+def test_plan_and_validate_tables_show_the_config(tuned_files, tmp_path, capsys):
+    proc = invoke(capsys, "plan", "--routes", tuned_files["routes"], "--out", tmp_path / "plan.csv", "--profiles",
                tuned_files["profiles"], "--prices", tuned_files["prices"], "--ops", tuned_files["ops"])
     assert proc.returncode == 0, proc.stderr
     assert "vllm 0.26.0 [tuned]" in proc.stdout  # not swallowed as console markup
     assert read_plan(tmp_path / "plan.csv")[0]["engine_config"].iloc[0] == "tuned"
-    proc = run("validate", "--profiles", tuned_files["profiles"])
+    proc = invoke(capsys, "validate", "--profiles", tuned_files["profiles"])
     assert proc.returncode == 0 and "vllm 0.26.0 [tuned] / h100" in proc.stdout
 
 
@@ -180,7 +202,7 @@ def test_plan_and_validate_tables_show_the_config(tuned_files, tmp_path):
 ESCAPES = "\x1b[2J\x1b]0;pwned\x07\x9b31m\u202e"
 
 
-def test_route_names_with_terminal_escape_codes_are_printed_neutralised(tmp_path, capsys):
+def test_route_names_with_terminal_escape_codes_are_printed_neutralised(tmp_path, capsys, bundled_fitted_once):
     routes = tmp_path / "routes.csv"
     name = f"chat{ESCAPES}"
     routes.write_text("name,model,traffic,rate_rps,input_len_mean,output_len_mean,ttft_slo_ms\n"
@@ -204,15 +226,16 @@ def test_an_error_naming_a_file_with_escape_codes_is_printed_neutralised(tmp_pat
 
 # ---------------------------------------------------------------- exports (issue 15 §2, issue 14 §7, §11)
 
-def test_plan_exports_csv_json_xlsx_and_baseline_diff(files, tmp_path):
+def test_plan_exports_csv_json_xlsx_and_baseline_diff(files, tmp_path, capsys):
     import openpyxl
 
     last = tmp_path / "last.csv"
-    assert run("plan", "--routes", files["routes"], "--out", last, *data_flags(files)).returncode == 0
+    assert invoke(capsys, "plan", "--routes", files["routes"], "--out", last, *data_flags(files)).returncode == 0
     routes = tmp_path / "routes.csv"
     pd.DataFrame([online_route("chat", rate_rps=200.0), batch_route("nightly")]).to_csv(routes, index=False)
     out, book = tmp_path / "now.csv", tmp_path / "now.xlsx"
-    proc = run("plan", "--routes", routes, "--out", out, *data_flags(files), "--xlsx", book, "--baseline", last)
+    proc = invoke(capsys, "plan", "--routes", routes, "--out", out, *data_flags(files), "--xlsx", book, "--baseline",
+                  last)
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(out).columns[0] == "route"
     assert json.loads((tmp_path / "now.assumptions.json").read_text())["format"] == "fleetplan-plan-assumptions"
@@ -225,25 +248,25 @@ def test_plan_exports_csv_json_xlsx_and_baseline_diff(files, tmp_path):
     assert sheets == ["plan", "totals", "assumptions", "sources", "baseline"]
 
 
-def test_out_equal_to_an_input_is_refused_and_the_input_kept(files, tmp_path):
+def test_out_equal_to_an_input_is_refused_and_the_input_kept(files, tmp_path, capsys):
     routes = tmp_path / "routes.csv"
     routes.write_bytes(files["routes"].read_bytes())
-    proc = run("plan", "--routes", routes, "--out", routes, *data_flags(files))
+    proc = invoke(capsys, "plan", "--routes", routes, "--out", routes, *data_flags(files))
     assert proc.returncode == 2 and "refusing to overwrite an input" in proc.stderr
     assert routes.read_bytes() == files["routes"].read_bytes()
     log = tmp_path / "log.csv"
     log.write_text("timestamp,prompt_tokens,completion_tokens\n2024-01-01T00:00:00,10,5\n2024-01-01T00:00:01,10,5\n")
-    proc = run("traffic", "--log", log, "--out", log)
+    proc = invoke(capsys, "traffic", "--log", log, "--out", log)
     assert proc.returncode == 2 and "refusing to overwrite an input" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["=HYPERLINK(\"http://x\")", "+cmd|' /C calc'!A0", "@SUM(1+1)", "\t=1+2"])
-def test_options_out_neutralises_formulas(files, tmp_path, name):
+def test_options_out_neutralises_formulas(files, tmp_path, capsys, name):
     routes = tmp_path / "routes.csv"
     pd.DataFrame([online_route(name)]).to_csv(routes, index=False)
     options = tmp_path / "options.csv"
-    assert run("plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files), "--options-out",
-               options).returncode == 0
+    assert invoke(capsys, "plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files), "--options-out",
+                  options).returncode == 0
     cells = [c for row in pd.read_csv(options, dtype=str, keep_default_na=False).itertuples(index=False) for c in row]
     assert f"'{name}" in cells
     assert not [c for c in cells if c.startswith(("=", "+", "@", "\t")) and not _number(c)]
@@ -257,23 +280,11 @@ def _number(text: str) -> bool:
     return True
 
 
-def test_bundled_plan_table_fits_120_columns_without_cutting_names(tmp_path):
-    proc = run("plan", "--routes", REPO / "examples" / "routes.csv", "--out", tmp_path / "p.csv", "--no-simulate")
-    assert proc.returncode == 0, proc.stderr
-    table = proc.stdout.split("total:")[0]
-    assert max(len(line.rstrip()) for line in table.splitlines()) <= 120
-    plan = pd.read_csv(tmp_path / "p.csv")
-    lines = table.splitlines()
-    for name in [*plan["route"], *plan["runner_up"].dropna()]:
-        assert any(name in line for line in lines), f"{name} is cut in the table:\n{table}"
-    assert "over 4 of 4 routes" in proc.stdout
-
-
-def test_terminal_escape_codes_in_route_names_are_not_printed_raw(files, tmp_path):
+def test_terminal_escape_codes_in_route_names_are_not_printed_raw(files, tmp_path, capsys):
     routes = tmp_path / "routes.csv"
     pd.DataFrame([online_route("\x1b]8;;http://evil\x07chat\x1b[31m"), online_route("x\x1b[2J", model="qwen2.5-7b")]
                  ).to_csv(routes, index=False)
-    proc = run("plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files))
+    proc = invoke(capsys, "plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files))
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
     assert "]8;;http://evil" in proc.stdout and "chat" in proc.stdout  # shown as text, controls escaped

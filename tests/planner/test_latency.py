@@ -21,7 +21,7 @@ from planner.routes import LengthDistribution
 from planner.simulate import simulate
 from tests.planner.fakes import online_route, synthetic_profile_rows, write_synthetic_inputs
 from tests.planner.sim_fakes import SimCurve
-from tests.planner.test_cli import run
+from tests.planner.test_cli import invoke
 
 # The front end the synthetic server rows are generated with (seconds): what the fit must recover.
 TRUE_FRONT_END = FrontEnd(0.004, 2e-6, 0.006, 4e-5, 0.01)
@@ -116,12 +116,12 @@ def _write_server_profile(directory, curve) -> None:
     _server_rows(curve).assign(config="default", pp=1).to_csv(directory / "vllm_h100_server.csv", index=False)
 
 
-def test_predict_request_rate_prints_percentiles_with_intervals(tmp_path):
+def test_predict_request_rate_prints_percentiles_with_intervals(tmp_path, capsys):
     files = write_synthetic_inputs(tmp_path)
     _write_server_profile(files["profiles"], _curve()[2])
-    out = run("predict", "--profiles", str(files["profiles"]), "--gpu", "h100", "--engine", "vllm",
-              "--model", "llama-3.1-8b", "--input-len", "256", "--output-len", "256", "--request-rate", "12",
-              "--arrival-cv", "2", "--json")
+    out = invoke(capsys, "predict", "--profiles", str(files["profiles"]), "--gpu", "h100", "--engine", "vllm",
+                 "--model", "llama-3.1-8b", "--input-len", "256", "--output-len", "256", "--request-rate", "12",
+                 "--arrival-cv", "2", "--json")
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout)
     assert record["latency_basis"] == "measured" and record["front_end"].startswith("measured")
@@ -129,18 +129,18 @@ def test_predict_request_rate_prints_percentiles_with_intervals(tmp_path):
         p50, p95, p99 = (record[f"{metric}_p{p}_ms"] for p in (50, 95, 99))
         assert 0 < p50 <= p95 <= p99
         assert record[f"{metric}_p50_ms_low"] < p50 < record[f"{metric}_p50_ms_high"]
-    bad = run("predict", "--profiles", str(files["profiles"]), "--gpu", "h100", "--engine", "vllm",
-              "--model", "llama-3.1-8b", "--input-len", "256", "--output-len", "256", "--request-rate", "-1")
+    bad = invoke(capsys, "predict", "--profiles", str(files["profiles"]), "--gpu", "h100", "--engine", "vllm",
+                 "--model", "llama-3.1-8b", "--input-len", "256", "--output-len", "256", "--request-rate", "-1")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--request-rate" in bad.stderr
 
 
-def test_closed_loop_rounds_have_a_far_higher_ttft_than_staggered_clients(tmp_path):
+def test_closed_loop_rounds_have_a_far_higher_ttft_than_staggered_clients(tmp_path, capsys):
     files = write_synthetic_inputs(tmp_path)
     ttft = {}
     for mode in ("staggered", "rounds"):
-        out = run("predict", "--profiles", str(files["profiles"]), "--gpu", "h100", "--engine", "vllm",
-                  "--model", "llama-3.1-8b", "--input-len", "1024", "--output-len", "256", "--concurrency", "128",
-                  "--closed-loop", mode, "--json")
+        out = invoke(capsys, "predict", "--profiles", str(files["profiles"]), "--gpu", "h100", "--engine", "vllm",
+                     "--model", "llama-3.1-8b", "--input-len", "1024", "--output-len", "256", "--concurrency", "128",
+                     "--closed-loop", mode, "--json")
         assert out.returncode == 0, out.stderr
         ttft[mode] = json.loads(out.stdout)["ttft_ms"]
     assert ttft["rounds"] > 3 * ttft["staggered"]

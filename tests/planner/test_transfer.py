@@ -172,72 +172,74 @@ def test_offered_precisions_follow_the_tensor_cores():
     assert not C.offered("vllm", GPUS["b200"], "fp4")
 
 
-# ---------------------------------------------------------------- use: predict, models, plan (real files, subprocesses)
+# ---------------------------------------------------------------- use: predict, models, plan (real files; the CLI's
+# main() in this process: tests/planner/test_cli.py runs `python -m planner` itself)
 
-def test_predict_transfers_to_an_unprofiled_model_and_gpu(tmp_path):
-    from tests.planner.test_cli import run
-    proc = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "qwen2.5-32b", "--input-len", "1000",
-               "--output-len", "500", "--concurrency", "16", "--json")
+def test_predict_transfers_to_an_unprofiled_model_and_gpu(tmp_path, capsys):
+    from tests.planner.test_cli import invoke
+    proc = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "qwen2.5-32b", "--input-len",
+                  "1000", "--output-len", "500", "--concurrency", "16", "--json")
     assert proc.returncode == 0, proc.stderr
     record = __import__("json").loads(proc.stdout)
     assert record["source_provenance"] == "transferred" and record["provenance"] == "transferred"
     assert record["group"].startswith("vllm ") and "/ h100 x1 / qwen2.5-32b bf16" in record["group"]
     assert 0 < record["low"] < record["output_tok_per_s"] < record["high"]
-    text = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "qwen2.5-32b", "--input-len", "1000",
-               "--output-len", "500", "--concurrency", "16")
+    text = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "qwen2.5-32b", "--input-len",
+                  "1000", "--output-len", "500", "--concurrency", "16")
     assert "TRANSFERRED" in text.stdout
 
 
-def test_predict_from_a_config_file_and_bad_configs(tmp_path):
-    from tests.planner.test_cli import run
+def test_predict_from_a_config_file_and_bad_configs(tmp_path, capsys):
+    from tests.planner.test_cli import invoke
     config = {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 4,
               "intermediate_size": 5632, "vocab_size": 32000, "max_position_embeddings": 4096}
     (tmp_path / "config.json").write_text(__import__("json").dumps(config), encoding="utf-8")
-    ok = run("predict", "--gpu", "l40s", "--engine", "vllm", "--model", "my-1b", "--model-config",
-             tmp_path / "config.json", "--input-len", "256", "--output-len", "256", "--batch-size", "64")
+    ok = invoke(capsys, "predict", "--gpu", "l40s", "--engine", "vllm", "--model", "my-1b", "--model-config",
+                tmp_path / "config.json", "--input-len", "256", "--output-len", "256", "--batch-size", "64")
     assert ok.returncode == 0, ok.stderr
     assert "my-1b bf16" in ok.stdout and "TRANSFERRED" in ok.stdout
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text('{"hidden_size": 8}', encoding="utf-8")
-    bad = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "x", "--model-config", tmp_path / "bad",
-              "--input-len", "1", "--output-len", "2", "--batch-size", "1")
+    bad = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "x", "--model-config",
+                 tmp_path / "bad", "--input-len", "1", "--output-len", "2", "--batch-size", "1")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --model-config") and "Traceback" not in bad.stderr
-    unknown = run("predict", "--gpu", "h100", "--engine", "vllm", "--model", "no-such-model", "--input-len", "1",
-                  "--output-len", "2", "--batch-size", "1")
+    unknown = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "no-such-model", "--input-len",
+                     "1", "--output-len", "2", "--batch-size", "1")
     assert unknown.returncode == 2 and "no facts for model 'no-such-model'" in unknown.stderr
 
 
-def test_models_lists_the_bundled_configs():
-    from tests.planner.test_cli import run
-    proc = run("models")
+def test_models_lists_the_bundled_configs(capsys):
+    from tests.planner.test_cli import invoke
+    proc = invoke(capsys, "models")
     assert proc.returncode == 0, proc.stderr
     for name in ("llama-3.2-1b", "llama-3.1-405b", "qwen2.5-72b", "qwen3-30b-a3b", "mixtral-8x22b", "gpt-oss-120b"):
         assert name in proc.stdout
 
 
-def test_validate_transfer_prints_every_experiment():
-    from tests.planner.test_cli import run
-    proc = run("validate", "--transfer")
+def test_validate_transfer_prints_every_experiment(capsys):
+    from tests.planner.test_cli import invoke
+    proc = invoke(capsys, "validate", "--transfer")
     assert proc.returncode == 0, proc.stderr
     assert "model: qwen2.5-7b bf16 on h200" in proc.stdout and "precision: llama-3.1-8b fp8" in proc.stdout
     assert "tp: 70B tp1" in proc.stdout and "gpu: h100" in proc.stdout and "published-table fits" in proc.stdout
 
 
 def test_plan_offers_transferred_options_only_where_no_profile_covers_them():
-    from planner.plan import load_inputs, make_plan
+    from planner.plan import make_plan
+    from tests.conftest import bundled_catalog
     from tests.planner.fakes import online_route
     routes = pd.DataFrame([online_route("new", model="qwen2.5-14b"), online_route("known", model="llama-3.1-8b")])
-    auto = make_plan(routes, load_inputs())
+    auto = make_plan(routes, bundled_catalog())
     opts = auto.options
     new, known = opts[opts.route == "new"], opts[opts.route == "known"]
     assert len(new) and (new.provenance == "transferred").all() and new.engine_version.str.endswith("+transfer").all()
     assert not known.engine_version.str.endswith("+transfer").any()  # auto: a profiled model keeps its profiles
     plan = auto.plan.set_index("route")
     assert plan.loc["new", "status"] == "ok" and plan.loc["new", "provenance"] == "transferred"
-    every = make_plan(routes.iloc[1:], load_inputs(transfer="all")).options
+    every = make_plan(routes.iloc[1:], bundled_catalog("all")).options
     measured = {(r.engine, r.gpu, r.precision, r.tp) for r in every.itertuples() if "+transfer" not in r.engine_version}
     transferred = {(r.engine, r.gpu, r.precision, r.tp) for r in every.itertuples() if "+transfer" in r.engine_version}
     assert transferred and measured and not (measured & transferred)  # a profiled option is never transferred
     assert {"l40s", "a100", "b200"} <= {gpu for _, gpu, _, _ in transferred}
-    off = make_plan(routes.iloc[:1], load_inputs(transfer="off"))
+    off = make_plan(routes.iloc[:1], bundled_catalog("off"))
     assert off.plan.iloc[0]["status"] == "infeasible"
