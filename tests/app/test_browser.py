@@ -140,7 +140,7 @@ def routes_csv(tmp_path: Path, rate_rps: float) -> Path:
     return path
 
 
-def test_page_plans_edits_replans_and_downloads(app_url, page, tmp_path):
+def test_page_plans_edits_replans_downloads_and_keeps_the_plan_on_a_bad_upload(app_url, page, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     started = time.monotonic()
     page.goto(app_url)
@@ -175,15 +175,9 @@ def test_page_plans_edits_replans_and_downloads(app_url, page, tmp_path):
     screenshot(page, "app-after-edit.png")
     (ARTIFACTS / "browser-timing.txt").write_text(f"first full plan on screen: {first_paint_s:.1f} s\n")
 
-
-def test_bad_upload_shows_the_error_and_keeps_the_plan(app_url, page, tmp_path):
-    page.goto(app_url)
-    page.get_by_text("Recommendation per route").wait_for()
-    wait_idle(page)
+    # A bad file: the error names the line and the column, and the last good plan stays on screen.
     cost_before = metric(page, "Fleet $/month")
-    open_tab(page, "Import routes CSV")
-    bad = routes_csv(tmp_path, -5.0)
-    upload(page, "Routes CSV", bad)
+    upload(page, "Routes CSV", routes_csv(tmp_path, -5.0))
     error = page.locator('[data-testid="stAlert"]').filter(has_text="rate_rps")
     error.first.wait_for()
     assert "line 2" in error.first.inner_text() and "expected a value > 0" in error.first.inner_text()
@@ -195,30 +189,6 @@ def test_bad_upload_shows_the_error_and_keeps_the_plan(app_url, page, tmp_path):
 REVIEW_WIDTH_PX = 1440  # the reviewer's window (issue 15): the decision columns must fit it
 
 
-def test_decisions_fit_at_1440_px_and_curve_charts_keep_their_legends(app_url, page):
-    console = []
-    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
-    page.set_viewport_size({"width": REVIEW_WIDTH_PX, "height": 900})
-    page.goto(app_url)
-    page.get_by_text("Recommendation per route").wait_for()
-    wait_idle(page)
-    page.locator('[data-testid="stDataFrame"] .dvn-scroller').first.wait_for()  # the grid, once drawn
-    decisions = page.locator('[data-testid="stDataFrame"]').first
-    scroll, visible = decisions.evaluate(
-        "el => { const s = el.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }")
-    assert scroll <= visible, f"the decision table scrolls sideways at {REVIEW_WIDTH_PX} px: {scroll} > {visible}"
-    assert page.get_by_text("Details per route").count() == 1
-    for tab in ("Throughput curves", "Latency vs throughput"):
-        open_tab(page, tab)
-        wait_idle(page)
-        page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
-        page.wait_for_timeout(1500)  # vega-embed compiles after the element appears
-    conflicts = [line for line in console if "Conflicting legend" in line]
-    assert not conflicts, conflicts
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "app-1440.png"))
-
-
 # The columns a capacity review decides on (issue 15 §1): the browser's download equals the CLI's on each.
 DECISION_PLAN_COLUMNS = ("route", "status", "engine", "engine_version", "engine_config", "gpu", "precision", "tp",
                          "replicas", "gpus", "gpus_low", "gpus_high", "total_usd_per_month",
@@ -227,11 +197,14 @@ DECISION_PLAN_COLUMNS = ("route", "status", "engine", "engine_version", "engine_
 DOCS_SCREENSHOT = REPO / "docs" / "app-1440.png"
 
 
-def test_the_browser_download_equals_the_cli_plan(app_url, page, tmp_path):
+def test_at_1440_px_decisions_fit_the_download_equals_the_cli_plan_and_charts_keep_their_legends(
+        app_url, page, tmp_path, bundled_fitted_once):
     import pandas as pd
 
     from planner.cli import main as cli_main
 
+    console = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
     page.set_viewport_size({"width": REVIEW_WIDTH_PX, "height": 900})
     page.goto(app_url)
     page.get_by_text("Recommendation per route").wait_for()
@@ -240,6 +213,13 @@ def test_the_browser_download_equals_the_cli_plan(app_url, page, tmp_path):
     if os.environ.get("FLEETPLAN_DOCS_SCREENSHOT"):  # refresh the README's picture: FLEETPLAN_DOCS_SCREENSHOT=1
         page.wait_for_timeout(2000)
         page.screenshot(path=str(DOCS_SCREENSHOT))
+    page.locator('[data-testid="stDataFrame"] .dvn-scroller').first.wait_for()  # the grid, once drawn
+    decisions = page.locator('[data-testid="stDataFrame"]').first
+    scroll, visible = decisions.evaluate(
+        "el => { const s = el.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }")
+    assert scroll <= visible, f"the decision table scrolls sideways at {REVIEW_WIDTH_PX} px: {scroll} > {visible}"
+    assert page.get_by_text("Details per route").count() == 1
+
     with page.expect_download() as info:
         page.get_by_role("button", name="Download plan CSV").click()
     saved = tmp_path / "browser-plan.csv"
@@ -250,6 +230,16 @@ def test_the_browser_download_equals_the_cli_plan(app_url, page, tmp_path):
     for column in DECISION_PLAN_COLUMNS:
         pd.testing.assert_series_equal(browser[column], cli[column], obj=column)
     assert metric(page, "GPUs") == f"{cli['gpus'].sum():,.0f}"
+
+    for tab in ("Throughput curves", "Latency vs throughput"):
+        open_tab(page, tab)
+        wait_idle(page)
+        page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+        page.wait_for_timeout(1500)  # vega-embed compiles after the element appears
+    conflicts = [line for line in console if "Conflicting legend" in line]
+    assert not conflicts, conflicts
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app-1440.png"))
 
 
 @pytest.fixture(autouse=True, scope="module")
