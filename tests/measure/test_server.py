@@ -213,22 +213,10 @@ def serve_cmd() -> str:
     return shlex.join([str(SERVE), "serve"]) + " {model} --host 127.0.0.1 --port {port} " + " ".join(SERVE_FLAGS)
 
 
-def test_profile_launches_real_server_and_stops_it(tiny_model, tmp_path, launched):
-    argv = profile_argv(tmp_path, tiny_model, serve_cmd(), free_port())
-    assert main(argv) == EXIT_OK
-    out = tmp_path / "prof"
-    table = load_table(out / "profile.csv", PROFILE)
-    assert list(table["mode"]) == ["offline", "concurrency"] and set(table["status"]) == {"ok"}
-    assert (table["output_tok_per_s"] > 0).all() and set(table["engine"]) == {"transformers"}
-    assert "Uvicorn running on http://127.0.0.1" in (out / "server.log").read_text()
-    run = json.loads((out / "env.json").read_text())["runs"][0]
-    assert run["effective_engine_args"]["command"].startswith(str(SERVE))
-    assert run["effective_engine_args"]["server_log"] == str(out / "server.log")
-    assert len(launched) == 1
-    assert_gone(launched[0])
-
-
-def test_interrupted_sweep_stops_server_then_resumes(tiny_model, tmp_path, launched, monkeypatch):
+def test_profile_launches_real_server_stops_it_when_interrupted_and_resumes(tiny_model, tmp_path, launched,
+                                                                           monkeypatch):
+    """Two launches of the real server: a sweep interrupted mid-way stops it; --resume launches it again,
+    runs the rest and stops it when done (a run from the start would add a third launch and check nothing more)."""
     real_run = OpenAIEngine.run_point
 
     def interrupt_on_concurrency(self, point, seed):
@@ -240,11 +228,20 @@ def test_interrupted_sweep_stops_server_then_resumes(tiny_model, tmp_path, launc
     argv = profile_argv(tmp_path, tiny_model, serve_cmd(), free_port())
     assert main(argv) == EXIT_INTERRUPTED
     assert_gone(launched[0])
-    assert [r["mode"] for r in load_table(tmp_path / "prof" / "profile.csv", PROFILE).to_dict("records")] == [
-        "offline"]
+    out = tmp_path / "prof"
+    assert [r["mode"] for r in load_table(out / "profile.csv", PROFILE).to_dict("records")] == ["offline"]
     monkeypatch.setattr(OpenAIEngine, "run_point", real_run)
     assert main(argv + ["--resume"]) == EXIT_OK
-    assert len(load_table(tmp_path / "prof" / "profile.csv", PROFILE)) == 2
+    table = load_table(out / "profile.csv", PROFILE)
+    assert list(table["mode"]) == ["offline", "concurrency"] and set(table["status"]) == {"ok"}
+    assert (table["output_tok_per_s"] > 0).all() and set(table["engine"]) == {"transformers"}
+    assert "Uvicorn running on http://127.0.0.1" in (out / "server.log").read_text()
+    runs = json.loads((out / "env.json").read_text())["runs"]
+    assert len(runs) == 2  # the interrupted run and the resumed one
+    for run in runs:
+        assert run["effective_engine_args"]["command"].startswith(str(SERVE))
+        assert run["effective_engine_args"]["server_log"] == str(out / "server.log")
+    assert len(launched) == 2
     assert_gone(launched[1])
 
 
