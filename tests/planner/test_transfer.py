@@ -184,9 +184,8 @@ def test_predict_transfers_to_an_unprofiled_model_and_gpu(tmp_path, capsys):
     assert record["source_provenance"] == "transferred" and record["provenance"] == "transferred"
     assert record["group"].startswith("vllm ") and "/ h100 x1 / qwen2.5-32b bf16" in record["group"]
     assert 0 < record["low"] < record["output_tok_per_s"] < record["high"]
-    text = invoke(capsys, "predict", "--gpu", "h100", "--engine", "vllm", "--model", "qwen2.5-32b", "--input-len",
-                  "1000", "--output-len", "500", "--concurrency", "16")
-    assert "TRANSFERRED" in text.stdout
+    # The table output's TRANSFERRED label: test_predict_from_a_config_file_and_bad_configs (one fit and
+    # transfer calibration of the bundled profiles fewer).
 
 
 def test_predict_from_a_config_file_and_bad_configs(tmp_path, capsys):
