@@ -193,17 +193,20 @@ def test_bad_upload_shows_the_error_and_keeps_the_routes(app):
     assert len(recommendation(app)) == 4
 
 
-@pytest.mark.parametrize("content, fragment", [
+INVALID_UPLOADS = [
     (b"name,model\nchat,llama-3.1-8b\n", "missing required column(s) traffic"),
     (b"", "the file is empty"),
     (b"\x89PNG\r\n\x1a\n\x00\x00", "not a UTF-8 text file"),
     (b"name,model,traffic,input_len_mean,output_len_mean,colour\nx,m,online,1,1,red\n", "unknown column(s) 'colour'"),
-])
-def test_invalid_uploads_say_what_to_fix(app, content, fragment):
-    app.file_uploader(key="routes_upload").set_value(("routes.csv", content, "text/csv")).run()
-    assert_clean(app)
-    assert any(fragment in e.value for e in app.error), [e.value for e in app.error]
-    assert len(recommendation(app)) == 4
+]
+
+
+def test_invalid_uploads_say_what_to_fix(app):
+    for i, (content, fragment) in enumerate(INVALID_UPLOADS):  # one after another in one session
+        app.file_uploader(key="routes_upload").set_value((f"routes-{i}.csv", content, "text/csv")).run()
+        assert_clean(app)
+        assert any(fragment in e.value for e in app.error), (fragment, [e.value for e in app.error])
+        assert len(recommendation(app)) == 4
 
 
 def test_good_upload_replaces_the_routes(app):
@@ -448,23 +451,19 @@ CHART_TABS = ("Cost by option", "Break-even", "Sensitivity", "Throughput curves"
               "Latency vs throughput", "Pareto per route")
 
 
-@pytest.mark.parametrize("tab", CHART_TABS)
-def test_every_chart_tab_renders_its_chart(app, tab):
-    app.session_state["chart_tab"] = tab
-    app.run()
-    assert_clean(app)
-    assert not app.error, [e.value for e in app.error]
-    charts = app.get("vega_lite_chart")
-    assert len(charts) == 1  # only the open tab runs
-    spec = json.loads(charts[0].proto.spec)
-    assert "tooltip" in json.dumps(spec)
-
-
-def test_head_to_head_tab_states_the_claim_check(app):
-    app.session_state["chart_tab"] = "Engine head-to-head"
-    app.run()
-    text = " ".join(m.value for m in app.markdown)
-    assert "The common claim of ×1.3–×1.5 holds on" in text and "median" in text
+def test_every_chart_tab_renders_its_chart(app):
+    for tab in CHART_TABS:  # one session, as a user clicks through the tabs
+        app.session_state["chart_tab"] = tab
+        app.run()
+        assert_clean(app)
+        assert not app.error, (tab, [e.value for e in app.error])
+        charts = app.get("vega_lite_chart")
+        assert len(charts) == 1, tab  # only the open tab runs
+        spec = json.loads(charts[0].proto.spec)
+        assert "tooltip" in json.dumps(spec), tab
+        if tab == "Engine head-to-head":  # the tab states the claim check
+            text = " ".join(m.value for m in app.markdown)
+            assert "The common claim of ×1.3–×1.5 holds on" in text and "median" in text
 
 
 def test_pre_release_builds_are_recommended_only_when_allowed(app):
