@@ -611,6 +611,9 @@ def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptio
     kept_all = _total(fleet, units, prices, a, updates) > _baseline_total(baseline) + COST_SLACK_USD
     if kept_all:
         fleet = _route_by_route(kept, baseline, catalog)
+    if not within_quotas(fleet, quotas, periods):
+        raise FleetInfeasibleError(_infeasible_message(solved, quotas) + " (the fleets found met the quotas only "
+                                   "before their simulation check added replicas)")
     return _result(fleet, units, prices, a, updates, baseline, levers, solved, solve_s, kept_all, check)
 
 
@@ -652,18 +655,22 @@ class _Search:
         best: tuple[float, list[Deployment], Any] | None = None
         for _ in range(CHECK_ROUNDS):
             index = {id(c): j for j, c in enumerate(self.candidates)}
-            checked = [_checked(d, self.units, self.prices.periods, self.a) for d in fleet]
+            checked = [_best_reserved(_checked(d, self.units, self.prices.periods, self.a), self.prices)
+                       for d in fleet]
             failed = {index[id(d.candidate)] for d in checked if d.notes.startswith(NO_FLEET)}
             grown = {index[id(d.candidate)]: max(n / max(o, 1) for n, o in zip(c.replicas, d.replicas, strict=True))
                      for d, c in zip(fleet, checked, strict=True) if d.kind == SHARED and c.replicas != d.replicas}
-            if not failed:
+            if not failed and within_quotas(checked, self.quotas, self.prices.periods):
                 total = _total(checked, self.units, self.prices, self.a, self.updates)
                 if best is None or total < best[0] - COST_SLACK_USD:
                     best = (total, checked, solved)
             if not failed and not grown:
                 break
             self.loads = {(k, j): load * grown.get(j, 1.0) for (k, j), load in self.loads.items() if j not in failed}
-            fleet, solved = self.solve()
+            try:
+                fleet, solved = self.solve()
+            except FleetInfeasibleError:
+                break  # what the checks taught leaves no fleet within the quotas: keep the best checked one
         if best is None:  # every round had a failing deployment: keep each route on its own option
             kept = [Deployment(KEPT, c.model, choice=c) for c in self.kept]
             return [_checked(d, self.units, self.prices.periods, self.a) for d in kept + [
@@ -738,6 +745,22 @@ def _checked(d: Deployment, units: list[Unit], periods: int, a: Assumptions) -> 
     notes = ("simulation added replicas: " + ", ".join(added[:6]) + (" ..." if len(added) > 6 else "")) if added \
         else ""
     return replace(d, replicas=tuple(replicas), attainment=worst, notes=notes)
+
+
+def _best_reserved(d: Deployment, prices: Prices) -> Deployment:
+    """The deployment with the cheapest number of reserved replicas for its (checked) day."""
+    if d.kind != SHARED or d.candidate is None or d.candidate.base is None:
+        return d
+    options = [replace(d, reserved=r) for r in range(min(d.replicas) + 1)]
+    return min(options, key=lambda option: _gpu_usd(option, prices))
+
+
+def within_quotas(fleet: list[Deployment], quotas: Mapping[str, int], periods: int) -> bool:
+    """Does the fleet keep every GPU type within its quota at every hour (batch jobs counted at every hour)?"""
+    if not quotas:
+        return True
+    peak = _gpus_by_type(fleet, _hourly_gpus(fleet, periods))
+    return all(peak.get(gpu, 0) <= quota for gpu, quota in quotas.items())
 
 
 def _choice_attainment(choice: Choice | None) -> float:
@@ -968,3 +991,30 @@ def fleet_csv_text(result: FleetResult) -> str:
     """The fleet as a plain CSV (header on line 1)."""
     return result.deployments.to_csv(index=False)
 
+
+
+def format_fleet(result: FleetResult) -> list[str]:
+    """The fleet for a terminal: one line per deployment, then engineering and totals."""
+    s = result.summary
+    lines = [f"fleet ({s['levers']}): {len(result.deployments)} deployments, "
+             f"GPUs at the busiest hour: {', '.join(f'{n} {g}' for g, n in s['gpus_by_type'].items()) or 'none'}"]
+    for row in result.deployments.to_dict("records"):
+        replicas = (f"{row['replicas_min']}-{row['replicas_max']}" if row["replicas_min"] != row["replicas_max"]
+                    else f"{row['replicas_max']}")
+        reserved = f" ({row['reserved_replicas']} reserved)" if row["reserved_replicas"] else ""
+        attained = "" if pd.isna(row["sim_attainment"]) else f", simulated {row['sim_attainment']:.1%} within SLO"
+        lines.append(f"  {row['deployment']} {row['kind']}: {row['engine']} {row['engine_version']} {row['gpu']} "
+                     f"{row['precision']} tp{row['tp']} x {replicas}{reserved} ${row['gpu_usd_per_month']:,.0f}/month"
+                     f"{attained} <- {row['routes']}")
+    for row in result.engineering.to_dict("records"):
+        what = " ".join(str(p) for p in (row["engine"], row["model"], row["gpu"]) if p)
+        lines.append(f"  engineering {row['item']} {what}: ${row['usd_per_month']:,.0f}/month")
+    lines.append(f"total ${s['total_usd_per_month']:,.0f}/month (GPUs ${s['gpu_usd_per_month']:,.0f}, engineering "
+                 f"${s['eng_usd_per_month']:,.0f}); route by route ${s['per_route_usd_per_month']:,.0f}/month: "
+                 f"saves ${s['savings_usd_per_month']:,.0f}/month")
+    if s["kept_route_by_route"]:
+        lines.append("the program's fleet was not cheaper once simulated: every route kept on its own option")
+    if s["unplanned_routes"]:
+        lines.append(f"not in the fleet (no feasible option in the route-by-route plan): "
+                     f"{', '.join(s['unplanned_routes'])}")
+    return lines
