@@ -83,7 +83,7 @@ def attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed:
     requests = _requests(curve, streams, replicas, seed)
     t, i, o, owner, warmup = requests
     result = simulate.simulate(curve, t, i, o, min(replicas, SIM_MAX_REPLICAS))
-    out = {}
+    out: dict[str, float] = {}
     for index, stream in enumerate(streams):
         mine = (owner == index) & (t >= warmup)
         if not mine.any():
