@@ -987,6 +987,63 @@ def _route_rows(fleet: list[Deployment], units: list[Unit], table: pd.DataFrame,
     return pd.DataFrame(rows, columns=list(ROUTE_COLUMNS))
 
 
+# ---------------------------------------------------------------- $ by lever
+
+# The waterfall's steps: the route-by-route total, the fleet with engineering counted once (no lever),
+# then the enabled levers added one at a time in this order (cumulative).
+ROUTE_BY_ROUTE_STEP = "route by route"
+ENGINEERING_STEP = "engineering once"
+LEVER_ORDER = ("share", "mix", "autoscale", "pricing")
+WATERFALL_COLUMNS = ("step", "usd_per_month", "change_usd_per_month")
+
+
+def lever_steps(levers: Levers) -> list[tuple[str, Levers]]:
+    """The fleets of the waterfall after its first step: (name, levers) for no lever, then each enabled lever
+    of `levers` added in LEVER_ORDER ('+ share', '+ pricing', ...); the last has exactly `levers`."""
+    steps = [(ENGINEERING_STEP, NO_LEVERS)]
+    on = NO_LEVERS
+    for name in LEVER_ORDER:
+        if getattr(levers, name):
+            on = replace(on, **{name: True})
+            steps.append((f"+ {name}", on))
+    return steps
+
+
+def waterfall_fleets(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None, levers: Levers,
+                     baseline: PlanResult | None, quotas: Mapping[str, int] | None = None,
+                     check: bool = True) -> list[tuple[str, FleetResult]]:
+    """make_fleet at each of lever_steps(levers), all against one route-by-route plan (`baseline`, made once
+    with its simulation check when None).  The last fleet is make_fleet with `levers`.
+    Raises InputError, FleetInfeasibleError as make_fleet."""
+    a = assumptions or Assumptions()
+    if baseline is None:
+        baseline = make_plan(validate_routes(routes_df), catalog, a, check_by_simulation=True)
+    return [(step, make_fleet(routes_df, catalog, a, on, quotas, baseline=baseline, check=check))
+            for step, on in lever_steps(levers)]
+
+
+def waterfall_table(fleets: list[tuple[str, FleetResult]]) -> pd.DataFrame:
+    """$/month at each step (WATERFALL_COLUMNS): the route-by-route total of the fleets' baseline, then each
+    fleet's total; change_usd_per_month is the difference from the step before (NaN on the first)."""
+    if not fleets:
+        raise ValueError("waterfall_table: expected at least one (step, fleet), got none")
+    steps = [ROUTE_BY_ROUTE_STEP] + [step for step, _ in fleets]
+    totals = pd.Series([fleets[0][1].summary["per_route_usd_per_month"]]
+                       + [fleet.summary["total_usd_per_month"] for _, fleet in fleets], dtype=float)
+    return pd.DataFrame({"step": steps, "usd_per_month": totals, "change_usd_per_month": totals.diff().round(2)},
+                        columns=list(WATERFALL_COLUMNS))
+
+
+def lever_waterfall(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None, levers: Levers,
+                    baseline: PlanResult | None, quotas: Mapping[str, int] | None = None,
+                    check: bool = True) -> pd.DataFrame:
+    """$/month from the route-by-route plan to the fleet with `levers`, one step per lever (WATERFALL_COLUMNS):
+    route by route, engineering once (no lever), then + share, + mix, + autoscale, + pricing as enabled,
+    cumulative.  Each step after the first is a make_fleet total on the same `baseline`.
+    Raises InputError, FleetInfeasibleError as make_fleet."""
+    return waterfall_table(waterfall_fleets(routes_df, catalog, assumptions, levers, baseline, quotas, check))
+
+
 def fleet_csv_text(result: FleetResult) -> str:
     """The fleet as a plain CSV (header on line 1)."""
     return result.deployments.to_csv(index=False)
