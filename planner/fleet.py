@@ -35,7 +35,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import FLEET, validate_frame
+from fleetfacts.schema import FLEET, escape_formula, validate_frame
 from planner import costs, fleet_check, sizing
 from planner.assumptions import Assumptions
 from planner.curves import Curve
@@ -1045,8 +1045,9 @@ def lever_waterfall(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assu
 
 
 def fleet_csv_text(result: FleetResult) -> str:
-    """The fleet as a plain CSV (header on line 1)."""
-    return result.deployments.to_csv(index=False)
+    """The fleet as a plain CSV (header on line 1), formula-safe as the plan CSV (a route named '=...' gets a
+    leading apostrophe; fleetfacts.schema.unescape_formula reads it back)."""
+    return result.deployments.astype(object).map(escape_formula).to_csv(index=False, lineterminator="\n")
 
 
 
