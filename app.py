@@ -754,7 +754,7 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
     st.markdown("**Deployments: which routes share which**")
     st.dataframe(tables.styled(tables.fleet_table(result.deployments), tables.FLEET_FORMATS), hide_index=True,
                  key="fleet_deployments", placeholder="",
-                 column_config={"routes (share of requests)": st.column_config.TextColumn(width="large")})
+                 column_config={"routes (share of requests)": st.column_config.TextColumn(width="medium")})
     name = st.session_state.scenario_name or "scenario"
     st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),
                        file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_fleet",

@@ -659,14 +659,18 @@ def _change_kind(change: float) -> str:
 
 
 def _signed_usd(change: float) -> str:
+    if abs(change) < NO_CHANGE_USD:
+        return "$0"
     return f"{'-' if change < 0 else '+'}${abs(change):,.0f}"
 
 
 def waterfall_chart(bars: pd.DataFrame) -> alt.Chart:
     """Waterfall of $/month by lever: grey totals, green savings, red costs, the change written on each bar."""
-    x = alt.X("step:N", sort=list(bars["step"]), title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
-    colour = alt.Color("kind:N", title=None, scale=alt.Scale(domain=list(WATERFALL_KINDS),
-                                                             range=list(WATERFALL_COLOURS)))
+    x = alt.X("step:N", sort=list(bars["step"]), title=None,
+              axis=alt.Axis(labelAngle=-30, labelLimit=160, labelOverlap=False))
+    kinds = [(k, c) for k, c in zip(WATERFALL_KINDS, WATERFALL_COLOURS, strict=True) if k in set(bars["kind"])]
+    colour = alt.Color("kind:N", title=None, scale=alt.Scale(domain=[k for k, _ in kinds],
+                                                             range=[c for _, c in kinds]))
     tooltip = [alt.Tooltip("step:N"), alt.Tooltip("usd_per_month:Q", title="$/month after this step",
                                                   format="$,.0f"),
                alt.Tooltip("change_usd_per_month:Q", title="change $/month", format="+$,.0f")]

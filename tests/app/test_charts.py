@@ -300,4 +300,4 @@ def test_waterfall_bars_run_from_each_total_to_the_next_and_end_on_the_fleet_tot
     assert list(bars["end"].iloc[:-1]) == list(WATERFALL["usd_per_month"])
     assert (bars["start"].iloc[-1], bars["end"].iloc[-1]) == (0.0, 700.0)
     assert list(bars["kind"]) == ["total", "saving", "no change", "cost", "saving", "total"]
-    assert list(bars["label"]) == ["$1,000", "-$100", "+$0", "+$50", "-$250", "$700"]
+    assert list(bars["label"]) == ["$1,000", "-$100", "$0", "+$50", "-$250", "$700"]
