@@ -86,7 +86,8 @@ def test_autoscaling_follows_the_hourly_profile_and_costs_less(catalog):
     routes = pd.DataFrame([_route("day-shift", 60.0, diurnal=NIGHT_AND_DAY)])
     baseline = make_plan(routes, catalog, check_by_simulation=True)
     always = make_fleet(routes, catalog, levers=Levers(pricing=False), baseline=baseline, check=False)
-    scaled = make_fleet(routes, catalog, levers=Levers(pricing=False, autoscale=True), baseline=baseline, check=False)
+    scaled = make_fleet(routes, catalog, levers=Levers(pricing=False, autoscale=True), baseline=baseline)
+    assert scaled.summary["sim_attainment"] >= Assumptions().slo_attainment  # every hour's fleet simulated
     row = scaled.deployments.iloc[0]
     by_hour = [int(n) for n in row["replicas_by_hour"].split(";")]
     assert len(by_hour) == 24
