@@ -906,9 +906,18 @@ def _result(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assum
         "solver": f"HiGHS via scipy.optimize.milp: {solved.message}",
         "mip_gap": None if getattr(solved, "mip_gap", None) is None else float(solved.mip_gap),
         "kept_route_by_route": kept_all,
+        "always_on_usd_per_month": round(_always_on_usd(fleet, units, prices, a, updates), 2),
         "unplanned_routes": sorted(baseline.plan.loc[baseline.plan["status"] != "ok", "route"]),
     }
     return FleetResult(table, engineering, hourly, placed, summary, baseline)
+
+
+def _always_on_usd(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
+                   updates: Mapping[str, float]) -> float:
+    """The same fleet with every deployment at its busiest hour's replicas all day (what autoscaling saves)."""
+    flat = [_best_reserved(replace(d, replicas=(max(d.replicas),) * len(d.replicas), reserved=0), prices)
+            if d.kind == SHARED else d for d in fleet]
+    return _total(flat, units, prices, a, updates)
 
 
 def _lowest(values: pd.Series) -> float | None:
@@ -1032,6 +1041,8 @@ def format_fleet(result: FleetResult) -> list[str]:
     lines.append(f"total ${s['total_usd_per_month']:,.0f}/month (GPUs ${s['gpu_usd_per_month']:,.0f}, engineering "
                  f"${s['eng_usd_per_month']:,.0f}); route by route ${s['per_route_usd_per_month']:,.0f}/month: "
                  f"saves ${s['savings_usd_per_month']:,.0f}/month")
+    if s["always_on_usd_per_month"] > s["total_usd_per_month"] + COST_SLACK_USD:
+        lines.append(f"the same deployments always on at their busiest hour: ${s['always_on_usd_per_month']:,.0f}/month")
     if s["kept_route_by_route"]:
         lines.append("the program's fleet was not cheaper once simulated: every route kept on its own option")
     if s["unplanned_routes"]:

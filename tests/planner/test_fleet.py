@@ -93,6 +93,7 @@ def test_autoscaling_follows_the_hourly_profile_and_costs_less(catalog):
     assert len(by_hour) == 24
     assert max(by_hour[:8]) < min(by_hour[8:])  # fewer replicas at night
     assert scaled.summary["gpu_usd_per_month"] < always.summary["gpu_usd_per_month"]
+    assert scaled.summary["always_on_usd_per_month"] > scaled.summary["total_usd_per_month"]
     hours = scaled.hourly_gpus.groupby("hour")["gpus"].sum()
     assert list(hours.index) == list(range(24)) and hours.iloc[0] < hours.iloc[12]
 
