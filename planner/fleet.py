@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from planner.fleet_check import Bucket, Stream
 from planner.options import plan_option
 from planner.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
 from planner.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
+from planner.traffic import diurnal_profile, read_log
 
 log = logging.getLogger(__name__)
 
@@ -143,11 +145,22 @@ class Unit:
 
 
 def hourly_multipliers(route: Route) -> np.ndarray:
-    """24 rate multipliers scaled so the busiest hour is 1 (the route's `diurnal`, else flat)."""
-    if route.diurnal is None:
+    """24 rate multipliers scaled so the busiest hour is 1: the route's `diurnal`, else its log's hourly
+    profile when the log spans a day, else flat."""
+    profile = route.diurnal if route.diurnal is not None else _log_profile(route.log)
+    if profile is None:
         return np.ones(HOURS_PER_DAY)
-    values = np.asarray(route.diurnal, dtype=float)
+    values = np.asarray(profile, dtype=float)
     return values / values.max()
+
+
+@lru_cache(maxsize=64)
+def _log_profile(path: str) -> tuple[float, ...] | None:
+    if not path:
+        return None
+    log_ = read_log(path)
+    t = log_.requests["t_s"].to_numpy(float)
+    return diurnal_profile(t, log_.start, log_.span_s)
 
 
 def period_rates(route: Route, periods: int) -> np.ndarray:
@@ -607,14 +620,15 @@ def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptio
     fleet, solved = search.solve()
     if check:
         fleet, solved = search.checked(fleet, solved)
-    solve_s = time.perf_counter() - started
+    elapsed_s = time.perf_counter() - started
     kept_all = _total(fleet, units, prices, a, updates) > _baseline_total(baseline) + COST_SLACK_USD
     if kept_all:
         fleet = _route_by_route(kept, baseline, catalog)
     if not within_quotas(fleet, quotas, periods):
         raise FleetInfeasibleError(_infeasible_message(solved, quotas) + " (the fleets found met the quotas only "
                                    "before their simulation check added replicas)")
-    return _result(fleet, units, prices, a, updates, baseline, levers, solved, solve_s, kept_all, check)
+    timing = {"solve_s": round(search.solver_s, 2), "elapsed_s": round(elapsed_s, 2), "program": search.size}
+    return _result(fleet, units, prices, a, updates, baseline, levers, solved, timing, kept_all, check)
 
 
 # Rounds of solve-then-simulate: each re-solves with what the simulations taught (module doc).
@@ -638,11 +652,17 @@ class _Search:
     a: Assumptions
     updates: Mapping[str, float]
     time_limit_s: float
+    solver_s: float = 0.0  # solver time over every round
+    size: str = ""  # the last program's size
 
     def solve(self) -> tuple[list[Deployment], Any]:
         program, v = _build(self.units, self.candidates, self.loads, self.kept, self.batch, self.prices,
                             self.quotas, self.a, self.updates)
+        started = time.perf_counter()
         solved = program.solve(self.time_limit_s)
+        self.solver_s += time.perf_counter() - started
+        self.size = (f"{len(program.cost)} variables ({sum(program.integer)} integer), "
+                     f"{len(program.row_low)} constraints")
         if solved.x is None:
             raise FleetInfeasibleError(_infeasible_message(solved, self.quotas))
         return _read_solution(solved.x, v, self.units, self.candidates, self.kept, self.batch,
@@ -865,8 +885,8 @@ def _total(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assump
 # ---------------------------------------------------------------- tables
 
 def _result(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
-            updates: Mapping[str, float], baseline: PlanResult, levers: Levers, solved: Any, solve_s: float,
-            kept_all: bool, checked: bool) -> FleetResult:
+            updates: Mapping[str, float], baseline: PlanResult, levers: Levers, solved: Any,
+            timing: dict[str, Any], kept_all: bool, checked: bool) -> FleetResult:
     rows = [_fleet_row(f"d{i + 1}", d, units, prices) for i, d in enumerate(fleet)]
     table = validate_frame(pd.DataFrame(rows, columns=FLEET.names).astype(object), FLEET, "fleet") if rows \
         else pd.DataFrame(columns=FLEET.names)
@@ -882,13 +902,22 @@ def _result(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assum
         "savings_usd_per_month": round(per_route - total, 2), "gpu_usd_per_month": round(gpu_usd, 2),
         "eng_usd_per_month": round(eng_usd, 2), "gpus_by_type": _gpus_by_type(fleet, hourly),
         "sim_attainment": _lowest(placed["sim_attainment"]), "simulation_checked": checked,
-        "levers": levers.describe(), "deployments": len(fleet), "solve_s": round(solve_s, 2),
+        "levers": levers.describe(), "deployments": len(fleet), **timing,
         "solver": f"HiGHS via scipy.optimize.milp: {solved.message}",
         "mip_gap": None if getattr(solved, "mip_gap", None) is None else float(solved.mip_gap),
         "kept_route_by_route": kept_all,
+        "always_on_usd_per_month": round(_always_on_usd(fleet, units, prices, a, updates), 2),
         "unplanned_routes": sorted(baseline.plan.loc[baseline.plan["status"] != "ok", "route"]),
     }
     return FleetResult(table, engineering, hourly, placed, summary, baseline)
+
+
+def _always_on_usd(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
+                   updates: Mapping[str, float]) -> float:
+    """The same fleet with every deployment at its busiest hour's replicas all day (what autoscaling saves)."""
+    flat = [_best_reserved(replace(d, replicas=(max(d.replicas),) * len(d.replicas), reserved=0), prices)
+            if d.kind == SHARED else d for d in fleet]
+    return _total(flat, units, prices, a, updates)
 
 
 def _lowest(values: pd.Series) -> float | None:
@@ -1070,6 +1099,8 @@ def format_fleet(result: FleetResult) -> list[str]:
     lines.append(f"total ${s['total_usd_per_month']:,.0f}/month (GPUs ${s['gpu_usd_per_month']:,.0f}, engineering "
                  f"${s['eng_usd_per_month']:,.0f}); route by route ${s['per_route_usd_per_month']:,.0f}/month: "
                  f"saves ${s['savings_usd_per_month']:,.0f}/month")
+    if s["always_on_usd_per_month"] > s["total_usd_per_month"] + COST_SLACK_USD:
+        lines.append(f"the same deployments always on at their busiest hour: ${s['always_on_usd_per_month']:,.0f}/month")
     if s["kept_route_by_route"]:
         lines.append("the program's fleet was not cheaper once simulated: every route kept on its own option")
     if s["unplanned_routes"]:

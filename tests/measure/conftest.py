@@ -109,10 +109,18 @@ class TimedSSE(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         n = body["max_tokens"]
+        try:
+            self._generate(n, cfg)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (a run stopped at its drain): nothing to tell it
+
+    def _generate(self, n: int, cfg: dict) -> None:
         slots = self.server.slots
         if slots is not None:
             slots.acquire()
         try:
+            if self.server.closed.is_set():
+                return  # the test is over: requests still queued for a slot are dropped
             time.sleep(cfg["ttft_s"])
             for i in range(n):
                 if i:
@@ -144,11 +152,14 @@ def timed_server():
         server = ThreadingHTTPServer(("127.0.0.1", 0), TimedSSE)
         server.cfg, server.bodies = cfg, []
         server.slots = threading.Semaphore(cfg["slots"]) if cfg.get("slots") else None
+        server.closed = threading.Event()
+        server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}", server
 
     yield start
     for s in servers:
+        s.closed.set()
         s.shutdown()
         s.server_close()
