@@ -66,7 +66,7 @@ def test_the_fleet_tab_optimises_the_fleet_the_cli_makes(downloads, tmp_path):
     fleet_usd, per_route_usd = dollars(at, "Optimised fleet $/month"), dollars(at, "Route by route $/month")
     assert fleet_usd <= per_route_usd
     assert dollars(at, "Savings $/month") == pytest.approx(per_route_usd - fleet_usd, abs=1.0)  # shown rounded
-    assert dollars(at, "Fleet $/month") == per_route_usd  # the plan's total above is the route-by-route total
+    assert dollars(at, "Fleet $/month") == pytest.approx(per_route_usd, abs=1.0)  # the plan above: route by route
 
     specs = [json.dumps(json.loads(c.proto.spec)) for c in at.get("vega_lite_chart")]
     assert len(specs) == 2 and all("tooltip" in s for s in specs)
