@@ -172,10 +172,17 @@ def period_rates(route: Route, periods: int) -> np.ndarray:
 
 
 def route_units(route: Route, mix: bool, periods: int) -> list[Unit]:
-    """The route as one unit, or (mix) up to four: prompts and outputs split at their medians."""
+    """The route as one unit; with the mix, also up to four bucket units (prompts and outputs split at their
+    medians), which the program may serve instead of the whole route (`_assignment_rows`)."""
     rates = period_rates(route, periods)
+    whole = Unit(route, Bucket(), 1.0, route, rates)
     if not mix:
-        return [Unit(route, Bucket(), 1.0, route, rates)]
+        return [whole]
+    buckets = _buckets(route, rates)
+    return [whole, *buckets] if len(buckets) > 1 else [whole]
+
+
+def _buckets(route: Route, rates: np.ndarray) -> list[Unit]:
     gen = np.random.default_rng(0)
     inp, out = route.input.sample(MIX_SAMPLE, gen), route.output.sample(MIX_SAMPLE, gen)
     cut_in, cut_out = (float(np.quantile(v, MIX_SPLIT_QUANTILE)) for v in (inp, out))
@@ -468,11 +475,23 @@ def _build(units: list[Unit], candidates: list[Candidate], loads: dict[tuple[int
 
 
 def _assignment_rows(p: _Program, v: _Vars, units: list[Unit], kept: list[Choice], batch: list[Choice]) -> None:
+    """Each route served once: kept on its own option, whole by a candidate, or (mix) split, every bucket
+    then served by a candidate."""
     kept_of = {c.route: v.kept[i] for i, c in enumerate(kept)}
+    split = {u.route.name: p.binary(0.0) for u in units if not u.bucket.whole}
+    columns: dict[int, list[int]] = {}
+    for (k, _), col in v.x.items():
+        columns.setdefault(k, []).append(col)
     for k, unit in enumerate(units):
-        terms = [(col, 1.0) for (kk, _), col in v.x.items() if kk == k]
-        terms.append((kept_of[unit.route.name], 1.0))
-        p.row(terms, 1.0, 1.0)
+        terms = [(col, 1.0) for col in columns.get(k, [])]
+        name = unit.route.name
+        if unit.bucket.whole:
+            terms.append((kept_of[name], 1.0))
+            if name in split:
+                terms.append((split[name], 1.0))
+            p.row(terms, 1.0, 1.0)
+        else:
+            p.row([*terms, (split[name], -1.0)], 0.0, 0.0)
     for route in {c.route for c in batch}:
         p.row([(v.batch[i], 1.0) for i, c in enumerate(batch) if c.route == route], 1.0, 1.0)
 

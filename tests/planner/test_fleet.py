@@ -120,7 +120,8 @@ def test_the_gpu_mix_splits_a_route_by_length(catalog):
               for part in routes_cell.split("; ")]
     assert sum(shares) == pytest.approx(1.0, abs=0.02)  # every bucket served once (or the route whole)
     assert mixed.summary["total_usd_per_month"] <= mixed.summary["per_route_usd_per_month"] + 0.01
-    units = route_units(Route.from_row(wide), mix=True, periods=1)
+    whole, *units = route_units(Route.from_row(wide), mix=True, periods=1)
+    assert whole.bucket.whole and whole.share == 1.0  # the route may still be served whole
     assert len(units) == 4 and sum(u.share for u in units) == pytest.approx(1.0)
     # Short prompts in one bucket, long ones in another: the buckets' sizing sees their own lengths.
     short, long = sorted(units, key=lambda u: u.sized.input_len)[::3]
