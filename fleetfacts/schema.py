@@ -184,6 +184,9 @@ ROUTES = Schema(
         Column("tps", "str", False, "allowed tensor-parallel sizes, ';'-separated (empty = all)"),
         Column("configs", "str", False, "allowed engine settings (a profile's `config`: `default` or a name such "
                "as `tuned`), ';'-separated (empty = all)"),
+        Column("diurnal", "str", False, "online: 24 rate multipliers by UTC hour 0-23, ';'-separated (any scale: "
+               "the busiest hour runs at rate_rps x peak_to_mean); `planner fleet --autoscale` follows them "
+               "(blank: the route's log when it spans a day, else flat)"),
         Column("log", "str", False, "online: request log replayed by the simulation check (path relative to "
                "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv)"),
         Column("notes", "str", False, "where the route's numbers come from"),
@@ -283,7 +286,39 @@ PLAN = Schema(
     ),
 )
 
-SCHEMAS = {s.name: s for s in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN)}
+FLEET = Schema(
+    "fleet",
+    (
+        Column("deployment", "str", True, "deployment name (d1, d2, ...)"),
+        Column("kind", "enum", True, "shared (chosen by the fleet program; may serve several routes or length "
+               "buckets), route-by-route (a route kept on its own planned option) or batch (a batch job's option)",
+               choices=("shared", "route-by-route", "batch")),
+        Column("model", "slug", True, "model slug the deployment serves"),
+        Column("engine", "slug", True, ""),
+        Column("engine_version", "str", True, ""),
+        Column("engine_config", "slug", False, "engine settings label of the profile", default=DEFAULT_CONFIG),
+        Column("gpu", "slug", True, ""),
+        Column("precision", "slug", True, ""),
+        Column("tp", "int", True, "GPUs per replica", minimum=1),
+        Column("slo", "str", False, "the SLO the deployment holds for every request it serves (the strictest "
+               "of its routes)"),
+        Column("routes", "str", True, "routes served, ';'-separated: name[length bucket] and the share of the "
+               "route's requests"),
+        Column("replicas_min", "int", True, "fewest replicas over the day", minimum=0),
+        Column("replicas_max", "int", True, "most replicas over the day", minimum=0),
+        Column("replicas_by_hour", "str", False, "replicas in UTC hours 0-23, ';'-separated (autoscaling; blank "
+               "= always on)"),
+        Column("reserved_replicas", "int", False, "replicas on reserved pricing (the rest on-demand)", minimum=0),
+        Column("gpus_max", "int", True, "replicas_max x tp", minimum=0),
+        Column("pricing", "str", False, "pricing type(s), provider and source of the GPU price(s)"),
+        Column("gpu_usd_per_month", "float", True, "GPU cost, USD per month (cold starts included)", minimum=0),
+        Column("sim_attainment", "float", False, "lowest share of a served route's simulated requests meeting "
+               "its SLOs (batch: the job finished by its deadline)", minimum=0),
+        Column("notes", "str", False, ""),
+    ),
+)
+
+SCHEMAS = {s.name: s for s in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN, FLEET)}
 
 
 def slug(value: object) -> str:

@@ -40,6 +40,7 @@ from planner.curves import (
 )
 from planner.exports import baseline_diff, format_diff, workbook_bytes
 from planner.fanout import route_map
+from planner.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
 from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import PERCENTILES, latency_summary, predict_open_loop, validate_latency, with_server_latency
 from planner.plan import (
@@ -106,13 +107,7 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="where to write the plan CSV (its assumptions and sources go "
                    "beside it, in <name>.assumptions.json)")
     _input_arguments(p)
-    p.add_argument("--provider", type=slug, help="price GPUs from this provider only (default: cheapest)")
-    p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"),
-                   help="which price rows to use (default on-demand)")
-    p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
-    p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
-    p.add_argument("--allow-prerelease", action="store_true", help="also recommend pre-release and development "
-                   "engine builds (e.g. 0.20+main; not recommended by default)")
+    _assumption_arguments(p, "which price rows to use (default on-demand)")
     p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
                    "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
@@ -120,17 +115,27 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    "assumptions, sources (and the baseline difference with --baseline)")
     p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "
                    "per route (engine, GPUs, $/month) and writes them to <out>.baseline-diff.csv")
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--workers", type=int, metavar="N", help="plan routes (and their simulation checks) in N "
+                       "local processes (default: one, in this process)")
+    scale.add_argument("--ray", metavar="ADDRESS", help="plan routes as Ray tasks: a cluster address, auto, or "
+                       "local (start Ray here); needs pip install '.[ray]'")
+
+
+def _assumption_arguments(p: argparse.ArgumentParser, pricing_help: str) -> None:
+    """The flags that set a plan's assumptions and options (plan and fleet)."""
+    p.add_argument("--provider", type=slug, help="price GPUs from this provider only (default: cheapest)")
+    p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"), help=pricing_help)
+    p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
+    p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
+    p.add_argument("--allow-prerelease", action="store_true", help="also recommend pre-release and development "
+                   "engine builds (e.g. 0.20+main; not recommended by default)")
     p.add_argument("--transfer", choices=TRANSFER_MODES, default="auto",
                    help="transferred (unprofiled) options: auto = for routes whose model has no profile (default), "
                    "all = for every engine/GPU/precision/TP no profile covers, off = none")
     p.add_argument("--allow-unverified-latency", action="store_true",
                    help="let options whose TTFT/TPOT rest on no latency measurement win online routes on cost "
                         "(by default they rank behind options with measured or transferred latency)")
-    scale = p.add_mutually_exclusive_group()
-    scale.add_argument("--workers", type=int, metavar="N", help="plan routes (and their simulation checks) in N "
-                       "local processes (default: one, in this process)")
-    scale.add_argument("--ray", metavar="ADDRESS", help="plan routes as Ray tasks: a cluster address, auto, or "
-                       "local (start Ray here); needs pip install '.[ray]'")
 
 
 def _input_arguments(p: argparse.ArgumentParser) -> None:
@@ -575,6 +580,63 @@ def _run_models(args: argparse.Namespace) -> int:
 
 
 register(Command("plan", "size and price a fleet for every route; writes a plan CSV", _plan_arguments, _run_plan))
+# ---------------------------------------------------------------- fleet
+
+def _fleet_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--routes", required=True, help="routes CSV (schema ROUTES)")
+    p.add_argument("--out", required=True, help="where to write the fleet CSV (one row per deployment, schema "
+                   "FLEET); its summary goes beside it in <name>.summary.json")
+    _input_arguments(p)
+    _assumption_arguments(p, "with --no-pricing-mix (and for the route-by-route plan): which price rows "
+                          "(default on-demand)")
+    p.add_argument("--quota", action="append", default=[], metavar="GPU=N",
+                   help="at most N GPUs of this type at any hour (repeat per type)")
+    p.add_argument("--mix", action="store_true", help="GPU mix: a route's requests, split by prompt and output "
+                   "length, may go to different GPUs and engines")
+    p.add_argument("--autoscale", action="store_true", help="replicas follow each route's hourly profile "
+                   "(its diurnal column or a day of log), cold starts counted")
+    p.add_argument("--no-share", action="store_true", help="no deployment serves more than one route")
+    p.add_argument("--no-pricing-mix", action="store_true", help="price everything at --pricing-type (default: "
+                   "reserved for the base load where cheaper, on-demand for the rest, spot for batch jobs)")
+    p.add_argument("--no-simulate", action="store_true", help="skip the simulation check of the shared "
+                   "deployments (the route-by-route plan is still checked)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+
+def parse_quotas(items: list[str]) -> dict[str, int]:
+    """--quota GPU=N items as {gpu: N}; InputError on a malformed one."""
+    quotas = {}
+    for item in items:
+        gpu, sep, count = item.partition("=")
+        if not sep or not gpu.strip() or not count.strip().isdigit():
+            raise InputError(f"--quota {item!r}: expected GPU=N with N a whole number of GPUs, e.g. h100=16")
+        quotas[slug(gpu)] = int(count)
+    return quotas
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    summary_path = Path(args.out).with_name(Path(args.out).stem + ".summary.json")
+    refuse_overwriting_inputs({"--out": args.out, "--out (summary)": summary_path},
+                              {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops,
+                               "--assumptions-from": args.assumptions_from})
+    quotas = parse_quotas(args.quota)
+    assumptions = _assumptions_from_args(args)
+    levers = Levers(share=not args.no_share, mix=args.mix, autoscale=args.autoscale, pricing=not args.no_pricing_mix)
+    routes = load_routes(args.routes)
+    catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer)
+    result = make_fleet(routes, catalog, assumptions, levers, quotas, check=not args.no_simulate)
+    atomic_write_bytes(args.out, fleet_csv_text(result).encode("utf-8"))
+    atomic_write_bytes(summary_path, (json.dumps(result.summary, indent=2) + "\n").encode("utf-8"))
+    if args.json:
+        print(json.dumps(result.summary))
+        return 0
+    _print_lines(format_fleet(result))
+    print(f"fleet written to {args.out}, {summary_path}")
+    return 0
+
+
+register(Command("fleet", "the cheapest fleet for all routes together (shared deployments, GPU mix, hourly "
+                 "scaling, pricing mix); writes a fleet CSV", _fleet_arguments, _run_fleet))
 register(Command("predict", "predict one replica's throughput and latency at one shape", _predict_arguments,
                  _run_predict))
 register(Command("validate", "leave-one-out prediction error per profile group", _validate_arguments,

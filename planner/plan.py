@@ -53,7 +53,7 @@ from planner.assumptions import Assumptions
 from planner.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, leave_one_out, load_profiles
 from planner.latency import with_server_latency
 from planner.options import OPTION_COLUMNS, Option, evaluate_option, option_label
-from planner.routes import ALLOW_LISTS, Route
+from planner.routes import ALLOW_LISTS, Route, parse_diurnal
 from planner.transfer import Transfer
 from planner.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
 from planner.workload import SIM_BATCH_SAMPLE, route_log_requests
@@ -65,8 +65,8 @@ BUNDLED_PRICES = DATA_DIR / "prices.csv"
 BUNDLED_OPS = DATA_DIR / "engine_ops.csv"
 ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
 SECONDS_PER_HOUR = 3600.0
-__all__ = ["Catalog", "PlanResult", "RouteMap", "assumptions_path", "load_inputs", "load_routes", "make_plan",
-           "plan_coverage", "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan"]
+__all__ = ["Catalog", "PlanResult", "RouteMap", "assumptions_path", "candidate_curves", "load_inputs", "load_routes",
+           "make_plan", "plan_coverage", "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan"]
 
 # ---------------------------------------------------------------- catalog
 
@@ -189,6 +189,10 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
     if row["slo_percentile"] >= 100:
         raise InputError(f"{at}, column 'slo_percentile': expected a percentile below 100, "
                          f"got {row['slo_percentile']!r}")
+    try:
+        parse_diurnal(row.get("diurnal"))
+    except ValueError as err:
+        raise InputError(f"{at}, column 'diurnal': {err}") from None
     for column in ("tps",):
         for item in split_list(row[column]):
             if not item.isdigit() or int(item) < 1:
@@ -253,7 +257,7 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
                 check_by_simulation: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One route's PLAN row and option rows (a module-level function, so process pools can pickle it)."""
     route = Route.from_row(row)
-    curves, held_back = _candidates(route, catalog, assumptions.allow_prerelease)
+    curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
     options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions) for curve in curves]
     if check_by_simulation and route.traffic == "online":
         options = _online_simulation_check(route, options, assumptions)
@@ -273,7 +277,7 @@ def is_prerelease(version: str) -> bool:
     return parsed.is_prerelease or parsed.is_devrelease or parsed.local is not None
 
 
-def _candidates(route: Route, catalog: Catalog, allow_prerelease: bool = True) -> tuple[list[Curve], list[str]]:
+def candidate_curves(route: Route, catalog: Catalog, allow_prerelease: bool = True) -> tuple[list[Curve], list[str]]:
     """The fitted curves of the route's model that its allow-lists admit, and the labels of those held
     back because their engine build is a pre-release (unless `allow_prerelease`)."""
     curves = _allowed_curves(route, catalog)

@@ -37,6 +37,7 @@ SAME_LENGTH_TOKENS = 0.5
 MAX_TAIL_FACTOR = 1000.0
 # Route columns that restrict which options (fitted curves) a route may use.
 ALLOW_LISTS = ("engines", "gpus", "precisions", "tps", "configs")
+HOURS_PER_DAY = 24
 
 
 def _num(value: object, default: float = math.nan) -> float:
@@ -54,6 +55,25 @@ DEFAULT_SLO_PERCENTILE = _num(ROUTES.column("slo_percentile").default)
 
 def _get(row: Any, name: str) -> Any:
     return row.get(name) if hasattr(row, "get") else None
+
+
+def parse_diurnal(cell: object) -> tuple[float, ...] | None:
+    """A `diurnal` cell: 24 ';'-separated rate multipliers (UTC hours 0-23), or None when blank.
+
+    Raises ValueError naming what is wrong: not 24 numbers, a negative or non-finite one, or all zero.
+    """
+    if cell is None or (isinstance(cell, float) and math.isnan(cell)) or not str(cell).strip():
+        return None
+    items = [item.strip() for item in str(cell).split(";") if item.strip()]
+    try:
+        values = tuple(float(item) for item in items)
+    except ValueError:
+        raise ValueError(f"expected {HOURS_PER_DAY} numbers separated by ';', got {cell!r}") from None
+    if len(values) != HOURS_PER_DAY:
+        raise ValueError(f"expected {HOURS_PER_DAY} numbers (UTC hours 0-23) separated by ';', got {len(values)}")
+    if not all(math.isfinite(v) and v >= 0 for v in values) or max(values) <= 0:
+        raise ValueError("expected finite multipliers >= 0, at least one above 0")
+    return values
 
 
 # ---------------------------------------------------------------- SLO
@@ -270,6 +290,7 @@ class Route:
     updates_per_month: float
     log: str = ""
     allow_lists: tuple[tuple[str, Any], ...] = ()
+    diurnal: tuple[float, ...] | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Route:
@@ -287,6 +308,7 @@ class Route:
             updates_per_month=_num(_get(row, "model_updates_per_month"), 0.0),
             log=log if isinstance(log, str) else "",
             allow_lists=tuple((c, _get(row, c)) for c in ALLOW_LISTS),
+            diurnal=parse_diurnal(_get(row, "diurnal")),
         )
 
     @property

@@ -723,14 +723,14 @@ def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.nda
             sources[r] = fleets.source
         return results[r].attainment >= attainment_target
 
-    best = _bisect_replicas(meets, start, ceiling)
+    best = bisect_replicas(meets, start, ceiling)
     chosen = best if best is not None else max(results)
     tried = tuple(sorted((r, res.attainment) for r, res in results.items()))
     return ReplicaSearch(best, results[chosen].attainment, analytical, attainment_target, tried, results[chosen],
                          sources[chosen])
 
 
-def _bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> int | None:
+def bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> int | None:
     """Smallest r in [1, ceiling] with meets(r), searching from `start`; None if meets(ceiling) is False."""
     if meets(start):
         low, high = 0, start  # meets(high); low fails (0 replicas always fails)
@@ -816,7 +816,7 @@ def cheapest_batch_fleet(curve: CurveLike, lengths: tuple[Numbers, Numbers], dea
             walls[r] = batch_makespan(curve, lengths, r, count) * factor
         return walls[r] <= deadline_s
 
-    best = _bisect_replicas(meets, 1, ceiling)
+    best = bisect_replicas(meets, 1, ceiling)
     r = best if best is not None else ceiling
     wall = walls[r]
     hours = wall / 3600.0

@@ -1,0 +1,1128 @@
+"""The cheapest fleet for all routes together: shared deployments, GPU mix, hourly scaling, pricing mix.
+
+`make_fleet(routes, catalog, assumptions, levers)` solves one mixed-integer program over every route
+(scipy.optimize.milp, HiGHS), checks the fleet it chose by simulation (planner.fleet_check), and sets
+it beside the route-by-route plan (planner.plan) on the same inputs.  That plan is one of the
+program's solutions (every route kept on its own checked option), so the fleet is never dearer.
+
+The program (docs/fleet.md):
+- units k: a route's traffic, or with the GPU mix one length bucket of it;
+- candidates j: a fitted curve serving one model at one SLO tier (the strictest SLO it holds for all
+  it serves); with sharing off, one per route, at its own SLO;
+- x[k,j] in {0,1}: unit k served by j;  y[r] in {0,1}: route r kept on its route-by-route option;
+- n[j,h] = res[j] + od[j,h]: replicas in period h (24 hours with autoscaling, else one), reserved + on-demand;
+- capacity: sum_k load[k,j,h] x[k,j] <= n[j,h], load = the unit's rate in h / (one replica's request rate
+  at the tier's operating point x utilisation cap);
+- cold starts (autoscaling): up[j,h] >= od[j,h] - od[j,h-1], each started replica billed its engine's
+  cold start ahead of the hour, every day;
+- quotas: GPUs of one type in every period <= quota (batch and kept routes counted in every period);
+- engineering: e[o,m] >= every choice using engine-ops row o for model m, billed once per update of m;
+  adoption once per engine-ops row.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
+from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.schema import FLEET, escape_formula, validate_frame
+from planner import costs, fleet_check, sizing
+from planner.assumptions import Assumptions
+from planner.curves import Curve
+from planner.fleet_check import Bucket, Stream
+from planner.options import plan_option
+from planner.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
+from planner.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
+from planner.traffic import diurnal_profile, read_log
+
+log = logging.getLogger(__name__)
+
+# GPU mix: prompts and outputs each split at this quantile of the route's lengths (4 buckets a route).
+MIX_SPLIT_QUANTILE = 0.5
+# Lengths drawn per route to form its buckets (their shares and length quantiles).
+MIX_SAMPLE = 20_000
+# Per unit and SLO tier, the candidates kept: the cheapest per unit of load (the program's size).
+CANDIDATES_PER_TIER = 3
+# HiGHS stops at this relative gap or time; the gap reached is reported with the fleet.
+MIP_REL_GAP = 0.002
+SOLVE_TIME_LIMIT_S = 60.0
+# assumption: cold start of an engine whose engine-ops row gives none (minutes).
+COLD_START_MIN_UNKNOWN = 15.0
+# Rounding slack when reading binary / integer values back from the solver.
+INTEGRALITY_SLACK = 1e-6
+SHARED, KEPT, BATCH = "shared", "route-by-route", "batch"
+
+
+class FleetInfeasibleError(FleetplanError):
+    """No fleet meets every route within the quotas; the message says which quota binds."""
+
+
+@dataclass(frozen=True)
+class Levers:
+    """What the fleet may do beyond the route-by-route plan (engineering is always counted once).
+
+    share: routes of one model may share a deployment; mix: a route's length buckets may go to
+    different GPUs/engines; autoscale: replicas follow each route's hourly profile; pricing: reserved
+    GPUs for the base load, on-demand for the rest (online), spot for batch jobs.
+    """
+
+    share: bool = True
+    mix: bool = False
+    autoscale: bool = False
+    pricing: bool = True
+
+    def describe(self) -> str:
+        on = [name for name in ("share", "mix", "autoscale", "pricing") if getattr(self, name)]
+        return "+".join(on) or "none"
+
+
+NO_LEVERS = Levers(share=False, mix=False, autoscale=False, pricing=False)
+ALL_LEVERS = Levers(share=True, mix=True, autoscale=True, pricing=True)
+
+
+# ---------------------------------------------------------------- SLO tiers
+
+@dataclass(frozen=True)
+class Tier:
+    """The SLO a shared deployment holds for every request it serves."""
+
+    slo: Slo
+    percentile: float
+
+    def admits(self, route: Route) -> bool:
+        """Does holding this tier meet the route's own SLO (every target as strict, percentile as high)?"""
+        if self.percentile < route.slo_percentile:
+            return False
+        pairs = ((self.slo.ttft_ms, route.slo.ttft_ms), (self.slo.tpot_ms, route.slo.tpot_ms),
+                 (self.slo.e2e_ms, route.slo.e2e_ms))
+        return all(mine is not None and mine <= theirs for mine, theirs in pairs if theirs is not None)
+
+    def label(self) -> str:
+        return f"p{self.percentile:g} {self.slo.describe()}"
+
+
+def _strictest(routes: Iterable[Route]) -> Tier:
+    routes = list(routes)
+
+    def least(values: Iterable[float | None]) -> float | None:
+        given = [v for v in values if v is not None]
+        return min(given) if given else None
+    slo = Slo(least(r.slo.ttft_ms for r in routes), least(r.slo.tpot_ms for r in routes),
+              least(r.slo.e2e_ms for r in routes))
+    return Tier(slo, max(r.slo_percentile for r in routes))
+
+
+def _own(route: Route) -> Tier:
+    return Tier(route.slo, route.slo_percentile)
+
+
+# ---------------------------------------------------------------- units: what is assigned
+
+@dataclass(frozen=True, eq=False)
+class Unit:
+    """A route's traffic, or one length bucket of it: `share` of its requests, `rps` in each period."""
+
+    route: Route
+    bucket: Bucket
+    share: float
+    sized: Route  # the unit as a route: its lengths and share of the rate (for the analytical capacity)
+    rps: np.ndarray
+
+    @property
+    def label(self) -> str:
+        return f"{self.route.name}[{self.bucket.label()}]" if not self.bucket.whole else self.route.name
+
+
+def hourly_multipliers(route: Route) -> np.ndarray:
+    """24 rate multipliers scaled so the busiest hour is 1: the route's `diurnal`, else its log's hourly
+    profile when the log spans a day, else flat."""
+    profile = route.diurnal if route.diurnal is not None else _log_profile(route.log)
+    if profile is None:
+        return np.ones(HOURS_PER_DAY)
+    values = np.asarray(profile, dtype=float)
+    return values / values.max()
+
+
+@lru_cache(maxsize=64)
+def _log_profile(path: str) -> tuple[float, ...] | None:
+    if not path:
+        return None
+    log_ = read_log(path)
+    t = log_.requests["t_s"].to_numpy(float)
+    return diurnal_profile(t, log_.start, log_.span_s)
+
+
+def period_rates(route: Route, periods: int) -> np.ndarray:
+    """The route's request rate in each period: its peak (rate x peak_to_mean) shaped by its hourly
+    profile (24 periods), or the peak (one period, always-on)."""
+    if periods == 1:
+        return np.array([route.peak_rps])
+    return route.peak_rps * hourly_multipliers(route)
+
+
+def route_units(route: Route, mix: bool, periods: int) -> list[Unit]:
+    """The route as one unit; with the mix, also up to four bucket units (prompts and outputs split at their
+    medians), which the program may serve instead of the whole route (`_assignment_rows`)."""
+    rates = period_rates(route, periods)
+    whole = Unit(route, Bucket(), 1.0, route, rates)
+    if not mix:
+        return [whole]
+    buckets = _buckets(route, rates)
+    return [whole, *buckets] if len(buckets) > 1 else [whole]
+
+
+def _buckets(route: Route, rates: np.ndarray) -> list[Unit]:
+    gen = np.random.default_rng(0)
+    inp, out = route.input.sample(MIX_SAMPLE, gen), route.output.sample(MIX_SAMPLE, gen)
+    cut_in, cut_out = (float(np.quantile(v, MIX_SPLIT_QUANTILE)) for v in (inp, out))
+    in_ranges = [(0.0, cut_in), (cut_in, math.inf)] if inp.max() > cut_in else [(0.0, math.inf)]
+    out_ranges = [(0.0, cut_out), (cut_out, math.inf)] if out.max() > cut_out else [(0.0, math.inf)]
+    units = []
+    for in_low, in_high in in_ranges:
+        for out_low, out_high in out_ranges:
+            bucket = Bucket(in_low, in_high, out_low, out_high)
+            mine = bucket.holds(inp, out)
+            share = float(mine.mean())
+            if share > 0:
+                sized = replace(route, rate_rps=route.rate_rps * share, input=_lengths(inp[mine]),
+                                output=_lengths(out[mine]))
+                units.append(Unit(route, bucket, share, sized, rates * share))
+    return units
+
+
+def _lengths(sample: np.ndarray) -> LengthDistribution:
+    p50, p95, p99 = (float(np.percentile(sample, p)) for p in (50, 95, 99))
+    return LengthDistribution(float(sample.mean()), p50, p95, p99)
+
+
+# ---------------------------------------------------------------- candidates: what serves
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """A fitted curve serving one model at one SLO tier (owner: the one route it serves when not shared)."""
+
+    curve: Curve
+    tier: Tier
+    owner: str
+    peak: costs.Price
+    base: costs.Price | None
+    ops: costs.EngineOps
+    cold_start_min: float
+
+    @property
+    def tp(self) -> int:
+        return self.curve.key.tp
+
+
+def _capacity_rps(curve: Curve, unit: Unit, tier: Tier, policy: sizing.Policy) -> float:
+    """Requests/s one replica serves of the unit's requests at the tier's operating point (0 = cannot)."""
+    route = replace(unit.sized, slo=tier.slo, slo_percentile=tier.percentile)
+    sized = sizing.size_online(curve, route, curve.key.tp, policy)
+    if not sized.feasible or not sized.replica_tok_s_low > 0:
+        return 0.0
+    return sized.replica_tok_s_low / route.output_len
+
+
+def _prices(catalog: Catalog, gpu: str, a: Assumptions, levers: Levers) -> tuple[costs.Price | None,
+                                                                                  costs.Price | None]:
+    """(price of the varying part, price of the reserved base or None): with the pricing lever on-demand
+    and reserved (when it is cheaper), else the assumptions' pricing type for all of it."""
+    book = catalog.price_book
+    if not levers.pricing:
+        return book.find(gpu, a.provider, a.pricing_type), None
+    peak = book.find(gpu, a.provider, "on-demand")
+    base = book.find(gpu, a.provider, "reserved")
+    if peak is None:
+        return base, None
+    return peak, base if base is not None and base.usd_per_gpu_hour < peak.usd_per_gpu_hour else None
+
+
+def _cold_start_min(ops_df: pd.DataFrame, ops: costs.EngineOps) -> float:
+    rows = ops_df[(ops_df["engine"] == ops.engine) & (ops_df["versions"].fillna("").astype(str) == ops.versions)]
+    value = float(rows["cold_start_min"].iloc[0]) if len(rows) else math.nan
+    return COLD_START_MIN_UNKNOWN if math.isnan(value) else value
+
+
+def _usable(curve: Curve, route: Route, a: Assumptions) -> bool:
+    return a.allow_unverified_latency or curve.has_latency or getattr(curve, "latency_basis", "") == "transferred"
+
+
+def candidate_loads(units: list[Unit], catalog: Catalog, a: Assumptions, levers: Levers
+                    ) -> tuple[list[Candidate], dict[tuple[int, int], np.ndarray]]:
+    """Candidates and the load each unit puts on each, in replicas per period (unit k, candidate j)."""
+    tiers = _tiers(units, levers)
+    candidates: dict[tuple, Candidate] = {}
+    loads: dict[tuple[int, int], np.ndarray] = {}
+    index: dict[tuple, int] = {}
+    for k, unit in enumerate(units):
+        curves = _route_curves(unit.route, catalog, a)
+        scored = []
+        for tier in tiers[(unit.route.model, unit.route.name if not levers.share else "")]:
+            if not tier.admits(unit.route):
+                continue
+            per_tier = []
+            for curve in curves:
+                candidate = _candidate(curve, tier, "" if levers.share else unit.route.name, catalog, a, levers)
+                if candidate is None:
+                    continue
+                mu = _capacity_rps(curve, unit, tier, a.policy)
+                if mu > 0:
+                    load = unit.rps / (mu * a.utilisation_cap)
+                    per_tier.append((float(load.max()) * candidate.tp * _unit_price(candidate), candidate, load))
+            per_tier.sort(key=lambda item: item[0])
+            scored += per_tier[:CANDIDATES_PER_TIER]
+        for _, candidate, load in scored:
+            key = (candidate.curve.key, candidate.tier, candidate.owner)
+            if key not in index:
+                index[key] = len(index)
+                candidates[key] = candidate
+            loads[(k, index[key])] = load
+    return list(candidates.values()), loads
+
+
+def _unit_price(c: Candidate) -> float:
+    return min(c.peak.usd_per_gpu_hour, c.base.usd_per_gpu_hour if c.base else math.inf)
+
+
+def _tiers(units: list[Unit], levers: Levers) -> dict[tuple[str, str], list[Tier]]:
+    """Per (model, owner): the SLO tiers candidates are built at (shared: each route's own SLO and the
+    strictest of the model's routes; not shared: the route's own)."""
+    out: dict[tuple[str, str], list[Tier]] = {}
+    routes = {u.route.name: u.route for u in units}
+    for route in routes.values():
+        if not levers.share:
+            out[(route.model, route.name)] = [_own(route)]
+            continue
+        same = [r for r in routes.values() if r.model == route.model]
+        tiers = out.setdefault((route.model, ""), [])
+        for tier in (_own(route), _strictest(same)):
+            if tier not in tiers:
+                tiers.append(tier)
+    return out
+
+
+def _route_curves(route: Route, catalog: Catalog, a: Assumptions) -> list[Curve]:
+    curves = candidate_curves(route, catalog, a.allow_prerelease)[0]
+    verified = [c for c in curves if _usable(c, route, a)]
+    return verified or curves
+
+
+def _candidate(curve: Curve, tier: Tier, owner: str, catalog: Catalog, a: Assumptions,
+               levers: Levers) -> Candidate | None:
+    key = curve.key
+    peak, base = _prices(catalog, key.gpu, a, levers)
+    if peak is None:
+        return None
+    try:
+        ops = catalog.ops_book.find(key.engine, key.engine_version)
+    except costs.CostLookupError:
+        return None
+    return Candidate(curve, tier, owner, peak, base, ops, _cold_start_min(catalog.ops_df, ops))
+
+
+# ---------------------------------------------------------------- the kept options (route-by-route)
+
+@dataclass(frozen=True)
+class Choice:
+    """A whole-route option from the route-by-route plan (online: kept as planned; batch: a checked option)."""
+
+    route: str
+    model: str
+    kind: str
+    row: Mapping[str, Any]
+    ops: costs.EngineOps
+
+    @property
+    def gpu_usd_per_month(self) -> float:
+        return float(self.row["gpu_usd_per_month"])
+
+    @property
+    def gpus(self) -> int:
+        return int(self.row["gpus"])
+
+
+def _kept_choices(baseline: PlanResult, catalog: Catalog) -> list[Choice]:
+    plan = baseline.plan
+    return [Choice(row["route"], row["model"], KEPT, _planned_row(baseline, row),
+                   catalog.ops_book.find(row["engine"], row["engine_version"]))
+            for row in plan[(plan["status"] == "ok") & (plan["traffic"] == "online")].to_dict("records")]
+
+
+def _batch_choices(routes: pd.DataFrame, baseline: PlanResult, catalog: Catalog, a: Assumptions,
+                   levers: Levers) -> list[Choice]:
+    """Per planned batch route: its checked options (on-demand; and spot with the pricing lever)."""
+    ok = set(baseline.plan.loc[(baseline.plan["status"] == "ok") & (baseline.plan["traffic"] == "batch"), "route"])
+    if not ok:
+        return []
+    tables = [baseline.options]
+    if levers.pricing and a.pricing_type != "spot":
+        batch = routes[routes["name"].isin(ok)]
+        tables.append(make_plan(batch, catalog, replace(a, pricing_type="spot"), check_by_simulation=True).options)
+    model = dict(zip(routes["name"], routes["model"], strict=True))
+    out = []
+    for table in tables:
+        rows = table[table["route"].isin(ok) & table["feasible"].astype(bool)]
+        for row in rows.to_dict("records"):
+            if row.get("analytical_replicas") is None or pd.isna(row.get("analytical_replicas")):
+                continue  # only options the simulation checked
+            out.append(Choice(row["route"], model[row["route"]], BATCH, row,
+                              catalog.ops_book.find(row["engine"], row["engine_version"])))
+    return out
+
+
+# ---------------------------------------------------------------- the program
+
+class _Program:
+    """Variables (cost, bounds, integrality) and sparse constraint rows for scipy.optimize.milp."""
+
+    def __init__(self) -> None:
+        self.cost: list[float] = []
+        self.low: list[float] = []
+        self.high: list[float] = []
+        self.integer: list[int] = []
+        self.entries: list[tuple[int, int, float]] = []
+        self.row_low: list[float] = []
+        self.row_high: list[float] = []
+
+    def var(self, cost: float, high: float = math.inf, integer: bool = True) -> int:
+        self.cost.append(cost)
+        self.low.append(0.0)
+        self.high.append(high)
+        self.integer.append(1 if integer else 0)
+        return len(self.cost) - 1
+
+    def binary(self, cost: float) -> int:
+        return self.var(cost, 1.0)
+
+    def row(self, terms: Iterable[tuple[int, float]], low: float, high: float) -> None:
+        r = len(self.row_low)
+        self.entries += [(r, col, coef) for col, coef in terms]
+        self.row_low.append(low)
+        self.row_high.append(high)
+
+    def solve(self, time_limit_s: float) -> Any:
+        rows, cols, vals = zip(*self.entries, strict=True) if self.entries else ((), (), ())
+        matrix = coo_matrix((vals, (rows, cols)), shape=(len(self.row_low), len(self.cost))).tocsr()
+        return milp(np.array(self.cost), integrality=np.array(self.integer),
+                    bounds=Bounds(np.array(self.low), np.array(self.high)),
+                    constraints=[LinearConstraint(matrix, np.array(self.row_low), np.array(self.row_high))],
+                    options={"time_limit": time_limit_s, "mip_rel_gap": MIP_REL_GAP, "disp": False})
+
+
+@dataclass(frozen=True)
+class Prices:
+    """How a month is billed: hours in it, and the periods replicas may change in."""
+
+    hours_per_month: float
+    periods: int
+
+    def reserved_usd(self, tp: int, price: costs.Price) -> float:
+        """One reserved replica for the month."""
+        return tp * price.usd_per_gpu_hour * self.hours_per_month
+
+    def period_usd(self, tp: int, price: costs.Price) -> float:
+        """One on-demand replica for one period every day of the month (always-on: the month)."""
+        return tp * price.usd_per_gpu_hour * self.hours_per_month / self.periods
+
+    def start_usd(self, tp: int, price: costs.Price, cold_start_min: float) -> float:
+        """Starting one replica ahead of its hour every day: its cold start, billed."""
+        return tp * price.usd_per_gpu_hour * cold_start_min / 60.0 * self.hours_per_month / HOURS_PER_DAY
+
+
+@dataclass
+class _Vars:
+    x: dict[tuple[int, int], int] = field(default_factory=dict)
+    kept: dict[int, int] = field(default_factory=dict)
+    batch: dict[int, int] = field(default_factory=dict)
+    reserved: dict[int, int] = field(default_factory=dict)
+    on_demand: dict[tuple[int, int], int] = field(default_factory=dict)
+    starts: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+def _build(units: list[Unit], candidates: list[Candidate], loads: dict[tuple[int, int], np.ndarray],
+           kept: list[Choice], batch: list[Choice], prices: Prices, quotas: Mapping[str, int],
+           a: Assumptions, updates: Mapping[str, float]) -> tuple[_Program, _Vars]:
+    p, v = _Program(), _Vars()
+    for k_j in loads:
+        v.x[k_j] = p.binary(0.0)
+    for i, choice in enumerate(kept):
+        v.kept[i] = p.binary(choice.gpu_usd_per_month)
+    for i, choice in enumerate(batch):
+        v.batch[i] = p.binary(choice.gpu_usd_per_month)
+    for j, c in enumerate(candidates):
+        if c.base is not None:
+            v.reserved[j] = p.var(prices.reserved_usd(c.tp, c.base))
+        for h in range(prices.periods):
+            v.on_demand[(j, h)] = p.var(prices.period_usd(c.tp, c.peak))
+            if prices.periods > 1:
+                v.starts[(j, h)] = p.var(prices.start_usd(c.tp, c.peak, c.cold_start_min), integer=False)
+    _assignment_rows(p, v, units, kept, batch)
+    _capacity_rows(p, v, candidates, loads, prices.periods)
+    _quota_rows(p, v, candidates, kept, batch, prices.periods, quotas)
+    _engineering(p, v, units, candidates, kept, batch, a, updates)
+    return p, v
+
+
+def _assignment_rows(p: _Program, v: _Vars, units: list[Unit], kept: list[Choice], batch: list[Choice]) -> None:
+    """Each route served once: kept on its own option, whole by a candidate, or (mix) split, every bucket
+    then served by a candidate."""
+    kept_of = {c.route: v.kept[i] for i, c in enumerate(kept)}
+    split = {u.route.name: p.binary(0.0) for u in units if not u.bucket.whole}
+    columns: dict[int, list[int]] = {}
+    for (k, _), col in v.x.items():
+        columns.setdefault(k, []).append(col)
+    for k, unit in enumerate(units):
+        terms = [(col, 1.0) for col in columns.get(k, [])]
+        name = unit.route.name
+        if unit.bucket.whole:
+            terms.append((kept_of[name], 1.0))
+            if name in split:
+                terms.append((split[name], 1.0))
+            p.row(terms, 1.0, 1.0)
+        else:
+            p.row([*terms, (split[name], -1.0)], 0.0, 0.0)
+    for route in {c.route for c in batch}:
+        p.row([(v.batch[i], 1.0) for i, c in enumerate(batch) if c.route == route], 1.0, 1.0)
+
+
+def _capacity_rows(p: _Program, v: _Vars, candidates: list[Candidate], loads: dict[tuple[int, int], np.ndarray],
+                   periods: int) -> None:
+    by_candidate: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for (k, j), load in loads.items():
+        by_candidate.setdefault(j, []).append((v.x[(k, j)], load))
+    for j in range(len(candidates)):
+        for h in range(periods):
+            terms = [(col, float(load[h])) for col, load in by_candidate.get(j, [])]
+            terms.append((v.on_demand[(j, h)], -1.0))
+            if j in v.reserved:
+                terms.append((v.reserved[j], -1.0))
+            p.row(terms, -math.inf, 0.0)
+            if periods > 1:  # a replica started this hour was started ahead, for its cold start
+                before = v.on_demand[(j, (h - 1) % periods)]
+                p.row([(v.on_demand[(j, h)], 1.0), (before, -1.0), (v.starts[(j, h)], -1.0)], -math.inf, 0.0)
+
+
+def _quota_rows(p: _Program, v: _Vars, candidates: list[Candidate], kept: list[Choice], batch: list[Choice],
+                periods: int, quotas: Mapping[str, int]) -> None:
+    for gpu, quota in quotas.items():
+        fixed = [(v.kept[i], float(c.gpus)) for i, c in enumerate(kept) if c.row["gpu"] == gpu]
+        fixed += [(v.batch[i], float(c.gpus)) for i, c in enumerate(batch) if c.row["gpu"] == gpu]
+        for h in range(periods):
+            terms = list(fixed)
+            for j, c in enumerate(candidates):
+                if c.curve.key.gpu == gpu:
+                    terms.append((v.on_demand[(j, h)], float(c.tp)))
+                    if j in v.reserved:
+                        terms.append((v.reserved[j], float(c.tp)))
+            p.row(terms, -math.inf, float(quota))
+
+
+def _engineering(p: _Program, v: _Vars, units: list[Unit], candidates: list[Candidate], kept: list[Choice],
+                 batch: list[Choice], a: Assumptions, updates: Mapping[str, float]) -> None:
+    """Engineering in the objective: update work once per (engine-ops row, model) at the update rate of the
+    busiest route it serves, builds once per GPU type too, adoption once per engine-ops row."""
+    work: dict[tuple, dict[str, list[int]]] = {}  # (ops, model[, gpu]) -> route -> choice columns
+    for (k, j), col in v.x.items():
+        c = candidates[j]
+        _use(work, c.ops, units[k].route.model, units[k].route.name, c.curve.key.gpu, c.peak.usd_per_gpu_hour, col)
+    for i, choice in enumerate(kept):
+        _use(work, choice.ops, choice.model, choice.route, choice.row["gpu"], _row_price(choice), v.kept[i])
+    for i, choice in enumerate(batch):
+        _use(work, choice.ops, choice.model, choice.route, choice.row["gpu"], _row_price(choice), v.batch[i])
+    adoption: dict[costs.EngineOps, int] = {}
+    for key, by_route in work.items():
+        ops, per_update = key[0], _per_update_usd(key, a)
+        cost = p.var(1.0, integer=False)
+        for route, cols in by_route.items():
+            used = p.binary(0.0)
+            p.row([(col, 1.0) for col in cols] + [(used, -float(len(cols)))], -math.inf, 0.0)
+            p.row([(used, updates[route] * per_update), (cost, -1.0)], -math.inf, 0.0)
+            if len(key) == 2 and a.adoption_amortise_months > 0:
+                if ops not in adoption:
+                    adoption[ops] = p.binary(ops.adoption_hours * a.engineer_usd_per_hour
+                                             / a.adoption_amortise_months)
+                p.row([(used, 1.0), (adoption[ops], -1.0)], -math.inf, 0.0)
+
+
+def _per_update_usd(key: tuple, a: Assumptions) -> float:
+    """(ops, model): engineer work per update; (ops, model, gpu, price): build GPU-hours per update."""
+    ops = key[0]
+    if len(key) == 2:
+        return ops.engineer_hours_per_update * a.engineer_usd_per_hour
+    return ops.build_gpu_hours_per_update * key[3]
+
+
+def _use(work: dict, ops: costs.EngineOps, model: str, route: str, gpu: str, price: float, col: int) -> None:
+    work.setdefault((ops, model), {}).setdefault(route, []).append(col)
+    if ops.build_gpu_hours_per_update > 0:
+        work.setdefault((ops, model, gpu, price), {}).setdefault(route, []).append(col)
+
+
+def _row_price(choice: Choice) -> float:
+    return float(choice.row["usd_per_gpu_hour"])
+
+
+# ---------------------------------------------------------------- the fleet chosen
+
+@dataclass(frozen=True, eq=False)
+class Deployment:
+    """One deployment of the fleet: a candidate serving units (shared), or a kept / batch option."""
+
+    kind: str
+    model: str
+    candidate: Candidate | None = None
+    choice: Choice | None = None
+    units: tuple[int, ...] = ()
+    replicas: tuple[int, ...] = ()  # per period (shared)
+    reserved: int = 0
+    attainment: float = math.nan
+    notes: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class FleetResult:
+    """The fleet: one row per deployment (schema FLEET), its engineering cost rows, GPUs by hour and type,
+    per-route placement, a summary, and the route-by-route plan it is compared with."""
+
+    deployments: pd.DataFrame
+    engineering: pd.DataFrame
+    hourly_gpus: pd.DataFrame
+    routes: pd.DataFrame
+    summary: dict[str, Any]
+    baseline: PlanResult
+
+
+ENGINEERING_COLUMNS = ("item", "engine", "versions", "model", "gpu", "usd_per_month", "basis")
+HOURLY_COLUMNS = ("hour", "gpu", "gpus")
+ROUTE_COLUMNS = ("route", "traffic", "deployments", "sim_attainment")
+
+
+def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None = None,
+               levers: Levers = Levers(), quotas: Mapping[str, int] | None = None,
+               baseline: PlanResult | None = None, check: bool = True,
+               time_limit_s: float = SOLVE_TIME_LIMIT_S) -> FleetResult:
+    """The cheapest fleet meeting every planned route's SLOs and deadlines (see the module doc).
+
+    baseline: the route-by-route plan on the same inputs (made, with its simulation check, when None).
+    check: simulate every shared deployment on its mixed traffic and add replicas until each route's
+    attainment reaches the assumptions' target.  quotas: most GPUs of a type at any hour.
+    Raises InputError on bad inputs, FleetInfeasibleError when the quotas leave no fleet.
+    """
+    a = assumptions or Assumptions()
+    quotas = dict(quotas or {})
+    for gpu, quota in quotas.items():
+        if not (isinstance(quota, int) and quota >= 0):
+            raise InputError(f"quota {gpu}={quota!r}: expected a whole number of GPUs >= 0")
+    routes = validate_routes(routes_df)
+    started = time.perf_counter()
+    baseline = baseline or make_plan(routes, catalog, a, check_by_simulation=True)
+    periods = HOURS_PER_DAY if levers.autoscale else 1
+    kept = _kept_choices(baseline, catalog)
+    online = [Route.from_row(r) for r in routes.to_dict("records") if r["name"] in {c.route for c in kept}]
+    units = [u for route in online for u in route_units(route, levers.mix, periods)]
+    candidates, loads = candidate_loads(units, catalog, a, levers)
+    batch = _batch_choices(routes, baseline, catalog, a, levers)
+    updates = _updates_per_month(routes)
+    prices = Prices(a.hours_per_month, periods)
+    search = _Search(units, candidates, loads, kept, batch, prices, quotas, a, updates, time_limit_s)
+    fleet, solved = search.solve()
+    if check:
+        fleet, solved = search.checked(fleet, solved)
+    elapsed_s = time.perf_counter() - started
+    kept_all = _total(fleet, units, prices, a, updates) > _baseline_total(baseline) + COST_SLACK_USD
+    if kept_all:
+        fleet = _route_by_route(kept, baseline, catalog)
+    if not within_quotas(fleet, quotas, periods):
+        raise FleetInfeasibleError(_infeasible_message(solved, quotas) + " (the fleets found met the quotas only "
+                                   "before their simulation check added replicas)")
+    timing = {"solve_s": round(search.solver_s, 2), "elapsed_s": round(elapsed_s, 2), "program": search.size}
+    return _result(fleet, units, prices, a, updates, baseline, levers, solved, timing, kept_all, check)
+
+
+# Rounds of solve-then-simulate: each re-solves with what the simulations taught (module doc).
+CHECK_ROUNDS = 4
+# Totals within this many dollars count as equal (rounding of the solver's integers into dollars).
+COST_SLACK_USD = 0.005
+NO_FLEET = "simulation: no fleet"
+
+
+@dataclass
+class _Search:
+    """The program over the units and candidates, re-solved as simulation checks correct it."""
+
+    units: list[Unit]
+    candidates: list[Candidate]
+    loads: dict[tuple[int, int], np.ndarray]
+    kept: list[Choice]
+    batch: list[Choice]
+    prices: Prices
+    quotas: Mapping[str, int]
+    a: Assumptions
+    updates: Mapping[str, float]
+    time_limit_s: float
+    solver_s: float = 0.0  # solver time over every round
+    size: str = ""  # the last program's size
+
+    def solve(self) -> tuple[list[Deployment], Any]:
+        program, v = _build(self.units, self.candidates, self.loads, self.kept, self.batch, self.prices,
+                            self.quotas, self.a, self.updates)
+        started = time.perf_counter()
+        solved = program.solve(self.time_limit_s)
+        self.solver_s += time.perf_counter() - started
+        self.size = (f"{len(program.cost)} variables ({sum(program.integer)} integer), "
+                     f"{len(program.row_low)} constraints")
+        if solved.x is None:
+            raise FleetInfeasibleError(_infeasible_message(solved, self.quotas))
+        return _read_solution(solved.x, v, self.units, self.candidates, self.kept, self.batch,
+                              self.prices.periods), solved
+
+    def checked(self, fleet: list[Deployment], solved: Any) -> tuple[list[Deployment], Any]:
+        """Simulate the fleet; where a deployment fails outright, drop that candidate, where it needed more
+        replicas, scale its loads by as much; re-solve, up to CHECK_ROUNDS times.  The cheapest fleet
+        that passed its check is kept (the route-by-route one passes by construction)."""
+        best: tuple[float, list[Deployment], Any] | None = None
+        for _ in range(CHECK_ROUNDS):
+            index = {id(c): j for j, c in enumerate(self.candidates)}
+            checked = [_best_reserved(_checked(d, self.units, self.prices.periods, self.a), self.prices)
+                       for d in fleet]
+            failed = {index[id(d.candidate)] for d in checked if d.notes.startswith(NO_FLEET)}
+            grown = {index[id(d.candidate)]: max(n / max(o, 1) for n, o in zip(c.replicas, d.replicas, strict=True))
+                     for d, c in zip(fleet, checked, strict=True) if d.kind == SHARED and c.replicas != d.replicas}
+            if not failed and within_quotas(checked, self.quotas, self.prices.periods):
+                total = _total(checked, self.units, self.prices, self.a, self.updates)
+                if best is None or total < best[0] - COST_SLACK_USD:
+                    best = (total, checked, solved)
+            if not failed and not grown:
+                break
+            self.loads = {(k, j): load * grown.get(j, 1.0) for (k, j), load in self.loads.items() if j not in failed}
+            try:
+                fleet, solved = self.solve()
+            except FleetInfeasibleError:
+                break  # what the checks taught leaves no fleet within the quotas: keep the best checked one
+        if best is None:  # every round had a failing deployment: keep each route on its own option
+            kept = [Deployment(KEPT, c.model, choice=c) for c in self.kept]
+            return [_checked(d, self.units, self.prices.periods, self.a) for d in kept + [
+                d for d in fleet if d.kind == BATCH]], solved
+        return best[1], best[2]
+
+
+def _updates_per_month(routes: pd.DataFrame) -> dict[str, float]:
+    """Model updates per month of each route (blank: none)."""
+    return {str(name): 0.0 if pd.isna(u) else float(u)
+            for name, u in zip(routes["name"], routes["model_updates_per_month"], strict=True)}
+
+
+def _infeasible_message(solved: Any, quotas: Mapping[str, int]) -> str:
+    if quotas:
+        limits = ", ".join(f"{gpu}={n}" for gpu, n in quotas.items())
+        return f"no fleet meets every route within the GPU quotas ({limits}); raise a quota or allow more GPU types"
+    return f"the fleet program found no solution ({solved.message})"
+
+
+def _read_solution(x: np.ndarray, v: _Vars, units: list[Unit], candidates: list[Candidate], kept: list[Choice],
+                   batch: list[Choice], periods: int) -> list[Deployment]:
+    def on(col: int) -> bool:
+        return x[col] > 0.5
+
+    fleet = [Deployment(KEPT, c.model, choice=c) for i, c in enumerate(kept) if on(v.kept[i])]
+    fleet += [Deployment(BATCH, c.model, choice=c) for i, c in enumerate(batch) if on(v.batch[i])]
+    for j, c in enumerate(candidates):
+        served = tuple(k for (k, jj), col in v.x.items() if jj == j and on(col))
+        if not served:
+            continue
+        reserved = round(x[v.reserved[j]]) if j in v.reserved else 0
+        replicas = tuple(reserved + round(x[v.on_demand[(j, h)]]) for h in range(periods))
+        fleet.append(Deployment(SHARED, units[served[0]].route.model, candidate=c, units=served,
+                                replicas=replicas, reserved=reserved))
+    return fleet
+
+
+def _streams(d: Deployment, units: list[Unit], period: int, periods: int) -> list[Stream]:
+    out = []
+    for k in d.units:
+        unit = units[k]
+        rps = float(period_rates(unit.route, periods)[period])
+        if rps > 0:
+            out.append(Stream(unit.route, rps, unit.bucket, unit.share))
+    return out
+
+
+def _checked(d: Deployment, units: list[Unit], periods: int, a: Assumptions) -> Deployment:
+    """A shared deployment after its simulation check: at each replica level of its day, the busiest hour
+    simulated and replicas added until every route served meets its SLOs for the target share."""
+    if d.kind != SHARED:
+        return replace(d, attainment=_choice_attainment(d.choice))
+    assert d.candidate is not None
+    replicas = list(d.replicas)
+    worst = 1.0
+    for level in sorted(set(d.replicas)):
+        hours = [h for h in range(periods) if d.replicas[h] == level]
+        busiest = max(hours, key=lambda h: sum(units[k].rps[h] for k in d.units))
+        streams = _streams(d, units, busiest, periods)
+        if not streams:
+            continue
+        best, reached = fleet_check.smallest_fleet(d.candidate.curve, streams, level, a.slo_attainment)
+        if best is None:
+            return replace(d, attainment=min(reached.values()),
+                           notes=f"simulation: no fleet up to {fleet_check.SEARCH_CEILING_FACTOR * level} replicas "
+                                 f"meets every route's SLOs for {a.slo_attainment:.0%} of requests")
+        for h in hours:
+            replicas[h] = max(replicas[h], best)
+        worst = min(worst, min(reached.values()))
+    added = [f"{r - o:+d} at hour {h}" for h, (o, r) in enumerate(zip(d.replicas, replicas, strict=True)) if r != o]
+    notes = ("simulation added replicas: " + ", ".join(added[:6]) + (" ..." if len(added) > 6 else "")) if added \
+        else ""
+    return replace(d, replicas=tuple(replicas), attainment=worst, notes=notes)
+
+
+def _best_reserved(d: Deployment, prices: Prices) -> Deployment:
+    """The deployment with the cheapest number of reserved replicas for its (checked) day."""
+    if d.kind != SHARED or d.candidate is None or d.candidate.base is None:
+        return d
+    options = [replace(d, reserved=r) for r in range(min(d.replicas) + 1)]
+    return min(options, key=lambda option: _gpu_usd(option, prices))
+
+
+def within_quotas(fleet: list[Deployment], quotas: Mapping[str, int], periods: int) -> bool:
+    """Does the fleet keep every GPU type within its quota at every hour (batch jobs counted at every hour)?"""
+    if not quotas:
+        return True
+    peak = _gpus_by_type(fleet, _hourly_gpus(fleet, periods))
+    return all(peak.get(gpu, 0) <= quota for gpu, quota in quotas.items())
+
+
+def _choice_attainment(choice: Choice | None) -> float:
+    value = choice.row.get("sim_attainment") if choice is not None else None
+    return math.nan if value is None or pd.isna(value) else float(value)
+
+
+def _route_by_route(kept: list[Choice], baseline: PlanResult, catalog: Catalog) -> list[Deployment]:
+    """Every route on its own planned option: the fleet when the program's fleet, once checked, is not cheaper."""
+    fleet = [Deployment(KEPT, c.model, choice=c, attainment=_choice_attainment(c)) for c in kept]
+    plan = baseline.plan
+    for row in plan[(plan["status"] == "ok") & (plan["traffic"] == "batch")].to_dict("records"):
+        choice = Choice(row["route"], row["model"], BATCH, _planned_row(baseline, row),
+                        catalog.ops_book.find(row["engine"], row["engine_version"]))
+        fleet.append(Deployment(BATCH, choice.model, choice=choice, attainment=_choice_attainment(choice)))
+    return fleet
+
+
+def _planned_row(baseline: PlanResult, plan_row: Mapping[str, Any]) -> dict[str, Any]:
+    """The options-table row of the option a PLAN row recommends."""
+    options = baseline.options
+    match = options[(options["route"] == plan_row["route"]) & (options["option"] == plan_option(plan_row))]
+    return dict(match.iloc[0].to_dict())
+
+
+def _baseline_total(baseline: PlanResult) -> float:
+    ok = baseline.plan[baseline.plan["status"] == "ok"]
+    return float(ok["total_usd_per_month"].sum())
+
+
+# ---------------------------------------------------------------- costs of the fleet chosen
+
+def _gpu_usd(d: Deployment, prices: Prices) -> float:
+    if d.kind != SHARED:
+        assert d.choice is not None
+        return d.choice.gpu_usd_per_month
+    c = d.candidate
+    assert c is not None
+    on_demand = [n - d.reserved for n in d.replicas]
+    usd = sum(n * prices.period_usd(c.tp, c.peak) for n in on_demand)
+    if d.reserved:
+        assert c.base is not None
+        usd += d.reserved * prices.reserved_usd(c.tp, c.base)
+    if prices.periods > 1:
+        starts = sum(max(0, n - on_demand[h - 1]) for h, n in enumerate(on_demand))
+        usd += starts * prices.start_usd(c.tp, c.peak, c.cold_start_min)
+    return usd
+
+
+def _deployment_ops(d: Deployment) -> tuple[costs.EngineOps, str, float]:
+    """(engine-ops row, GPU, $/GPU-hour for builds) of a deployment."""
+    if d.candidate is not None:
+        return d.candidate.ops, d.candidate.curve.key.gpu, d.candidate.peak.usd_per_gpu_hour
+    assert d.choice is not None
+    return d.choice.ops, str(d.choice.row["gpu"]), _row_price(d.choice)
+
+
+def _served_routes(d: Deployment, units: list[Unit]) -> list[str]:
+    if d.kind == SHARED:
+        return list(dict.fromkeys(units[k].route.name for k in d.units))
+    assert d.choice is not None
+    return [d.choice.route]
+
+
+def engineering_rows(fleet: list[Deployment], units: list[Unit], a: Assumptions,
+                     updates: Mapping[str, float]) -> list[dict]:
+    """Update work once per (engine-ops row, model) at the update rate of the busiest route it serves,
+    builds once per (row, model, GPU type), adoption once per engine-ops row."""
+    rate: dict[tuple, float] = {}
+    for d in fleet:
+        ops, gpu, price = _deployment_ops(d)
+        u = max(updates.get(r, 0.0) for r in _served_routes(d, units))
+        for key in ((ops, d.model), (ops, d.model, gpu, price)):
+            rate[key] = max(rate.get(key, 0.0), u)
+    rows = []
+    for key, u in rate.items():
+        ops, model = key[0], key[1]
+        if len(key) == 2:
+            rows.append({"item": "model updates", "engine": ops.engine, "versions": ops.versions, "model": model,
+                         "gpu": "", "usd_per_month": u * _per_update_usd(key, a),
+                         "basis": f"{u:g} updates/month x {ops.engineer_hours_per_update:g} engineer-h x "
+                                  f"${a.engineer_usd_per_hour:g}/h ({ops.source})"})
+        elif ops.build_gpu_hours_per_update > 0:
+            rows.append({"item": "builds", "engine": ops.engine, "versions": ops.versions, "model": model,
+                         "gpu": key[2], "usd_per_month": u * _per_update_usd(key, a),
+                         "basis": f"{u:g} updates/month x {ops.build_gpu_hours_per_update:g} GPU-h x "
+                                  f"${key[3]:g}/GPU-h"})
+    if a.adoption_amortise_months > 0:
+        for ops in dict.fromkeys(_deployment_ops(d)[0] for d in fleet):
+            rows.append({"item": "adoption", "engine": ops.engine, "versions": ops.versions, "model": "", "gpu": "",
+                         "usd_per_month": ops.adoption_hours * a.engineer_usd_per_hour / a.adoption_amortise_months,
+                         "basis": f"{ops.adoption_hours:g} engineer-h over {a.adoption_amortise_months:g} months"})
+    return rows
+
+
+def _total(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
+           updates: Mapping[str, float]) -> float:
+    return (sum(_gpu_usd(d, prices) for d in fleet)
+            + sum(r["usd_per_month"] for r in engineering_rows(fleet, units, a, updates)))
+
+
+# ---------------------------------------------------------------- tables
+
+def _result(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
+            updates: Mapping[str, float], baseline: PlanResult, levers: Levers, solved: Any,
+            timing: dict[str, Any], kept_all: bool, checked: bool) -> FleetResult:
+    rows = [_fleet_row(f"d{i + 1}", d, units, prices) for i, d in enumerate(fleet)]
+    table = validate_frame(pd.DataFrame(rows, columns=FLEET.names).astype(object), FLEET, "fleet") if rows \
+        else pd.DataFrame(columns=FLEET.names)
+    engineering = pd.DataFrame(engineering_rows(fleet, units, a, updates), columns=list(ENGINEERING_COLUMNS))
+    hourly = _hourly_gpus(fleet, prices.periods)
+    placed = _route_rows(fleet, units, table, baseline)
+    gpu_usd = float(sum(_gpu_usd(d, prices) for d in fleet))
+    eng_usd = float(engineering["usd_per_month"].sum())
+    per_route = _baseline_total(baseline)
+    total = gpu_usd + eng_usd
+    summary = {
+        "total_usd_per_month": round(total, 2), "per_route_usd_per_month": round(per_route, 2),
+        "savings_usd_per_month": round(per_route - total, 2), "gpu_usd_per_month": round(gpu_usd, 2),
+        "eng_usd_per_month": round(eng_usd, 2), "gpus_by_type": _gpus_by_type(fleet, hourly),
+        "sim_attainment": _lowest(placed["sim_attainment"]), "simulation_checked": checked,
+        "levers": levers.describe(), "deployments": len(fleet), **timing,
+        "solver": f"HiGHS via scipy.optimize.milp: {solved.message}",
+        "mip_gap": None if getattr(solved, "mip_gap", None) is None else float(solved.mip_gap),
+        "kept_route_by_route": kept_all,
+        "always_on_usd_per_month": round(_always_on_usd(fleet, units, prices, a, updates), 2),
+        "unplanned_routes": sorted(baseline.plan.loc[baseline.plan["status"] != "ok", "route"]),
+    }
+    return FleetResult(table, engineering, hourly, placed, summary, baseline)
+
+
+def _always_on_usd(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
+                   updates: Mapping[str, float]) -> float:
+    """The same fleet with every deployment at its busiest hour's replicas all day (what autoscaling saves)."""
+    flat = [_best_reserved(replace(d, replicas=(max(d.replicas),) * len(d.replicas), reserved=0), prices)
+            if d.kind == SHARED else d for d in fleet]
+    return _total(flat, units, prices, a, updates)
+
+
+def _lowest(values: pd.Series) -> float | None:
+    numbers = pd.to_numeric(values, errors="coerce").dropna()
+    return float(numbers.min()) if len(numbers) else None
+
+
+def _fleet_row(name: str, d: Deployment, units: list[Unit], prices: Prices) -> dict[str, Any]:
+    if d.kind == SHARED:
+        c = d.candidate
+        assert c is not None
+        key = c.curve.key
+        served = "; ".join(f"{units[k].label} {units[k].share:.2f}" for k in d.units)
+        engine = (key.engine, key.engine_version, key.config or "default", key.gpu, key.precision, key.tp)
+        slo, replicas, pricing = c.tier.label(), list(d.replicas), _shared_pricing(d)
+    else:
+        assert d.choice is not None
+        r = d.choice.row
+        engine = (r["engine"], r["engine_version"], r.get("engine_config") or "default", r["gpu"], r["precision"],
+                  int(r["tp"]))
+        served = f"{d.choice.route} 1.00"
+        slo, replicas, pricing = "", [int(r["replicas"])], str(r.get("price_source", ""))
+    tp = int(engine[5])
+    return {"deployment": name, "kind": d.kind, "model": d.model, "engine": engine[0], "engine_version": engine[1],
+            "engine_config": engine[2], "gpu": engine[3], "precision": engine[4], "tp": tp, "slo": slo,
+            "routes": served, "replicas_min": min(replicas), "replicas_max": max(replicas),
+            "replicas_by_hour": ";".join(str(n) for n in replicas) if len(replicas) > 1 else "",
+            "reserved_replicas": d.reserved, "gpus_max": max(replicas) * tp, "pricing": pricing,
+            "gpu_usd_per_month": round(_gpu_usd(d, prices), 2),
+            "sim_attainment": None if math.isnan(d.attainment) else round(d.attainment, 4), "notes": d.notes}
+
+
+def _shared_pricing(d: Deployment) -> str:
+    c = d.candidate
+    assert c is not None
+    parts = []
+    if d.reserved:
+        assert c.base is not None
+        parts.append(f"{d.reserved} reserved: {c.base.label()}")
+    if max(d.replicas) > d.reserved:
+        parts.append(f"the rest {c.peak.pricing_type}: {c.peak.label()}")
+    return "; ".join(parts)
+
+
+def _replicas(d: Deployment, periods: int) -> list[int]:
+    if d.kind == SHARED:
+        return list(d.replicas) * (HOURS_PER_DAY if periods == 1 else 1)
+    assert d.choice is not None
+    return [int(d.choice.row["replicas"])] * HOURS_PER_DAY
+
+
+def _hourly_gpus(fleet: list[Deployment], periods: int) -> pd.DataFrame:
+    """Online GPUs by type in each UTC hour (batch jobs are not on the clock: they run within their deadline)."""
+    rows: dict[tuple[int, str], int] = {}
+    for d in fleet:
+        if d.kind == BATCH:
+            continue
+        gpu, tp = _gpu_tp(d)
+        for h, n in enumerate(_replicas(d, periods)):
+            rows[(h, gpu)] = rows.get((h, gpu), 0) + n * tp
+    return pd.DataFrame([(h, g, n) for (h, g), n in sorted(rows.items())], columns=list(HOURLY_COLUMNS))
+
+
+def _gpu_tp(d: Deployment) -> tuple[str, int]:
+    if d.candidate is not None:
+        return d.candidate.curve.key.gpu, d.candidate.tp
+    assert d.choice is not None
+    return str(d.choice.row["gpu"]), int(d.choice.row["tp"])
+
+
+def _gpus_by_type(fleet: list[Deployment], hourly: pd.DataFrame) -> dict[str, int]:
+    """Most GPUs of each type at any hour, batch jobs' GPUs added (they may run at the busiest hour)."""
+    out = {str(g): int(n) for g, n in hourly.groupby("gpu")["gpus"].max().items()} if len(hourly) else {}
+    for d in fleet:
+        if d.kind == BATCH:
+            gpu, _ = _gpu_tp(d)
+            assert d.choice is not None
+            out[gpu] = out.get(gpu, 0) + d.choice.gpus
+    return dict(sorted(out.items()))
+
+
+def _route_rows(fleet: list[Deployment], units: list[Unit], table: pd.DataFrame, baseline: PlanResult
+                ) -> pd.DataFrame:
+    names: dict[str, list[str]] = {}
+    attained: dict[str, float] = {}
+    for name, d in zip(table["deployment"] if len(table) else [], fleet, strict=True):
+        routes = [units[k].route.name for k in d.units] if d.kind == SHARED else [d.choice.route if d.choice else ""]
+        for route in dict.fromkeys(routes):
+            names.setdefault(route, []).append(str(name))
+            if not math.isnan(d.attainment):
+                attained[route] = min(attained.get(route, 1.0), d.attainment)
+    rows = []
+    for r in baseline.plan.to_dict("records"):
+        if r["status"] == "ok":
+            rows.append((r["route"], r["traffic"], ";".join(names.get(r["route"], [])), attained.get(r["route"])))
+    return pd.DataFrame(rows, columns=list(ROUTE_COLUMNS))
+
+
+# ---------------------------------------------------------------- $ by lever
+
+# The waterfall's steps: the route-by-route total, the fleet with engineering counted once (no lever),
+# then the enabled levers added one at a time in this order (cumulative).
+ROUTE_BY_ROUTE_STEP = "route by route"
+ENGINEERING_STEP = "engineering once"
+LEVER_ORDER = ("share", "mix", "autoscale", "pricing")
+WATERFALL_COLUMNS = ("step", "usd_per_month", "change_usd_per_month")
+
+
+def lever_steps(levers: Levers) -> list[tuple[str, Levers]]:
+    """The fleets of the waterfall after its first step: (name, levers) for no lever, then each enabled lever
+    of `levers` added in LEVER_ORDER ('+ share', '+ pricing', ...); the last has exactly `levers`."""
+    steps = [(ENGINEERING_STEP, NO_LEVERS)]
+    on = NO_LEVERS
+    for name in LEVER_ORDER:
+        if getattr(levers, name):
+            on = replace(on, **{name: True})
+            steps.append((f"+ {name}", on))
+    return steps
+
+
+def waterfall_fleets(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None, levers: Levers,
+                     baseline: PlanResult | None, quotas: Mapping[str, int] | None = None,
+                     check: bool = True) -> list[tuple[str, FleetResult]]:
+    """make_fleet at each of lever_steps(levers), all against one route-by-route plan (`baseline`, made once
+    with its simulation check when None).  The last fleet is make_fleet with `levers`.
+    Raises InputError, FleetInfeasibleError as make_fleet."""
+    a = assumptions or Assumptions()
+    if baseline is None:
+        baseline = make_plan(validate_routes(routes_df), catalog, a, check_by_simulation=True)
+    return [(step, make_fleet(routes_df, catalog, a, on, quotas, baseline=baseline, check=check))
+            for step, on in lever_steps(levers)]
+
+
+def waterfall_table(fleets: list[tuple[str, FleetResult]]) -> pd.DataFrame:
+    """$/month at each step (WATERFALL_COLUMNS): the route-by-route total of the fleets' baseline, then each
+    fleet's total; change_usd_per_month is the difference from the step before (NaN on the first)."""
+    if not fleets:
+        raise ValueError("waterfall_table: expected at least one (step, fleet), got none")
+    steps = [ROUTE_BY_ROUTE_STEP] + [step for step, _ in fleets]
+    totals = pd.Series([fleets[0][1].summary["per_route_usd_per_month"]]
+                       + [fleet.summary["total_usd_per_month"] for _, fleet in fleets], dtype=float)
+    return pd.DataFrame({"step": steps, "usd_per_month": totals, "change_usd_per_month": totals.diff().round(2)},
+                        columns=list(WATERFALL_COLUMNS))
+
+
+def lever_waterfall(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None, levers: Levers,
+                    baseline: PlanResult | None, quotas: Mapping[str, int] | None = None,
+                    check: bool = True) -> pd.DataFrame:
+    """$/month from the route-by-route plan to the fleet with `levers`, one step per lever (WATERFALL_COLUMNS):
+    route by route, engineering once (no lever), then + share, + mix, + autoscale, + pricing as enabled,
+    cumulative.  Each step after the first is a make_fleet total on the same `baseline`.
+    Raises InputError, FleetInfeasibleError as make_fleet."""
+    return waterfall_table(waterfall_fleets(routes_df, catalog, assumptions, levers, baseline, quotas, check))
+
+
+def fleet_csv_text(result: FleetResult) -> str:
+    """The fleet as a plain CSV (header on line 1), formula-safe as the plan CSV (a route named '=...' gets a
+    leading apostrophe; fleetfacts.schema.unescape_formula reads it back)."""
+    return result.deployments.astype(object).map(escape_formula).to_csv(index=False, lineterminator="\n")
+
+
+
+def format_fleet(result: FleetResult) -> list[str]:
+    """The fleet for a terminal: one line per deployment, then engineering and totals."""
+    s = result.summary
+    lines = [f"fleet ({s['levers']}): {len(result.deployments)} deployments, "
+             f"GPUs at the busiest hour: {', '.join(f'{n} {g}' for g, n in s['gpus_by_type'].items()) or 'none'}"]
+    for row in result.deployments.to_dict("records"):
+        replicas = (f"{row['replicas_min']}-{row['replicas_max']}" if row["replicas_min"] != row["replicas_max"]
+                    else f"{row['replicas_max']}")
+        reserved = f" ({row['reserved_replicas']} reserved)" if row["reserved_replicas"] else ""
+        attained = "" if pd.isna(row["sim_attainment"]) else f", simulated {row['sim_attainment']:.1%} within SLO"
+        lines.append(f"  {row['deployment']} {row['kind']}: {row['engine']} {row['engine_version']} {row['gpu']} "
+                     f"{row['precision']} tp{row['tp']} x {replicas}{reserved} ${row['gpu_usd_per_month']:,.0f}/month"
+                     f"{attained} <- {row['routes']}")
+    for row in result.engineering.to_dict("records"):
+        what = " ".join(str(p) for p in (row["engine"], row["model"], row["gpu"]) if p)
+        lines.append(f"  engineering {row['item']} {what}: ${row['usd_per_month']:,.0f}/month")
+    lines.append(f"total ${s['total_usd_per_month']:,.0f}/month (GPUs ${s['gpu_usd_per_month']:,.0f}, engineering "
+                 f"${s['eng_usd_per_month']:,.0f}); route by route ${s['per_route_usd_per_month']:,.0f}/month: "
+                 f"saves ${s['savings_usd_per_month']:,.0f}/month")
+    if s["always_on_usd_per_month"] > s["total_usd_per_month"] + COST_SLACK_USD:
+        lines.append(f"the same deployments always on at their busiest hour: ${s['always_on_usd_per_month']:,.0f}/month")
+    if s["kept_route_by_route"]:
+        lines.append("the program's fleet was not cheaper once simulated: every route kept on its own option")
+    if s["unplanned_routes"]:
+        lines.append(f"not in the fleet (no feasible option in the route-by-route plan): "
+                     f"{', '.join(s['unplanned_routes'])}")
+    return lines

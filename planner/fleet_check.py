@@ -1,0 +1,215 @@
+"""The simulation check of one fleet deployment serving the mixed traffic of several routes.
+
+A deployment (one fitted curve, R replicas) serves streams: a route's requests, or (GPU mix) those of
+its requests whose lengths fall in a bucket.  `attainment` simulates the deployment to steady state
+on all its streams at once and returns each route's SLO attainment (its own SLO, measured after the
+warm-up); `smallest_fleet` searches the fewest replicas at which every route meets the target.
+
+Traffic: a route with a request log (its `log` column) replays it, as the route-by-route check does,
+its arrivals compressed to the given rate; any other route draws arrivals at the given rate with its
+arrival CV (a gamma renewal process) and lengths from its distributions.  A stream keeps the requests
+whose lengths fall in its bucket.  Like planner.workload.SteadyTraffic, a large deployment is represented by
+k = min(R, SIM_MAX_REPLICAS) replicas fed a random k/R share of every stream.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner import simulate
+from planner.curves import CurveLike
+from planner.routes import Route
+from planner.workload import (
+    SIM_MAX_REPLICAS,
+    SIM_MAX_REQUESTS,
+    SIM_MIN_MEASURED,
+    SIM_SERVICE_TIMES,
+    SIM_WARMUP_SERVICE_TIMES,
+    THINNING_MARGIN,
+    THINNING_SLACK,
+    route_log_requests,
+    thinned_gamma,
+)
+
+# Search ceiling: this many times the starting fleet (a fleet that needs more is not worth keeping).
+SEARCH_CEILING_FACTOR = 8
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Requests whose prompt and output lengths fall in (low, high] token ranges (all: the whole route)."""
+
+    input_low: float = 0.0
+    input_high: float = math.inf
+    output_low: float = 0.0
+    output_high: float = math.inf
+
+    def holds(self, input_len: np.ndarray, output_len: np.ndarray) -> np.ndarray:
+        return ((input_len > self.input_low) & (input_len <= self.input_high)
+                & (output_len > self.output_low) & (output_len <= self.output_high))
+
+    @property
+    def whole(self) -> bool:
+        return self == Bucket()
+
+    def label(self) -> str:
+        """'' for the whole route, else e.g. 'in<=1469,out>13'."""
+        parts = []
+        for name, low, high in (("in", self.input_low, self.input_high), ("out", self.output_low, self.output_high)):
+            if math.isfinite(high):
+                parts.append(f"{name}<={high:g}")
+            if low > 0:
+                parts.append(f"{name}>{low:g}")
+        return ",".join(parts)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Part of a route's traffic sent to one deployment: its requests in `bucket`, at `route_rps` for the
+    whole route (the bucket's own rate is that times its share)."""
+
+    route: Route
+    route_rps: float
+    bucket: Bucket = Bucket()
+    share: float = 1.0  # of the route's requests in the bucket (sets how long a low-rate stream is simulated)
+
+
+# Simulations kept for reuse, most recent first: the fleet's check rounds (and the steps of a $-by-lever
+# waterfall) simulate the same deployment on the same streams again; a simulation is seeded, so its result
+# is the same.  Bounded, so a long-running app process does not grow without limit.
+SIM_MEMO_SIZE = 512
+_ATTAINED: OrderedDict[Hashable, dict[str, float]] = OrderedDict()
+_ATTAINED_LOCK = threading.Lock()
+
+
+def attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0) -> dict[str, float]:
+    """Each route's simulated SLO attainment with `replicas` replicas of `curve` serving every stream
+    (a simulation already run on the same curve object, streams, replicas and seed is reused)."""
+    key = (curve, tuple(streams), replicas, seed)
+    with _ATTAINED_LOCK:
+        if key in _ATTAINED:
+            _ATTAINED.move_to_end(key, last=False)
+            return dict(_ATTAINED[key])
+    out = _simulated_attainment(curve, streams, replicas, seed)
+    with _ATTAINED_LOCK:
+        _ATTAINED[key] = dict(out)
+        _ATTAINED.move_to_end(key, last=False)
+        while len(_ATTAINED) > SIM_MEMO_SIZE:
+            _ATTAINED.popitem(last=True)
+    return out
+
+
+def _simulated_attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int) -> dict[str, float]:
+    requests = _requests(curve, streams, replicas, seed)
+    t, i, o, owner, warmup = requests
+    result = simulate.simulate(curve, t, i, o, min(replicas, SIM_MAX_REPLICAS))
+    out: dict[str, float] = {}
+    for index, stream in enumerate(streams):
+        mine = (owner == index) & (t >= warmup)
+        if not mine.any():
+            mine = owner == index
+        met = stream.route.slo.met(result.ttft_s[mine], result.tpot_s[mine], result.e2e_s[mine])
+        name = stream.route.name
+        value = float(np.mean(met)) if met.size else 1.0
+        out[name] = min(out.get(name, 1.0), value)
+    return out
+
+
+def smallest_fleet(curve: CurveLike, streams: Sequence[Stream], start: int, target: float,
+                   seed: int = 0) -> tuple[int | None, dict[str, float]]:
+    """The fewest replicas >= start at which every route's attainment >= target (None if none up to
+    SEARCH_CEILING_FACTOR x start), and the attainment there (or at the largest fleet tried)."""
+    start = max(1, int(start))
+    seen: dict[int, dict[str, float]] = {}
+
+    def meets(r: int) -> bool:
+        if r < start:
+            return False
+        if r not in seen:
+            seen[r] = attainment(curve, streams, r, seed)
+        return min(seen[r].values()) >= target
+
+    best = simulate.bisect_replicas(meets, start, SEARCH_CEILING_FACTOR * start)
+    return best, seen[best if best is not None else max(seen)]
+
+
+def _service_s(curve: CurveLike, route: Route) -> float:
+    """One request's end-to-end seconds on a full replica (the horizon unit), as the route-by-route check."""
+    return simulate.service_time_s(route, curve)
+
+
+def _requests(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Merged, sorted requests of every stream for the simulated subset: (t, input, output, stream index,
+    warm-up seconds)."""
+    service = max(_service_s(curve, s.route) for s in streams)
+    warmup = SIM_WARMUP_SERVICE_TIMES * service
+    k = min(replicas, SIM_MAX_REPLICAS)
+    while True:
+        keep = k / replicas
+        slowest = min(s.route_rps * s.share * keep for s in streams)
+        duration = max(SIM_SERVICE_TIMES * service, warmup + SIM_MIN_MEASURED / slowest,
+                       *(_log_span_s(s) for s in streams))
+        expected = sum(s.route_rps * s.share * keep for s in streams) * duration
+        if k == 1 or expected <= SIM_MAX_REQUESTS:
+            break
+        k //= 2
+    parts = [_stream_requests(s, keep, duration, seed + index) + (index,) for index, s in enumerate(streams)]
+    t = np.concatenate([p[0] for p in parts])
+    order = np.argsort(t, kind="stable")
+    columns = [np.concatenate([p[j] for p in parts])[order] for j in range(3)]
+    owner = np.concatenate([np.full(p[0].size, p[3]) for p in parts])[order]
+    return columns[0], columns[1], columns[2], owner, warmup
+
+
+def _stream_requests(stream: Stream, keep: float, duration: float, seed: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The route's arrivals for `duration` s (a `keep` share of them), lengths drawn (or replayed from its log),
+    only those in the bucket."""
+    gen = np.random.default_rng(seed + 1)
+    logged = _log(stream.route)
+    if logged is not None:
+        t, inp, out = logged
+        times = t * (t.size - 1) / max(t[-1], 1e-9) / stream.route_rps  # compressed to route_rps
+        kept = gen.uniform(size=times.size) < keep
+        times, inp, out = times[kept], inp[kept], out[kept]
+    else:
+        rate = stream.route_rps
+        count = min(SIM_MAX_REQUESTS, int(duration * rate * keep * THINNING_MARGIN) + THINNING_SLACK)
+        times = thinned_gamma(rate, stream.route.arrival_cv, keep, count, seed)
+        times = times[times <= duration]
+        inp = stream.route.input.sample(times.size, gen)
+        out = stream.route.output.sample(times.size, gen)
+    mine = stream.bucket.holds(inp, out)
+    return times[mine], inp[mine], out[mine]
+
+
+_LOGS: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+
+
+def _log(route: Route) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(arrival s from 0, prompt, output tokens) of the route's request log, read once; None without one."""
+    if not route.log:
+        return None
+    if route.log not in _LOGS:
+        found = route_log_requests(route)
+        if found is None or len(found[0]) < 2:
+            _LOGS[route.log] = None
+        else:
+            t, (inp, out) = found
+            order = np.argsort(t, kind="stable")
+            t = np.asarray(t, dtype=float)[order]
+            _LOGS[route.log] = (t - t[0], np.asarray(inp)[order], np.asarray(out)[order])
+    return _LOGS[route.log]
+
+
+def _log_span_s(stream: Stream) -> float:
+    """How long the stream's replayed log lasts at its rate (0 without a log)."""
+    logged = _log(stream.route)
+    return 0.0 if logged is None else (logged[0].size - 1) / stream.route_rps
