@@ -103,7 +103,6 @@ PRIORS = {"weights": 1.25, "kv": 1.25, "tp_bytes": 1.25, "decode_flops": 2.0, "p
           "attn_flops": 2.0}
 # Weight of each prior, in observations' worth (a calibration has tens to hundreds of observations).
 PRIOR_WEIGHT = 2.0
-TP_COEFS_TUPLE = ("tp_latency", "tp_bytes")
 # Which coefficients may differ by engine version, GPU generation and precision family: a version
 # changes kernels and the scheduler (every efficiency and overhead); a generation changes memory and
 # tensor cores (bandwidth and FLOP efficiencies, launch latency); a precision family changes the GEMM
@@ -113,12 +112,11 @@ EFFECT_COEFS = {
                 "expert_tokens"),
     "arch": ("weights", "step", "decode_flops", "kv", "prefill_flops", "attn_flops"),
     "precision": ("weights", "decode_flops", "prefill_flops", "expert_tokens"),
-    "link": TP_COEFS_TUPLE,
 }
 # Prior spread of each effect (standard deviation of the log factor): 0.3 lets a level be ~1.35x off
 # the engine-wide efficiency at one sd (FP4 GEMMs reaching a smaller share of their doubled peak, a
 # doc version with CUDA graphs off), while a level seen in few tables stays near the engine's value.
-EFFECT_SD = {"version": 0.3, "arch": 0.3, "precision": 0.3, "link": 0.3}
+EFFECT_SD = {"version": 0.3, "arch": 0.3, "precision": 0.3}
 # Effects are bounded to a factor e^2 either way: past that the physics, not an efficiency, is wrong.
 MAX_EFFECT = 2.0
 # Gauss-Newton steps of the level fit, the relative gain in the objective below which it has converged,
@@ -138,7 +136,7 @@ PRECISION_FAMILY = {"bf16": "16bit", "fp16": "16bit", "fp32": "16bit", "fp8": "f
 # NCCL-like in both engines.
 TRANSFER_ENGINES = ("vllm", "trtllm")
 TP_DONOR = {"vllm": "trtllm"}
-TP_COEFS = TP_COEFS_TUPLE
+TP_COEFS = ("tp_latency", "tp_bytes")
 # vLLM sizes its KV cache from gpu_memory_utilization (default 0.9) of the whole memory, less the
 # weights and an activation reserve; the reserve is calibrated from the measured kv_cache_tokens.
 VLLM_MEMORY_UTILIZATION = 0.9
@@ -296,8 +294,6 @@ def _allreduce_s_per_token(t: Target) -> float:
 def levels(t: Target) -> tuple[tuple[str, str], ...]:
     """The (kind, value) levels whose efficiency effects apply to the target (EFFECT_COEFS)."""
     out = [("precision", gemm_path(t))]
-    if t.tp > 1:
-        out.append(("link", "nvlink" if t.gpu.nvlink_gb_s else "pcie"))
     if t.gpu.arch:
         out.append(("arch", t.gpu.arch))
     if t.version:

@@ -36,8 +36,8 @@ TP_MODELS = ("llama-3.1-70b", "llama-3.3-70b")
 # Share of groups above this leave-one-out median error that the before/after comparison reports
 # (the README quotes "one group in ten above 19%" for the table fits alone).
 HIGH_ERROR_PCT = 19.0
-# Joins the names of architectural twins in an experiment's target ("llama-3.1-70b|llama-3.3-70b").
-ARCH_TWIN_SEPARATOR = "|"
+# Joins the names of architectural twins in an experiment's target ("llama-3.1-70b+llama-3.3-70b").
+ARCH_TWIN_SEPARATOR = "+"
 EXPERIMENT_COLUMNS = ["experiment", "kind", "engine", "target", "calibrated_on", "n", "median_err_pct",
                       "max_err_pct", "tpot_median_err_pct", "ttft_median_err_pct"]
 
@@ -99,17 +99,13 @@ def _trtllm_experiments(data: list[GroupData], kind: str, attr: Callable[[GroupD
 
             def may(d: GroupData, v: str = value) -> bool:
                 return attr(d) != v
-            out.append(Experiment(kind, "trtllm", f"{_short(value)} (trtllm {version})", is_target, may,
+            out.append(Experiment(kind, "trtllm", f"{value} (trtllm {version})", is_target, may,
                                   f"other {kind}s, all trtllm versions"))
     return out
 
 
-def _short(value: str) -> str:
-    return value.split(ARCH_TWIN_SEPARATOR)[0]
-
-
 def _model_family(models: dict[str, ModelSpec]) -> Callable[[GroupData], str]:
-    """A group's model, with architectural twins (the same config but the name, e.g. Llama 3.1 / 3.3
+    """A group's model, with architectural twins (the same config but the name, e.g. Llama 3.1 and 3.3
     70B) as one: leaving a model out leaves its twin out too."""
     def fingerprint(m: ModelSpec) -> tuple:
         return tuple(v for k, v in sorted(vars(m).items()) if k not in ("model", "source"))
