@@ -482,7 +482,8 @@ def calibrate(data: Iterable[GroupData], engine: str, fixed: dict[str, float] | 
         if name not in fixed and not any(np.any(d.design[:, _C[name]]) for d in groups):
             fixed[name] = 0.0
     problem = _Problem.build(groups, fixed)
-    coef, effects = _solve_pooled(problem), {}
+    coef = _solve_pooled(problem)
+    effects: dict[Level, np.ndarray] = {}
     sigma, cov = _uncertainty(problem, coef, effects)
     for _ in range(NOISE_PASSES):  # effects weighed against the noise left once they are fitted
         coef, effects = _solve_levels(problem, coef, effects, sigma)
