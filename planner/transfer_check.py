@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from fleetfacts.specs import GpuSpec, ModelSpec, bundled_model_specs, kv_bytes_per_token, weight_bytes
 from planner.curves import Curve, NoCurveError, leave_one_out, version_order
@@ -193,8 +194,15 @@ def _median_or_nan(values: list[float]) -> float:
 def validate_transfer(profiles: pd.DataFrame, data: list[GroupData] | None = None) -> pd.DataFrame:
     """Every experiment's median / max error, one row each (EXPERIMENT_COLUMNS)."""
     data = group_data(profiles) if data is None else data
-    rows = [row for exp in experiments(data) if (row := run_experiment(data, exp)) is not None]
+    with one_blas_thread():
+        rows = [row for exp in experiments(data) if (row := run_experiment(data, exp)) is not None]
     return pd.DataFrame(rows, columns=EXPERIMENT_COLUMNS)
+
+
+def one_blas_thread() -> threadpool_limits:
+    """The calibrations' solves are small (a few hundred columns at most): BLAS worker threads cost more than
+    they save, and on a busy 2-core machine made a calibration 20x slower (258 s against 12 s)."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def summarise(table: pd.DataFrame) -> pd.DataFrame:
@@ -282,10 +290,25 @@ OFFERED_PRECISIONS = {"vllm": ("bf16", "fp8"), "trtllm": ("bf16", "fp8", "fp4")}
 TP_SIZES = (1, 2, 4, 8)
 
 
+# Transfers already built in this process, by a fingerprint of the profiles they were calibrated on: the
+# calibration runs every leave-out experiment to widen its intervals (tens of seconds), and a process (the
+# app, a test session, a campaign) asks for the same one many times.
+_TRANSFERS: dict[int, Transfer] = {}
+TRANSFER_MEMO_SIZE = 8
+
+
 def transfer_for(profiles: pd.DataFrame) -> Transfer:
-    """Calibrations on all of `profiles`, each engine's interval widened by its validated transfer error."""
-    data = group_data(profiles)
-    return build_transfer(profiles, transfer_errors(validate_transfer(profiles, data)), data)
+    """Calibrations on all of `profiles`, each engine's interval widened by its validated transfer error
+    (memoised per process on the profiles' content)."""
+    key = int(pd.util.hash_pandas_object(profiles.astype(str), index=False).sum())
+    if key not in _TRANSFERS:
+        data = group_data(profiles)
+        if len(_TRANSFERS) >= TRANSFER_MEMO_SIZE:
+            _TRANSFERS.pop(next(iter(_TRANSFERS)))
+        errors = transfer_errors(validate_transfer(profiles, data))
+        with one_blas_thread():
+            _TRANSFERS[key] = build_transfer(profiles, errors, data)
+    return _TRANSFERS[key]
 
 
 def offered(engine: str, gpu: GpuSpec, precision: str) -> bool:
