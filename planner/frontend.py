@@ -40,9 +40,10 @@ import numpy as np
 
 # The names of FrontEnd's fitted delay parameters, in the order planner.latency fits them.
 PARAMS = ("fixed_s", "per_prompt_token_s", "per_request_s", "per_output_token_s", "service_s")
-# The load a request meets is what the front end did in the last second (the H200 rows fit windows of
-# 0.25-2 s about equally well, docs/latency-analysis.md; the server's own gauges are sampled once a second).
-LOAD_WINDOW_S = 1.0
+# The load a request meets is what the front end did in the last 4 s: a queue's wait follows sustained load, not
+# a burst's instant (an M/M/1 queue relaxes in ~service/(1 - sqrt(rho))^2: 0.5-4 s at the fitted 45 ms and
+# rho 0.5-0.8).  Shorter windows (1-2 s) let a burst's peak blow the wait up (docs/latency-analysis.md).
+LOAD_WINDOW_S = 4.0
 
 
 @dataclass(frozen=True)
