@@ -17,8 +17,13 @@ the LOAD_WINDOW_S seconds before streamed T_i tokens/s and took R_i requests/s:
 
 the mean wait of a queue with utilisation rho_i and mean service service_s,
 given to each request as its delay (the H200 rows want a narrow delay
-distribution: exponential waits put the p99 of chat at 33 req/s 2-5x too high).
-rho_i >= 1 means the front end cannot keep up: infinite delay.  T_i is what the
+distribution: exponential waits put the p99 of chat at 33 req/s 2-5x too high),
+and no longer than a load lasting the window can build (a queue needs its
+relaxation time, service_s / (1 - sqrt(rho))^2, to reach that wait: a burst
+does not).  Work beyond the front end's capacity queues as a fluid backlog
+(per 50 ms bin), added to the delay: zero below capacity, growing for as long
+as an overload lasts (a saturated front end: TTFT then grows with the run's
+length; the steady-state mean_delay_s is infinite there).  T_i is what the
 engine really streamed (the simulated run), not the offered rate x output
 length: a burst above the engine's capacity does not load the front end beyond
 what the engine emits.
@@ -44,6 +49,9 @@ PARAMS = ("fixed_s", "per_prompt_token_s", "per_request_s", "per_output_token_s"
 # a burst's instant (an M/M/1 queue relaxes in ~service/(1 - sqrt(rho))^2: 0.5-4 s at the fitted 45 ms and
 # rho 0.5-0.8).  Shorter windows (1-2 s) let a burst's peak blow the wait up (docs/latency-analysis.md).
 LOAD_WINDOW_S = 4.0
+# Bins of the fluid backlog: the front end's work comes in engine-step lumps (5-60 ms), so a 50 ms bin holds a
+# few, and a bin above capacity is an overload rather than one step's lump.
+BACKLOG_BIN_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -72,13 +80,37 @@ class FrontEnd:
         """Steady-state share of the front end's time busy at `rate_rps` requests/s per replica."""
         return rate_rps * (self.per_request_s + self.per_output_token_s * output_len_mean)
 
-    def delays_s(self, input_len: np.ndarray, request_rate: np.ndarray, token_rate: np.ndarray) -> np.ndarray:
-        """One delay per request (s) from the requests/s and tokens/s its replica had just taken; inf when saturated."""
-        rho = self.per_request_s * np.asarray(request_rate, float) + self.per_output_token_s * np.asarray(token_rate, float)
+    def delays_s(self, input_len: np.ndarray, load: StreamLoad) -> np.ndarray:
+        """One delay per request (s) from what its replica's front end had just handled (`stream_load`).
+
+        The wait is the queue's mean wait at the window's utilisation, up to what a load lasting
+        LOAD_WINDOW_S can build (`relaxed_utilisation`), plus the backlog of work beyond the front end's
+        capacity (a fluid queue over BACKLOG_BIN_S bins): zero below capacity, growing for as long as an
+        overload lasts (then TTFT depends on how long the run is).
+        """
+        rho = self.per_request_s * load.request_rate + self.per_output_token_s * load.token_rate
         base = self.fixed_s + self.per_prompt_token_s * np.asarray(input_len, dtype=float)
-        with np.errstate(divide="ignore"):
-            wait = np.where(rho < 1.0, self.service_s * rho / np.maximum(1.0 - rho, 1e-300), math.inf)
-        return base + wait
+        built = np.minimum(rho, self.relaxed_utilisation())
+        return base + self.service_s * built / (1.0 - built) + self.backlog_s(load)
+
+    def backlog_s(self, load: StreamLoad) -> np.ndarray:
+        """Per request, the work (s) its front end still had queued when it arrived (Lindley, empty at start)."""
+        if not load.bin_requests.size:
+            return np.zeros(load.request_rate.shape)
+        work = self.per_request_s * load.bin_requests + self.per_output_token_s * load.bin_tokens
+        surplus = np.cumsum(work - BACKLOG_BIN_S)
+        queued = surplus - np.minimum.accumulate(np.minimum(surplus, 0.0))   # V_k = max(0, V_k-1 + work_k - bin)
+        before = np.concatenate([[0.0], queued])                             # at the start of each bin
+        return before[load.bin_of]
+
+    def relaxed_utilisation(self) -> float:
+        """The highest utilisation whose mean wait a load lasting LOAD_WINDOW_S can build.
+
+        An M/M/1 queue reaches its mean wait in about its relaxation time service_s / (1 - sqrt(rho))^2
+        (Morse 1955); above rho* = (1 - sqrt(service_s / window))^2 that exceeds the window, so a load
+        above rho* for a window's time builds no more than the wait at rho*.
+        """
+        return (1.0 - math.sqrt(min(self.service_s / LOAD_WINDOW_S, 1.0))) ** 2
 
     def mean_delay_s(self, input_len: float, rate_rps: float, output_len_mean: float) -> float:
         """Delay (s) of a request with a prompt of `input_len` tokens in steady state; inf when saturated."""
@@ -92,9 +124,31 @@ class FrontEnd:
         return replace(self, basis=f"transferred from {label}")
 
 
-def recent_load(arrival_s: np.ndarray, first_token_s: np.ndarray, end_s: np.ndarray, output_len: np.ndarray,
-                window_s: float = LOAD_WINDOW_S) -> tuple[np.ndarray, np.ndarray]:
-    """(requests/s, tokens/s) one replica took in the `window_s` seconds before each request arrived.
+@dataclass(frozen=True)
+class StreamLoad:
+    """What one replica's front end handled around each request.
+
+    request_rate, token_rate: per request, the requests/s it took and the tokens/s its engine streamed in
+    the LOAD_WINDOW_S before the request arrived.  bin_requests, bin_tokens: the same counted per
+    BACKLOG_BIN_S bin from the first arrival; bin_of: the bin each request arrived in.
+    """
+
+    request_rate: np.ndarray
+    token_rate: np.ndarray
+    bin_requests: np.ndarray
+    bin_tokens: np.ndarray
+    bin_of: np.ndarray
+
+    @classmethod
+    def steady(cls, request_rate: np.ndarray, token_rate: np.ndarray) -> StreamLoad:
+        """Given rates, no backlog (nothing above capacity before): for checks and analytic uses."""
+        rates = np.asarray(request_rate, dtype=float)
+        return cls(rates, np.asarray(token_rate, dtype=float), np.zeros(0), np.zeros(0), np.zeros(rates.shape, int))
+
+
+def stream_load(arrival_s: np.ndarray, first_token_s: np.ndarray, end_s: np.ndarray, output_len: np.ndarray,
+                window_s: float = LOAD_WINDOW_S, bin_s: float = BACKLOG_BIN_S) -> StreamLoad:
+    """The load one replica's front end met (StreamLoad) from its requests' arrivals and streams.
 
     Times are absolute seconds (NaN for requests never served, which stream nothing).  A request
     streams its first token at first_token_s and the other output_len - 1 evenly until end_s.
@@ -106,20 +160,28 @@ def recent_load(arrival_s: np.ndarray, first_token_s: np.ndarray, end_s: np.ndar
     first, end, out = first[served], end[served], out[served]
     span = end - first
     rate = np.where(span > 0, (out - 1.0) / np.where(span > 0, span, 1.0), 0.0)
-    firsts = _Ramp(first, rate)
-    ends = _Ramp(end, rate)
+    firsts, ends = _Ramp(first, rate), _Ramp(end, rate)
 
     def streamed(x: np.ndarray) -> np.ndarray:
         return firsts.count(x) + firsts.ramp(x) - ends.ramp(x)
 
-    tokens = (streamed(arrival) - streamed(arrival - window_s)) / window_s
     ordered = np.sort(arrival)
-    requests = (np.searchsorted(ordered, arrival, "left") - np.searchsorted(ordered, arrival - window_s, "left"))
-    return requests / window_s, tokens
+
+    def arrived(x: np.ndarray) -> np.ndarray:
+        return np.searchsorted(ordered, x, "left").astype(float)
+
+    if not arrival.size:
+        return StreamLoad.steady(np.zeros(0), np.zeros(0))
+    start = float(ordered[0])
+    edges = start + bin_s * np.arange(int((float(ordered[-1]) - start) / bin_s) + 2)
+    return StreamLoad((arrived(arrival) - arrived(arrival - window_s)) / window_s,
+                      (streamed(arrival) - streamed(arrival - window_s)) / window_s,
+                      np.diff(arrived(edges)), np.diff(streamed(edges)),
+                      np.minimum(((arrival - start) / bin_s).astype(int), edges.size - 2))
 
 
 class _Ramp:
-    """sum over j with t_j <= x of rate_j * (x - t_j), and the count of t_j <= x, for many x at once."""
+    """sum over j with t_j <= x of rate_j * (x - t_j), and the count of t_j < x, for many x at once."""
 
     def __init__(self, times: np.ndarray, rate: np.ndarray) -> None:
         order = np.argsort(times)
@@ -128,7 +190,8 @@ class _Ramp:
         self.rate_t = np.concatenate([[0.0], np.cumsum(rate[order] * self.t)])
 
     def count(self, x: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.t, x, "right").astype(float)
+        """How many t_j < x (so a window [x0, x1) holds the events at x0, not those at x1)."""
+        return np.searchsorted(self.t, x, "left").astype(float)
 
     def ramp(self, x: np.ndarray) -> np.ndarray:
         k = np.searchsorted(self.t, x, "right")

@@ -36,7 +36,7 @@ from scipy.optimize import least_squares
 from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PROFILE_GROUP
 from planner.curves import Curve, GroupKey, fit_group, row_caps
-from planner.frontend import FrontEnd, recent_load
+from planner.frontend import FrontEnd, StreamLoad, stream_load
 from planner.simulate import SimResult, simulate
 from planner.workload import gamma
 
@@ -110,10 +110,9 @@ class EngineRun:
     def tpot_ms(self, pct: float) -> float:
         return _pct_ms(np.concatenate([r.tpot_s for r in self.runs]), pct)
 
-    def loads(self) -> tuple[np.ndarray, np.ndarray]:
-        """(requests/s, tokens/s) each request's front end met (planner.frontend.recent_load)."""
-        parts = [recent_load(r.arrival_s, r.arrival_s + r.ttft_s, r.arrival_s + r.e2e_s, r.output_len) for r in self.runs]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    def loads(self) -> list[StreamLoad]:
+        """What the front end met in each run (planner.frontend.stream_load)."""
+        return [stream_load(r.arrival_s, r.arrival_s + r.ttft_s, r.arrival_s + r.e2e_s, r.output_len) for r in self.runs]
 
 
 def replay_row(curve: Curve, row: pd.Series, prefill_scale: float = 1.0) -> EngineRun:
@@ -163,27 +162,27 @@ def _soft_l1(residuals: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class _FitRow:
-    """What the fit evaluates per row, computed once: engine TTFTs, the load each request met, measurements."""
+    """What the fit evaluates per row, computed once: per run, engine TTFTs and the load its front end met."""
 
-    engine_ttft_s: np.ndarray
-    input_len: np.ndarray
-    request_rate: np.ndarray
-    token_rate: np.ndarray
+    runs: tuple[tuple[np.ndarray, StreamLoad], ...]
+    input_len: float
     measured_ms: tuple[float, float]   # TTFT p50, p99
 
     @classmethod
     def of(cls, run: EngineRun) -> _FitRow:
-        engine = run.ttft_s()
-        requests, tokens = run.loads()
-        return cls(engine, np.full(engine.size, float(run.row["input_len"])), requests, tokens,
-                   (float(run.row["ttft_p50_ms"]), float(run.row["ttft_p99_ms"])))
+        parts = tuple(zip((r.ttft_s for r in run.runs), run.loads(), strict=True))
+        return cls(parts, float(run.row["input_len"]), (float(run.row["ttft_p50_ms"]), float(run.row["ttft_p99_ms"])))
+
+    def ttft_s(self, front_end: FrontEnd) -> np.ndarray:
+        return np.concatenate([engine + front_end.delays_s(np.full(engine.size, self.input_len), load)
+                               for engine, load in self.runs])
 
 
 def _residuals(params: np.ndarray, rows: list[_FitRow]) -> np.ndarray:
     front_end = _front_end(params)
     out = []
     for r in rows:
-        ttft = r.engine_ttft_s + front_end.delays_s(r.input_len, r.request_rate, r.token_rate)
+        ttft = r.ttft_s(front_end)
         for pct, weight, measured in ((50, 1.0, r.measured_ms[0]), (99, P99_WEIGHT, r.measured_ms[1])):
             predicted = _pct_ms(ttft, pct)
             out.append(weight * math.log(max(predicted, 1e-6) / measured) if math.isfinite(predicted) else 10.0)

@@ -49,7 +49,7 @@ import numpy as np
 
 from fleetfacts.errors import InputError
 from planner.curves import CurveLike
-from planner.frontend import FrontEnd, recent_load
+from planner.frontend import FrontEnd, stream_load
 from planner.routes import Route, Slo
 from planner.workload import (
     DEFAULT_SIM_REQUESTS,
@@ -573,8 +573,8 @@ def _add_front_end(run: _Run, front_end: FrontEnd, t: np.ndarray, i: np.ndarray,
     delays = np.zeros(t.size)
     for replica in np.unique(assigned):
         mine = assigned == replica
-        requests, tokens = recent_load(t[mine], t[mine] + ttft[mine], t[mine] + e2e[mine], o[mine])
-        delays[mine] = front_end.delays_s(i[mine], requests, tokens)
+        load = stream_load(t[mine], t[mine] + ttft[mine], t[mine] + e2e[mine], o[mine])
+        delays[mine] = front_end.delays_s(i[mine], load)
     run.ttft = (ttft + delays).tolist()
     run.e2e = (e2e + delays).tolist()
 

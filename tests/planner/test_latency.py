@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ from fleetfacts.arrivals import arrival_times
 from planner import latency
 from planner.assumptions import Assumptions
 from planner.curves import GroupKey, fit_group
-from planner.frontend import FrontEnd, recent_load
+from planner.frontend import BACKLOG_BIN_S, LOAD_WINDOW_S, FrontEnd, StreamLoad, stream_load
 from planner.plan import load_inputs, make_plan
 from planner.routes import LengthDistribution
 from planner.simulate import simulate
@@ -107,22 +108,41 @@ def test_validate_latency_predicts_held_out_rows():
     assert summary["throughput_median"] < 0.05
 
 
-def test_front_end_saturates_instead_of_inventing_a_latency():
+def test_a_saturated_front_end_queues_for_as_long_as_the_overload_lasts():
+    """Steady state: infinite.  In a run: the backlog grows by (load - 1) x time, so TTFT grows with the
+    run's length instead of being invented or capped."""
     fe = FrontEnd(0.001, 0.0, 0.01, 0.0, 0.01)
     assert fe.mean_delay_s(100, 150.0, 100) == float("inf")  # 150 req/s x 10 ms > 1
-    assert np.isinf(fe.delays_s(np.array([100.0]), np.array([150.0]), np.array([0.0]))).all()
+    arrival = np.arange(1500) / 150.0                           # 10 s at 150 req/s: load 1.5
+    load = stream_load(arrival, arrival + 0.01, arrival + 0.02, np.full(1500, 2.0))
+    backlog = fe.backlog_s(load)
+    assert np.all(np.diff(backlog) >= -1e-12)
+    assert backlog[-1] == pytest.approx(0.5 * arrival[-1], rel=0.02)
+    assert fe.backlog_s(stream_load(arrival[::2], arrival[::2] + 0.01, arrival[::2] + 0.02,
+                                    np.full(750, 2.0))).max() < BACKLOG_BIN_S   # load 0.75: no backlog
 
 
 def test_front_end_delay_grows_with_load_from_its_fixed_part():
     fe = FrontEnd(0.004, 1e-6, 0.002, 5e-5, 0.02)
     requests = np.array([0.0, 5.0, 10.0, 20.0])
     tokens = np.array([0.0, 2000.0, 6000.0, 12000.0])
-    delays = fe.delays_s(np.full(4, 1000.0), requests, tokens)
+    delays = fe.delays_s(np.full(4, 1000.0), StreamLoad.steady(requests, tokens))
     assert delays[0] == pytest.approx(0.004 + 1e-6 * 1000)   # idle: fixed + prompt
     assert np.all(np.diff(delays) > 0)
     rho = 0.002 * 20.0 + 5e-5 * 12000.0
     assert delays[-1] == pytest.approx(0.005 + 0.02 * rho / (1 - rho))
     assert not FrontEnd.engine_only(0.9).adds_delay and fe.adds_delay
+
+
+def test_a_load_lasting_the_window_builds_no_more_than_its_relaxed_wait():
+    """Above rho* = (1 - sqrt(service / window))^2 a queue needs longer than the window to reach its mean wait."""
+    fe = FrontEnd(0.0, 0.0, 0.0, 1e-4, 0.05)
+    star = (1 - math.sqrt(0.05 / LOAD_WINDOW_S)) ** 2
+    assert fe.relaxed_utilisation() == pytest.approx(star)
+    tokens = np.array([0.5 * star, star, 0.5 * (star + 1), 0.999, 1.0]) / 1e-4
+    delays = fe.delays_s(np.zeros(5), StreamLoad.steady(np.zeros(5), tokens))
+    assert delays[0] == pytest.approx(0.05 * 0.5 * star / (1 - 0.5 * star))
+    assert delays[1] == delays[2] == delays[3] == delays[4] == pytest.approx(0.05 * star / (1 - star))
 
 
 def _streamed_brute_force(arrival, first, end, out, window, steps=20000):
@@ -142,7 +162,7 @@ def _streamed_brute_force(arrival, first, end, out, window, steps=20000):
     return (at(arrival) - at(arrival - window)) / window
 
 
-def test_recent_load_counts_what_the_replica_streamed_in_the_window():
+def test_stream_load_counts_what_the_replica_streamed_in_the_window():
     rng = np.random.default_rng(3)
     n = 40
     arrival = np.sort(rng.uniform(0, 10, n))
@@ -150,10 +170,24 @@ def test_recent_load_counts_what_the_replica_streamed_in_the_window():
     end = first + rng.uniform(0.5, 3.0, n)
     out = rng.integers(2, 300, n).astype(float)
     first[5] = end[5] = np.nan                       # a rejected request streams nothing
-    requests, tokens = recent_load(arrival, first, end, out, window_s=2.0)
-    assert tokens == pytest.approx(_streamed_brute_force(arrival, first, end, out, 2.0), rel=0.02, abs=2.0)
+    load = stream_load(arrival, first, end, out, window_s=2.0)
+    assert load.token_rate == pytest.approx(_streamed_brute_force(arrival, first, end, out, 2.0), rel=0.02, abs=2.0)
     earlier = np.array([np.sum((arrival >= a - 2.0) & (arrival < a)) for a in arrival])
-    assert requests == pytest.approx(earlier / 2.0)
+    assert load.request_rate == pytest.approx(earlier / 2.0)
+    assert load.bin_requests.sum() == n
+
+
+def test_stream_load_bins_hold_each_bins_tokens():
+    """One request streams 101 tokens over [0, 1 s]: its first token, then 100 tokens/s; two never served."""
+    arrival = np.array([0.0, 0.5, 1.0])
+    nan = float("nan")
+    load = stream_load(arrival, np.array([0.0, nan, nan]), np.array([1.0, nan, nan]), np.array([101, 9, 9]))
+    per_bin = 100 * BACKLOG_BIN_S
+    bins = int(round(1.0 / BACKLOG_BIN_S))
+    assert load.bin_tokens[0] == pytest.approx(1 + per_bin)
+    assert load.bin_tokens[1:bins] == pytest.approx(np.full(bins - 1, per_bin))
+    assert load.bin_tokens[bins:].sum() == pytest.approx(0.0, abs=1e-9)
+    assert list(load.bin_requests[[0, bins // 2, bins]]) == [1, 1, 1] and load.bin_of.tolist() == [0, bins // 2, bins]
 
 
 def test_prefill_scale_speeds_up_prefill_only():
