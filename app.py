@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from fleetfacts.errors import InputError
+from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.assumptions import Assumptions
 from planner.exports import baseline_diff, workbook_bytes
+from planner.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from ui import charts, scenario, tables
 
@@ -60,6 +61,15 @@ def replan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
     """The plan of the scenario: analytical (milliseconds) or with the simulation check, as the CLI
     plans (seconds; cached, so each input combination is checked once per process)."""
     return scenario.timed_plan(routes, bundled_inputs(), settings, None, prices, ops, checked)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def optimised_fleet(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings,
+                    levers: Levers) -> tuple[FleetResult, pd.DataFrame]:
+    """The fleet `python -m planner fleet` makes with `levers` (simulation check included) and its $ by lever,
+    on the scenario's checked plan (cached: each input combination is optimised once per process)."""
+    baseline, _ = replan(routes, prices, ops, settings, True)
+    return scenario.fleet_scenario(routes, bundled_inputs(), settings, levers, baseline, prices=prices, ops=ops)
 
 
 @st.cache_data(max_entries=64, show_spinner="Re-planning the sensitivity grid…")
@@ -523,6 +533,7 @@ def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
         "Engine head-to-head": head_to_head,
         "Latency vs throughput": lambda: latency_frontier(result, routes),
         "Pareto per route": lambda: pareto(result, routes),
+        "Fleet": lambda: fleet_view(routes, prices, ops, settings),
     }
     # Only the open tab runs (a re-plan stays fast); switching tabs reruns the page.
     for tab, draw in zip(st.tabs(list(sections), key="chart_tab", on_change="rerun"), sections.values(), strict=True):
@@ -659,6 +670,108 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
                f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
                f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
     st.altair_chart(charts.pareto_chart(table, points, slo))
+
+
+# ---------------------------------------------------------------- fleet: all routes together
+
+# The fleet's levers: checkbox label, help, default (planner.fleet.Levers' defaults).
+LEVERS = {
+    "share": ("Share deployments", "Routes of one model may share a deployment held at the strictest of their "
+              "SLOs.", Levers().share),
+    "mix": ("GPU mix", "A route's requests, split by prompt and output length, may go to different GPUs and "
+            "engines.", Levers().mix),
+    "autoscale": ("Autoscale by hour", "Replicas follow each route's hourly profile (its diurnal column or a day "
+                  "of log); cold starts are billed.", Levers().autoscale),
+    "pricing": ("Pricing mix", "Reserved GPUs for the base load where cheaper, on-demand for the rest, spot for "
+                "batch jobs.", Levers().pricing),
+}
+
+
+def fleet_view(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
+    st.caption("One program over all routes (as `python -m planner fleet`): deployments shared between routes, "
+               "engineering counted once per engine and model, and the levers chosen here; every shared "
+               "deployment is checked by simulating its mixed traffic. It takes tens of seconds, so it runs when "
+               "you press the button, once per combination of inputs and levers.")
+    levers = lever_controls()
+    key = input_key(routes, prices, ops, settings) + levers.describe()
+    done = st.session_state.setdefault("fleet_keys", set())
+    pressed = st.button("Optimise the fleet", key="optimise_fleet", type="primary")
+    if not pressed and key not in done:
+        st.info("Press **Optimise the fleet** for the fleet of these routes and levers." + (
+            " The inputs or levers changed since the last fleet." if done else ""))
+        return
+    with st.spinner(f"Optimising the fleet ({len(routes)} routes, {len(lever_steps(levers))} fleets: one per "
+                    f"lever step, each checked by simulation)…", show_time=True):
+        found = fleet_or_error(routes, prices, ops, settings, levers)
+    if found is None:
+        return
+    done.add(key)
+    fleet_sections(*found)
+
+
+def lever_controls() -> Levers:
+    cols = st.columns(len(LEVERS))
+    on = {name: col.checkbox(label, value=default, key=f"fleet_{name}", help=text)
+          for col, (name, (label, text, default)) in zip(cols, LEVERS.items(), strict=True)}
+    return Levers(**on)
+
+
+def fleet_or_error(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings,
+                   levers: Levers) -> tuple[FleetResult, pd.DataFrame] | None:
+    """The optimised fleet (cached); an input or infeasibility error is shown, not raised."""
+    try:
+        return optimised_fleet(routes, prices, ops, settings, levers)
+    except FleetplanError as err:
+        st.error(f"No fleet: {err}.")
+    except Exception as err:  # the UI edge: a planner bug must not show a traceback in the room
+        log.exception("fleet optimisation failed")
+        st.error(f"The fleet optimisation failed ({type(err).__name__}: {err}).")
+    return None
+
+
+def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
+    s = result.summary
+    cols = st.columns(4)
+    cols[0].metric("Optimised fleet $/month", f"${s['total_usd_per_month']:,.0f}", border=True,
+                   help=f"GPUs ${s['gpu_usd_per_month']:,.0f} + engineering ${s['eng_usd_per_month']:,.0f}")
+    cols[1].metric("Route by route $/month", f"${s['per_route_usd_per_month']:,.0f}", border=True,
+                   help="Every route on its own recommendation (the plan above), engineering counted per route.")
+    cols[2].metric("Savings $/month", f"${s['savings_usd_per_month']:,.0f}", border=True)
+    cols[3].metric("GPUs at the busiest hour", ", ".join(f"{n} {g}" for g, n in s["gpus_by_type"].items()) or "none",
+                   border=True, help="Batch jobs' GPUs included (they may run at the busiest hour).")
+    st.caption(fleet_note(s))
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**GPUs online over the day**")
+        st.altair_chart(charts.hourly_gpus_chart(charts.hourly_gpus_table(result.hourly_gpus)))
+        st.caption("Online deployments only: batch jobs run within their deadlines, not on the clock. Without "
+                   "the autoscale lever the fleet is the same every hour.")
+    with right:
+        st.markdown("**$ per month by lever**")
+        st.altair_chart(charts.waterfall_chart(charts.waterfall_bars(waterfall)))
+        st.caption("From every route on its own option, to engineering counted once per engine and model (no "
+                   "lever), then each lever added in turn; each step is a full fleet optimisation.")
+    st.markdown("**Deployments: which routes share which**")
+    st.dataframe(tables.styled(tables.fleet_table(result.deployments), tables.FLEET_FORMATS), hide_index=True,
+                 key="fleet_deployments", placeholder="",
+                 column_config={"routes (share of requests)": st.column_config.TextColumn(width="medium")})
+    name = st.session_state.scenario_name or "scenario"
+    st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),
+                       file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_fleet",
+                       on_click="ignore", help="The same file as `python -m planner fleet --out`: one row per "
+                                               "deployment (schema FLEET), header on line 1.")
+
+
+def fleet_note(s: dict) -> str:
+    notes = [f"levers: {s['levers']}", f"{s['deployments']} deployments"]
+    if s["sim_attainment"] is not None:
+        notes.append(f"lowest simulated share of requests within SLO: {s['sim_attainment']:.1%}")
+    if s["kept_route_by_route"]:
+        notes.append("the program's fleet was not cheaper once simulated: every route kept on its own option")
+    if s["unplanned_routes"]:
+        notes.append(f"not in the fleet (no feasible option): {', '.join(s['unplanned_routes'])}")
+    notes.append(f"solved in {s['solve_s']:.1f} s")
+    return " · ".join(notes)
 
 
 # ---------------------------------------------------------------- export, share, compare

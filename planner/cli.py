@@ -106,13 +106,7 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="where to write the plan CSV (its assumptions and sources go "
                    "beside it, in <name>.assumptions.json)")
     _input_arguments(p)
-    p.add_argument("--provider", type=slug, help="price GPUs from this provider only (default: cheapest)")
-    p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"),
-                   help="which price rows to use (default on-demand)")
-    p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
-    p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
-    p.add_argument("--allow-prerelease", action="store_true", help="also recommend pre-release and development "
-                   "engine builds (e.g. 0.20+main; not recommended by default)")
+    _assumption_arguments(p, "which price rows to use (default on-demand)")
     p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
                    "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
@@ -120,17 +114,27 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    "assumptions, sources (and the baseline difference with --baseline)")
     p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "
                    "per route (engine, GPUs, $/month) and writes them to <out>.baseline-diff.csv")
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--workers", type=int, metavar="N", help="plan routes (and their simulation checks) in N "
+                       "local processes (default: one, in this process)")
+    scale.add_argument("--ray", metavar="ADDRESS", help="plan routes as Ray tasks: a cluster address, auto, or "
+                       "local (start Ray here); needs pip install '.[ray]'")
+
+
+def _assumption_arguments(p: argparse.ArgumentParser, pricing_help: str) -> None:
+    """The flags that set a plan's assumptions and options (plan and fleet)."""
+    p.add_argument("--provider", type=slug, help="price GPUs from this provider only (default: cheapest)")
+    p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"), help=pricing_help)
+    p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
+    p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
+    p.add_argument("--allow-prerelease", action="store_true", help="also recommend pre-release and development "
+                   "engine builds (e.g. 0.20+main; not recommended by default)")
     p.add_argument("--transfer", choices=TRANSFER_MODES, default="auto",
                    help="transferred (unprofiled) options: auto = for routes whose model has no profile (default), "
                    "all = for every engine/GPU/precision/TP no profile covers, off = none")
     p.add_argument("--allow-unverified-latency", action="store_true",
                    help="let options whose TTFT/TPOT rest on no latency measurement win online routes on cost "
                         "(by default they rank behind options with measured or transferred latency)")
-    scale = p.add_mutually_exclusive_group()
-    scale.add_argument("--workers", type=int, metavar="N", help="plan routes (and their simulation checks) in N "
-                       "local processes (default: one, in this process)")
-    scale.add_argument("--ray", metavar="ADDRESS", help="plan routes as Ray tasks: a cluster address, auto, or "
-                       "local (start Ray here); needs pip install '.[ray]'")
 
 
 def _input_arguments(p: argparse.ArgumentParser) -> None:
@@ -580,9 +584,8 @@ def _fleet_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="where to write the fleet CSV (one row per deployment, schema "
                    "FLEET); its summary goes beside it in <name>.summary.json")
     _input_arguments(p)
-    p.add_argument("--provider", type=slug, help="price GPUs from this provider only (default: cheapest)")
-    p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
-    p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
+    _assumption_arguments(p, "with --no-pricing-mix (and for the route-by-route plan): which price rows "
+                          "(default on-demand)")
     p.add_argument("--quota", action="append", default=[], metavar="GPU=N",
                    help="at most N GPUs of this type at any hour (repeat per type)")
     p.add_argument("--mix", action="store_true", help="GPU mix: a route's requests, split by prompt and output "
@@ -592,15 +595,9 @@ def _fleet_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-share", action="store_true", help="no deployment serves more than one route")
     p.add_argument("--no-pricing-mix", action="store_true", help="price everything at --pricing-type (default: "
                    "reserved for the base load where cheaper, on-demand for the rest, spot for batch jobs)")
-    p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"),
-                   help="with --no-pricing-mix (and for the route-by-route plan): which price rows (default on-demand)")
     p.add_argument("--no-simulate", action="store_true", help="skip the simulation check of the shared "
                    "deployments (the route-by-route plan is still checked)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.add_argument("--transfer", choices=TRANSFER_MODES, default="auto", help="transferred (unprofiled) options, "
-                   "as for plan")
-    p.add_argument("--allow-prerelease", action="store_true", help="as for plan")
-    p.add_argument("--allow-unverified-latency", action="store_true", help="as for plan")
 
 
 def parse_quotas(items: list[str]) -> dict[str, int]:

@@ -36,7 +36,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import FLEET, validate_frame
+from fleetfacts.schema import FLEET, escape_formula, validate_frame
 from planner import costs, fleet_check, sizing
 from planner.assumptions import Assumptions
 from planner.curves import Curve
@@ -172,10 +172,17 @@ def period_rates(route: Route, periods: int) -> np.ndarray:
 
 
 def route_units(route: Route, mix: bool, periods: int) -> list[Unit]:
-    """The route as one unit, or (mix) up to four: prompts and outputs split at their medians."""
+    """The route as one unit; with the mix, also up to four bucket units (prompts and outputs split at their
+    medians), which the program may serve instead of the whole route (`_assignment_rows`)."""
     rates = period_rates(route, periods)
+    whole = Unit(route, Bucket(), 1.0, route, rates)
     if not mix:
-        return [Unit(route, Bucket(), 1.0, route, rates)]
+        return [whole]
+    buckets = _buckets(route, rates)
+    return [whole, *buckets] if len(buckets) > 1 else [whole]
+
+
+def _buckets(route: Route, rates: np.ndarray) -> list[Unit]:
     gen = np.random.default_rng(0)
     inp, out = route.input.sample(MIX_SAMPLE, gen), route.output.sample(MIX_SAMPLE, gen)
     cut_in, cut_out = (float(np.quantile(v, MIX_SPLIT_QUANTILE)) for v in (inp, out))
@@ -468,11 +475,23 @@ def _build(units: list[Unit], candidates: list[Candidate], loads: dict[tuple[int
 
 
 def _assignment_rows(p: _Program, v: _Vars, units: list[Unit], kept: list[Choice], batch: list[Choice]) -> None:
+    """Each route served once: kept on its own option, whole by a candidate, or (mix) split, every bucket
+    then served by a candidate."""
     kept_of = {c.route: v.kept[i] for i, c in enumerate(kept)}
+    split = {u.route.name: p.binary(0.0) for u in units if not u.bucket.whole}
+    columns: dict[int, list[int]] = {}
+    for (k, _), col in v.x.items():
+        columns.setdefault(k, []).append(col)
     for k, unit in enumerate(units):
-        terms = [(col, 1.0) for (kk, _), col in v.x.items() if kk == k]
-        terms.append((kept_of[unit.route.name], 1.0))
-        p.row(terms, 1.0, 1.0)
+        terms = [(col, 1.0) for col in columns.get(k, [])]
+        name = unit.route.name
+        if unit.bucket.whole:
+            terms.append((kept_of[name], 1.0))
+            if name in split:
+                terms.append((split[name], 1.0))
+            p.row(terms, 1.0, 1.0)
+        else:
+            p.row([*terms, (split[name], -1.0)], 0.0, 0.0)
     for route in {c.route for c in batch}:
         p.row([(v.batch[i], 1.0) for i, c in enumerate(batch) if c.route == route], 1.0, 1.0)
 
@@ -906,9 +925,18 @@ def _result(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assum
         "solver": f"HiGHS via scipy.optimize.milp: {solved.message}",
         "mip_gap": None if getattr(solved, "mip_gap", None) is None else float(solved.mip_gap),
         "kept_route_by_route": kept_all,
+        "always_on_usd_per_month": round(_always_on_usd(fleet, units, prices, a, updates), 2),
         "unplanned_routes": sorted(baseline.plan.loc[baseline.plan["status"] != "ok", "route"]),
     }
     return FleetResult(table, engineering, hourly, placed, summary, baseline)
+
+
+def _always_on_usd(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
+                   updates: Mapping[str, float]) -> float:
+    """The same fleet with every deployment at its busiest hour's replicas all day (what autoscaling saves)."""
+    flat = [_best_reserved(replace(d, replicas=(max(d.replicas),) * len(d.replicas), reserved=0), prices)
+            if d.kind == SHARED else d for d in fleet]
+    return _total(flat, units, prices, a, updates)
 
 
 def _lowest(values: pd.Series) -> float | None:
@@ -1007,9 +1035,67 @@ def _route_rows(fleet: list[Deployment], units: list[Unit], table: pd.DataFrame,
     return pd.DataFrame(rows, columns=list(ROUTE_COLUMNS))
 
 
+# ---------------------------------------------------------------- $ by lever
+
+# The waterfall's steps: the route-by-route total, the fleet with engineering counted once (no lever),
+# then the enabled levers added one at a time in this order (cumulative).
+ROUTE_BY_ROUTE_STEP = "route by route"
+ENGINEERING_STEP = "engineering once"
+LEVER_ORDER = ("share", "mix", "autoscale", "pricing")
+WATERFALL_COLUMNS = ("step", "usd_per_month", "change_usd_per_month")
+
+
+def lever_steps(levers: Levers) -> list[tuple[str, Levers]]:
+    """The fleets of the waterfall after its first step: (name, levers) for no lever, then each enabled lever
+    of `levers` added in LEVER_ORDER ('+ share', '+ pricing', ...); the last has exactly `levers`."""
+    steps = [(ENGINEERING_STEP, NO_LEVERS)]
+    on = NO_LEVERS
+    for name in LEVER_ORDER:
+        if getattr(levers, name):
+            on = replace(on, **{name: True})
+            steps.append((f"+ {name}", on))
+    return steps
+
+
+def waterfall_fleets(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None, levers: Levers,
+                     baseline: PlanResult | None, quotas: Mapping[str, int] | None = None,
+                     check: bool = True) -> list[tuple[str, FleetResult]]:
+    """make_fleet at each of lever_steps(levers), all against one route-by-route plan (`baseline`, made once
+    with its simulation check when None).  The last fleet is make_fleet with `levers`.
+    Raises InputError, FleetInfeasibleError as make_fleet."""
+    a = assumptions or Assumptions()
+    if baseline is None:
+        baseline = make_plan(validate_routes(routes_df), catalog, a, check_by_simulation=True)
+    return [(step, make_fleet(routes_df, catalog, a, on, quotas, baseline=baseline, check=check))
+            for step, on in lever_steps(levers)]
+
+
+def waterfall_table(fleets: list[tuple[str, FleetResult]]) -> pd.DataFrame:
+    """$/month at each step (WATERFALL_COLUMNS): the route-by-route total of the fleets' baseline, then each
+    fleet's total; change_usd_per_month is the difference from the step before (NaN on the first)."""
+    if not fleets:
+        raise ValueError("waterfall_table: expected at least one (step, fleet), got none")
+    steps = [ROUTE_BY_ROUTE_STEP] + [step for step, _ in fleets]
+    totals = pd.Series([fleets[0][1].summary["per_route_usd_per_month"]]
+                       + [fleet.summary["total_usd_per_month"] for _, fleet in fleets], dtype=float)
+    return pd.DataFrame({"step": steps, "usd_per_month": totals, "change_usd_per_month": totals.diff().round(2)},
+                        columns=list(WATERFALL_COLUMNS))
+
+
+def lever_waterfall(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None, levers: Levers,
+                    baseline: PlanResult | None, quotas: Mapping[str, int] | None = None,
+                    check: bool = True) -> pd.DataFrame:
+    """$/month from the route-by-route plan to the fleet with `levers`, one step per lever (WATERFALL_COLUMNS):
+    route by route, engineering once (no lever), then + share, + mix, + autoscale, + pricing as enabled,
+    cumulative.  Each step after the first is a make_fleet total on the same `baseline`.
+    Raises InputError, FleetInfeasibleError as make_fleet."""
+    return waterfall_table(waterfall_fleets(routes_df, catalog, assumptions, levers, baseline, quotas, check))
+
+
 def fleet_csv_text(result: FleetResult) -> str:
-    """The fleet as a plain CSV (header on line 1)."""
-    return result.deployments.to_csv(index=False)
+    """The fleet as a plain CSV (header on line 1), formula-safe as the plan CSV (a route named '=...' gets a
+    leading apostrophe; fleetfacts.schema.unescape_formula reads it back)."""
+    return result.deployments.astype(object).map(escape_formula).to_csv(index=False, lineterminator="\n")
 
 
 
@@ -1032,6 +1118,8 @@ def format_fleet(result: FleetResult) -> list[str]:
     lines.append(f"total ${s['total_usd_per_month']:,.0f}/month (GPUs ${s['gpu_usd_per_month']:,.0f}, engineering "
                  f"${s['eng_usd_per_month']:,.0f}); route by route ${s['per_route_usd_per_month']:,.0f}/month: "
                  f"saves ${s['savings_usd_per_month']:,.0f}/month")
+    if s["always_on_usd_per_month"] > s["total_usd_per_month"] + COST_SLACK_USD:
+        lines.append(f"the same deployments always on at their busiest hour: ${s['always_on_usd_per_month']:,.0f}/month")
     if s["kept_route_by_route"]:
         lines.append("the program's fleet was not cheaper once simulated: every route kept on its own option")
     if s["unplanned_routes"]:

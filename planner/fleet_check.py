@@ -15,7 +15,9 @@ k = min(R, SIM_MAX_REPLICAS) replicas fed a random k/R share of every stream.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,8 +80,32 @@ class Stream:
     share: float = 1.0  # of the route's requests in the bucket (sets how long a low-rate stream is simulated)
 
 
+# Simulations kept for reuse, most recent first: the fleet's check rounds (and the steps of a $-by-lever
+# waterfall) simulate the same deployment on the same streams again; a simulation is seeded, so its result
+# is the same.  Bounded, so a long-running app process does not grow without limit.
+SIM_MEMO_SIZE = 512
+_ATTAINED: OrderedDict[Hashable, dict[str, float]] = OrderedDict()
+_ATTAINED_LOCK = threading.Lock()
+
+
 def attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0) -> dict[str, float]:
-    """Each route's simulated SLO attainment with `replicas` replicas of `curve` serving every stream."""
+    """Each route's simulated SLO attainment with `replicas` replicas of `curve` serving every stream
+    (a simulation already run on the same curve object, streams, replicas and seed is reused)."""
+    key = (curve, tuple(streams), replicas, seed)
+    with _ATTAINED_LOCK:
+        if key in _ATTAINED:
+            _ATTAINED.move_to_end(key, last=False)
+            return dict(_ATTAINED[key])
+    out = _simulated_attainment(curve, streams, replicas, seed)
+    with _ATTAINED_LOCK:
+        _ATTAINED[key] = dict(out)
+        _ATTAINED.move_to_end(key, last=False)
+        while len(_ATTAINED) > SIM_MEMO_SIZE:
+            _ATTAINED.popitem(last=True)
+    return out
+
+
+def _simulated_attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int) -> dict[str, float]:
     requests = _requests(curve, streams, replicas, seed)
     t, i, o, owner, warmup = requests
     result = simulate.simulate(curve, t, i, o, min(replicas, SIM_MAX_REPLICAS))

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# One BLAS thread, as `python -m planner` sets (planner/__main__.py): the transfer calibrations' small
+# solves run 16x slower with worker threads on a busy 2-core machine.  Before numpy loads.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -596,3 +596,87 @@ def sensitivity_chart(table: pd.DataFrame, growth_now: float = 1.0, price_now: f
     now = data[np.isclose(data["traffic_growth"], growth_now) & np.isclose(data["gpu_price_factor"], price_now)]
     ring = alt.Chart(now).mark_point(size=300, color="black", strokeWidth=2).encode(x=x, y=y, tooltip=tooltip)
     return alt.layer(lines, ring).properties(height=CHART_HEIGHT)
+
+
+# ---------------------------------------------------------------- fleet: GPUs over the day, $ by lever
+
+GPU_COLOURS = "tableau10"
+# Waterfall bars: the totals grey, a step that lowers the total green, one that raises it red.
+WATERFALL_KINDS = ("total", "saving", "cost", "no change")
+WATERFALL_COLOURS = ("#7f7f7f", "#2ca02c", "#d62728", "#c7c7c7")
+# A step that moves the total by less than half a cent does not change it (totals are rounded to cents).
+NO_CHANGE_USD = 0.005
+FLEET_TOTAL_STEP = "fleet total"
+
+
+def hourly_gpus_table(hourly: pd.DataFrame) -> pd.DataFrame:
+    """Online GPUs by type in each UTC hour 0-23 (planner.fleet's hourly_gpus: hour, gpu, gpus), one row per
+    (hour, GPU type): a type with no row in an hour has 0 GPUs online then (the fleet runs none)."""
+    if hourly.empty:
+        return pd.DataFrame(columns=["hour", "gpu", "gpus"])
+    gpus = sorted(hourly["gpu"].astype(str).unique())
+    grid = pd.MultiIndex.from_product([range(24), gpus], names=["hour", "gpu"])
+    counts = hourly.assign(gpu=hourly["gpu"].astype(str)).groupby(["hour", "gpu"])["gpus"].sum()
+    return counts.reindex(grid, fill_value=0).astype(int).reset_index()
+
+
+def hourly_gpus_chart(table: pd.DataFrame) -> alt.Chart:
+    """Stacked area of online GPUs by type over the 24 UTC hours (a step per hour: replicas change on the hour);
+    hovering an hour gives each type's count."""
+    x = alt.X("hour:O", title="hour of the day (UTC)", axis=alt.Axis(labelAngle=0))
+    y = alt.Y("gpus:Q", title="GPUs online", stack="zero")
+    colour = alt.Color("gpu:N", title="GPU", scale=alt.Scale(scheme=GPU_COLOURS))
+    tooltip = [alt.Tooltip("hour:O", title="hour (UTC)"), alt.Tooltip("gpu:N", title="GPU"),
+               alt.Tooltip("gpus:Q", title="GPUs online", format=",d")]
+    area = alt.Chart(table).mark_area(interpolate="step", opacity=0.85).encode(x=x, y=y, color=colour,
+                                                                               tooltip=tooltip)
+    hover = alt.Chart(table).mark_bar(opacity=0).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    return alt.layer(area, hover).properties(height=CHART_HEIGHT)
+
+
+def waterfall_bars(waterfall: pd.DataFrame) -> pd.DataFrame:
+    """The bars of a $ by lever waterfall (planner.fleet.lever_waterfall's table): the first step's total
+    from 0, each later step from the total before it to its own (a saving or a cost), and a last bar from 0
+    to the final total (FLEET_TOTAL_STEP)."""
+    rows = []
+    totals = [float(t) for t in waterfall["usd_per_month"]]
+    for i, (step, total) in enumerate(zip(waterfall["step"], totals, strict=True)):
+        before = 0.0 if i == 0 else totals[i - 1]
+        change = total - before
+        kind = "total" if i == 0 else _change_kind(change)
+        rows.append({"step": str(step), "start": before, "end": total, "usd_per_month": total,
+                     "change_usd_per_month": math.nan if i == 0 else change, "kind": kind,
+                     "label": f"${total:,.0f}" if i == 0 else _signed_usd(change)})
+    rows.append({"step": FLEET_TOTAL_STEP, "start": 0.0, "end": totals[-1], "usd_per_month": totals[-1],
+                 "change_usd_per_month": math.nan, "kind": "total", "label": f"${totals[-1]:,.0f}"})
+    return pd.DataFrame(rows)
+
+
+def _change_kind(change: float) -> str:
+    if abs(change) < NO_CHANGE_USD:
+        return "no change"
+    return "saving" if change < 0 else "cost"
+
+
+def _signed_usd(change: float) -> str:
+    if abs(change) < NO_CHANGE_USD:
+        return "$0"
+    return f"{'-' if change < 0 else '+'}${abs(change):,.0f}"
+
+
+def waterfall_chart(bars: pd.DataFrame) -> alt.Chart:
+    """Waterfall of $/month by lever: grey totals, green savings, red costs, the change written on each bar."""
+    x = alt.X("step:N", sort=list(bars["step"]), title=None,
+              axis=alt.Axis(labelAngle=-30, labelLimit=160, labelOverlap=False))
+    kinds = [(k, c) for k, c in zip(WATERFALL_KINDS, WATERFALL_COLOURS, strict=True) if k in set(bars["kind"])]
+    colour = alt.Color("kind:N", title=None, scale=alt.Scale(domain=[k for k, _ in kinds],
+                                                             range=[c for _, c in kinds]))
+    tooltip = [alt.Tooltip("step:N"), alt.Tooltip("usd_per_month:Q", title="$/month after this step",
+                                                  format="$,.0f"),
+               alt.Tooltip("change_usd_per_month:Q", title="change $/month", format="+$,.0f")]
+    columns = alt.Chart(bars).mark_bar(size=42).encode(
+        x=x, y=alt.Y("start:Q", title="$ per month", axis=alt.Axis(format="$,.0f")), y2="end:Q", color=colour,
+        tooltip=tooltip)
+    labels = alt.Chart(bars).transform_calculate(top="max(datum.start, datum.end)").mark_text(
+        dy=-6, fontWeight="bold", color="#333").encode(x=x, y="top:Q", text="label:N", tooltip=tooltip)
+    return alt.layer(columns, labels).properties(height=CHART_HEIGHT)

@@ -40,6 +40,7 @@ from fleetfacts.schema import (
 )
 from planner.assumptions import Assumptions
 from planner.curves import engine_label
+from planner.fleet import FleetResult, Levers, waterfall_fleets, waterfall_table
 from planner.plan import Catalog, PlanResult, make_plan, plan_coverage, plan_csv_text, validate_routes
 from planner.traffic import log_to_routes
 
@@ -321,12 +322,34 @@ def plan_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, ass
     checked: run the planner's simulation check, as `python -m planner plan` does (seconds); False
     keeps the analytical sizing (milliseconds: the sensitivity grid, the first paint).
     """
+    planned, tables, a = scenario_inputs(routes, inputs, settings, assumptions, prices, ops)
+    return make_plan(planned, tables, a, check_by_simulation=checked)
+
+
+def scenario_inputs(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assumptions: Assumptions | None = None,
+                    prices: pd.DataFrame | None = None, ops: pd.DataFrame | None = None
+                    ) -> tuple[pd.DataFrame, Catalog, Assumptions]:
+    """The routes, catalog and assumptions the planner sees under the scenario (growth, allow-lists, price
+    factor, tables); raises InputError."""
     tables = replace(inputs, prices_df=scale_prices(inputs.prices_df if prices is None else prices,
                                                     settings.gpu_price_factor),
                      ops_df=inputs.ops_df if ops is None else ops)
     typed = validate_routes(routes, "routes table")
-    return make_plan(apply_settings(typed, settings), tables, scenario_assumptions(settings, assumptions),
-                     check_by_simulation=checked)
+    return apply_settings(typed, settings), tables, scenario_assumptions(settings, assumptions)
+
+
+def fleet_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, levers: Levers, baseline: PlanResult,
+                   assumptions: Assumptions | None = None, prices: pd.DataFrame | None = None,
+                   ops: pd.DataFrame | None = None, check: bool = True) -> tuple[FleetResult, pd.DataFrame]:
+    """The scenario's fleet with `levers` (as `python -m planner fleet` makes it) and its $ by lever
+    (planner.fleet.waterfall_table: route by route, engineering once, each enabled lever added).
+
+    baseline: the scenario's route-by-route plan with its simulation check (plan_scenario(..., checked=True)),
+    so it is made once.  Raises InputError, or FleetInfeasibleError when no fleet serves every route.
+    """
+    planned, tables, a = scenario_inputs(routes, inputs, settings, assumptions, prices, ops)
+    fleets = waterfall_fleets(planned, tables, a, levers, baseline, check=check)
+    return fleets[-1][1], waterfall_table(fleets)
 
 
 def sensitivity_table(routes: pd.DataFrame, inputs: Catalog, settings: Settings,

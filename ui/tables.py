@@ -14,6 +14,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from fleetfacts.schema import escape_formula
+from planner.curves import engine_label
 from ui.charts import recommendation_table
 
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
@@ -109,3 +110,23 @@ DIFF_FORMATS = {"GPUs before": COUNT, "GPUs now": COUNT, "GPUs change": "{:+,.0f
 def diff_table(diff: pd.DataFrame) -> pd.DataFrame:
     """A baseline difference as the app shows it."""
     return diff.rename(columns=DIFF_HEADERS)[list(DIFF_HEADERS.values())]
+
+
+# The fleet's deployments (planner.fleet FLEET rows) as the app shows them: which routes each serves first.
+FLEET_HEADERS = {"deployment": "deployment", "routes": "routes (share of requests)", "kind": "kind",
+                 "model": "model", "engine": "engine", "gpu": "GPU", "precision": "precision", "tp": "TP",
+                 "replicas_min": "replicas (fewest)", "replicas_max": "replicas (most)",
+                 "reserved_replicas": "reserved", "gpus_max": "GPUs (most)", "gpu_usd_per_month": "GPU $/month",
+                 "sim_attainment": "simulated within SLO", "slo": "SLO held", "pricing": "pricing", "notes": "notes"}
+FLEET_FORMATS = {"TP": COUNT, "replicas (fewest)": COUNT, "replicas (most)": COUNT, "reserved": COUNT,
+                 "GPUs (most)": COUNT, "GPU $/month": DOLLARS, "simulated within SLO": "{:.1%}"}
+
+
+def fleet_table(deployments: pd.DataFrame) -> pd.DataFrame:
+    """One row per deployment: the routes it serves, its engine (version and settings), GPU, replicas over the
+    day, reserved replicas, GPUs, GPU $/month, simulated attainment, SLO held, pricing and notes."""
+    view = deployments.copy()
+    view["engine"] = [engine_label(r["engine"], r["engine_version"], r.get("engine_config"))
+                      for r in deployments.to_dict("records")]
+    view["sim_attainment"] = pd.to_numeric(view["sim_attainment"], errors="coerce")
+    return view[list(FLEET_HEADERS)].rename(columns=FLEET_HEADERS)

@@ -210,6 +210,8 @@ def test_every_chart_builds_a_valid_spec(inputs, result):
         charts.option_costs_chart(charts.option_costs_table(result.options, result.plan)),
         charts.breakeven_chart(charts.breakeven_table(result.options, "chat", [0, 1, 2]), 1.0, 1.5),
         charts.sensitivity_chart(sens),
+        charts.hourly_gpus_chart(charts.hourly_gpus_table(HOURLY)),
+        charts.waterfall_chart(charts.waterfall_bars(WATERFALL)),
     ]
     for chart in built:
         spec = chart.to_dict()
@@ -267,3 +269,35 @@ def test_head_to_head_predicted_baseline_compares_configs_not_overwrites():
     base = table.set_index("engine").loc["vllm"]
     assert base["config"] == "tuned"
     assert base["tok_s_per_gpu"] == pytest.approx(tuned.saturated(128, 128).output_tok_per_s)
+
+
+# ---------------------------------------------------------------- fleet: GPUs over the day, $ by lever
+
+# A fleet's hourly_gpus (planner.fleet): h100s all day, h200s only in hours 8-19.
+HOURLY = pd.DataFrame([(h, "h100", 4) for h in range(24)] + [(h, "h200", 2) for h in range(8, 20)],
+                      columns=["hour", "gpu", "gpus"])
+# planner.fleet.lever_waterfall's table: a saving, no change, a cost, a saving.
+WATERFALL = pd.DataFrame({"step": ["route by route", "engineering once", "+ share", "+ mix", "+ pricing"],
+                          "usd_per_month": [1000.0, 900.0, 900.0, 950.0, 700.0],
+                          "change_usd_per_month": [np.nan, -100.0, 0.0, 50.0, -250.0]})
+
+
+def test_hourly_gpus_has_every_hour_of_every_gpu_type_zero_where_none_runs():
+    table = charts.hourly_gpus_table(HOURLY)
+    assert len(table) == 24 * 2
+    by_type = table.pivot(index="hour", columns="gpu", values="gpus")
+    assert list(by_type.index) == list(range(24))
+    assert (by_type["h100"] == 4).all()
+    assert list(by_type["h200"]) == [0] * 8 + [2] * 12 + [0] * 4
+    assert charts.hourly_gpus_table(HOURLY.iloc[:0]).empty
+
+
+def test_waterfall_bars_run_from_each_total_to_the_next_and_end_on_the_fleet_total():
+    bars = charts.waterfall_bars(WATERFALL)
+    assert list(bars["step"]) == [*WATERFALL["step"], charts.FLEET_TOTAL_STEP]
+    assert (bars["start"].iloc[0], bars["end"].iloc[0]) == (0.0, 1000.0)
+    assert list(bars["start"].iloc[1:-1]) == list(WATERFALL["usd_per_month"].iloc[:-1])
+    assert list(bars["end"].iloc[:-1]) == list(WATERFALL["usd_per_month"])
+    assert (bars["start"].iloc[-1], bars["end"].iloc[-1]) == (0.0, 700.0)
+    assert list(bars["kind"]) == ["total", "saving", "no change", "cost", "saving", "total"]
+    assert list(bars["label"]) == ["$1,000", "-$100", "$0", "+$50", "-$250", "$700"]

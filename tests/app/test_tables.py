@@ -36,3 +36,23 @@ def test_styled_tables_neutralise_formulas_in_their_data():
     data = tables.styled(frame).data
     assert list(data["route"]) == ["'=HYPERLINK(\"x\")", "'+cmd|' /C calc'!A0", "'@SUM(1)", "'\t=1", "chat"]
     assert list(data["GPUs"]) == [1, 2, 3, 4, 5]
+
+
+def test_the_fleet_table_names_the_routes_each_deployment_serves():
+    deployments = pd.DataFrame([
+        {"deployment": "d1", "kind": "shared", "model": "llama-3.1-8b", "engine": "vllm", "engine_version": "0.26.0",
+         "engine_config": "tuned", "gpu": "h200", "precision": "fp8", "tp": 1, "slo": "p95 TTFT 300 ms",
+         "routes": "chat 1.00; code 1.00", "replicas_min": 2, "replicas_max": 4, "replicas_by_hour": "",
+         "reserved_replicas": 2, "gpus_max": 4, "pricing": "", "gpu_usd_per_month": 8146.8, "sim_attainment": 0.9962,
+         "notes": ""},
+        {"deployment": "d2", "kind": "batch", "model": "llama-3.1-8b", "engine": "vllm", "engine_version": "0.26.0",
+         "engine_config": "default", "gpu": "h200", "precision": "fp8", "tp": 1, "slo": "", "routes": "nightly 1.00",
+         "replicas_min": 1, "replicas_max": 1, "replicas_by_hour": "", "reserved_replicas": 0, "gpus_max": 1,
+         "pricing": "", "gpu_usd_per_month": 235.46, "sim_attainment": None, "notes": ""},
+    ])
+    table = tables.fleet_table(deployments)
+    assert list(table.columns) == list(tables.FLEET_HEADERS.values())
+    assert list(table["routes (share of requests)"]) == ["chat 1.00; code 1.00", "nightly 1.00"]
+    assert list(table["engine"]) == ["vllm 0.26.0 [tuned]", "vllm 0.26.0"]
+    html = tables.styled(table, tables.FLEET_FORMATS).to_html()
+    assert "99.6%" in html and "$8,147" in html and "None" not in html and "nan" not in html

@@ -1,0 +1,85 @@
+"""The app's Fleet tab through AppTest: the button optimises the fleet `python -m planner fleet` makes on the
+same inputs, with its metrics, charts, deployments table and CSV."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from fleetfacts.schema import ROUTES, write_table
+from planner.cli import main as cli_main
+from planner.plan import load_routes
+from tests.conftest import REPO
+
+APP = str(REPO / "app.py")
+# The fleet runs one checked optimisation per lever step: seconds each on the example routes.
+TIMEOUT_S = 120
+# What a fleet decides per deployment (the rest is its price text, rounding of dollars, notes).
+DECISION_COLUMNS = ("kind", "engine", "gpu", "precision", "tp", "replicas_max")
+# The 70b route is dropped to keep the test fast (its tensor-parallel candidates take the longest to check).
+DROPPED_ROUTE = "assistant-70b"
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """Every file the app hands to st.download_button, by file name."""
+    files: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        if filename:
+            files[filename] = path_or_data if isinstance(path_or_data, bytes) else str(path_or_data).encode()
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return files
+
+
+def dollars(at: AppTest, label: str) -> float:
+    text = next(m.value for m in at.metric if m.label == label)
+    return float(text.replace("$", "").replace(",", ""))
+
+
+def test_the_fleet_tab_optimises_the_fleet_the_cli_makes(downloads, tmp_path):
+    examples = load_routes(REPO / "examples" / "routes.csv")
+    assert DROPPED_ROUTE in set(examples["name"])
+    routes_csv = tmp_path / "routes.csv"
+    write_table(examples[examples["name"] != DROPPED_ROUTE], routes_csv, ROUTES)  # logs as absolute paths
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    row = list(examples["name"]).index(DROPPED_ROUTE)
+    at.session_state["routes_editor"] = {"edited_rows": {}, "added_rows": [], "deleted_rows": [row]}
+    at.session_state["chart_tab"] = "Fleet"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Optimise the fleet" in i.value for i in at.info), "the tab runs the fleet before the button"
+    assert [c.value for c in at.checkbox if c.key.startswith("fleet_")] == [True, False, False, True]
+
+    at.button(key="optimise_fleet").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    fleet_usd, per_route_usd = dollars(at, "Optimised fleet $/month"), dollars(at, "Route by route $/month")
+    assert fleet_usd <= per_route_usd
+    assert dollars(at, "Savings $/month") == pytest.approx(per_route_usd - fleet_usd, abs=1.0)  # shown rounded
+    assert dollars(at, "Fleet $/month") == pytest.approx(per_route_usd, abs=1.0)  # the plan above: route by route
+
+    specs = [json.dumps(json.loads(c.proto.spec)) for c in at.get("vega_lite_chart")]
+    assert len(specs) == 2 and all("tooltip" in s for s in specs)
+    assert any('"area"' in s for s in specs) and any('"y2"' in s for s in specs)
+    shown = next(d.value for d in at.dataframe if "routes (share of requests)" in d.value.columns)
+
+    out = tmp_path / "fleet.csv"
+    assert cli_main(["fleet", "--routes", str(routes_csv), "--out", str(out)]) == 0
+    cli = pd.read_csv(out)
+    app = pd.read_csv(io.BytesIO(downloads[next(n for n in downloads if n.startswith("fleet-"))]))
+    assert list(app.columns) == list(cli.columns)
+    for column in DECISION_COLUMNS:
+        pd.testing.assert_series_equal(app[column], cli[column], obj=column)
+    assert list(shown["routes (share of requests)"]) == list(cli["routes"])
+    summary = json.loads((tmp_path / "fleet.summary.json").read_text())
+    assert fleet_usd == pytest.approx(summary["total_usd_per_month"], abs=1.0)  # the metric shows whole dollars
