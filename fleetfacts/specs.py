@@ -47,9 +47,11 @@ BYTES_PER_VALUE = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.
 # caller asks for a default (measure's time estimates and roofline_frac); the planner raises instead.
 UNKNOWN_PRECISION_BYTES = 2.0
 
-GPU_COLUMNS = {"gpu": "slug", "name": "str", "memory_gib": "pos", "mem_bandwidth_tb_s": "pos",
+GPU_COLUMNS = {"gpu": "slug", "name": "str", "arch": "str", "memory_gib": "pos", "mem_bandwidth_tb_s": "pos",
                "bf16_dense_tflops": "pos", "fp8_dense_tflops": "pos?", "fp4_dense_tflops": "pos?",
                "nvlink_gb_s": "pos?", "pcie_gb_s": "pos?", "source": "str", "date": "str"}
+# Columns a table may leave out (read as ""): `arch`, added for the transfer's per-generation efficiencies.
+OPTIONAL_COLUMNS = frozenset({"arch"})
 MODEL_COLUMNS = {"model": "slug", "params_b": "pos", "num_layers": "int", "hidden_size": "int",
                  "num_attention_heads": "int", "num_kv_heads": "int", "head_dim": "int", "vocab_size": "int",
                  "is_moe": "bool", "active_params_b": "pos", "source": "str"}
@@ -70,6 +72,7 @@ class GpuSpec:
     fp4_dense_tflops: float | None = None
     nvlink_gb_s: float | None = None   # per-GPU NVLink bandwidth, both directions together (datasheet figure)
     pcie_gb_s: float | None = None     # host link, both directions together: TP traffic's path without NVLink
+    arch: str = ""                     # architecture generation (ampere, ada, hopper, blackwell); "" if unknown
 
     def dense_tflops(self, precision: str) -> float:
         """Dense tensor TFLOPS for a weight precision: fp8/fp4 where the GPU has them, else the bf16 figure
@@ -109,6 +112,7 @@ class ModelSpec:
     experts_per_token: int = 0
     kv_layers: int | None = None      # layers whose KV grows with context (None: all of them)
     mla_kv_dim: int = 0               # MLA: latent KV values per token per layer (kv_lora_rank + rope dim)
+    native_quant: str = ""            # quantization_config.quant_method of the published checkpoint (mxfp4, fp8)
 
     @property
     def context_window(self) -> int | None:
@@ -184,6 +188,8 @@ def kv_bytes_per_token(model: ModelSpec, kv_precision: str) -> float:
 
 def _load(path: Path, columns: dict[str, str], key: str) -> list[dict]:
     frame = read_csv_text(path)
+    for column in OPTIONAL_COLUMNS & set(columns) - set(frame.columns):
+        frame[column] = ""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
@@ -315,7 +321,7 @@ def model_spec_from_config(model: str, config: dict[str, Any], source: str = "co
                      max_position=config.get("max_position_embeddings"),
                      intermediate_size=int(config.get("intermediate_size") or 0), tied_embeddings=tied,
                      num_experts=experts, experts_per_token=per_token, kv_layers=_kv_layers(config, layers),
-                     mla_kv_dim=mla_dim)
+                     mla_kv_dim=mla_dim, native_quant=_native_quant(config))
 
 
 def _attention_params(config: dict[str, Any], hidden: int, heads: int, kv_heads: int,
@@ -346,6 +352,12 @@ def _mlp_params(config: dict[str, Any], hidden: int, layers: int) -> tuple[int, 
     total = dense_layers * 3 * hidden * dense_inter + moe_layers * (experts * one_expert + shared + hidden * experts)
     active = dense_layers * 3 * hidden * dense_inter + moe_layers * (per_token * one_expert + shared + hidden * experts)
     return experts, per_token, total, active
+
+
+def _native_quant(config: dict[str, Any]) -> str:
+    """The published checkpoint's weight format (quantization_config.quant_method, e.g. gpt-oss's mxfp4), or ""."""
+    quant = config.get("quantization_config")
+    return slug(str(quant.get("quant_method", ""))) if isinstance(quant, dict) else ""
 
 
 def _kv_layers(config: dict[str, Any], layers: int) -> int | None:

@@ -527,27 +527,33 @@ def _run_validate_latency(args: argparse.Namespace) -> int:
 
 
 def print_latency_validation(table) -> None:
-    """Per server row, then per group: measured vs predicted, and the median / max error."""
+    """Per server row, then per group and per shape: measured vs predicted, and the median / max error."""
     console = _console()
     if table.empty:
         console.print("no profile group has open-loop server rows (mode rate with TTFT)", markup=False)
         return
     rows = Table(title="leave-one-row-out latency (ms; throughput tok/s): measured -> predicted")
-    for name in ("group", "shape", "load", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "tok/s"):
+    for name in ("group", "shape", "load", "real /s", "engine", "front", "TTFT p50", "TTFT p99", "TPOT p50",
+                 "TPOT p99", "tok/s"):
         rows.add_column(name, justify="left" if name in ("group", "shape", "load") else "right")
     for _, r in table.iterrows():
-        rows.add_row(escape(str(r["group"])), str(r["shape"]), escape(str(r["load"])),
+        rows.add_row(escape(str(r["group"])), str(r["shape"]), escape(str(r["load"])), f"{r['realized_rps']:.1f}",
+                     f"{r['engine_load']:.2f}", f"{r['front_end_load']:.2f}",
                      *(f"{r[f'{m}_measured']:.1f} -> {r[f'{m}_predicted']:.1f}" for m, _ in LATENCY_METRICS))
     console.print(rows)
-    summary = Table(title="median / max |error| per group")
-    summary.add_column("group")
-    summary.add_column("rows", justify="right")
-    for m, _ in LATENCY_METRICS:
-        summary.add_column(m.replace("_", " "), justify="right")
-    for _, r in latency_summary(table).iterrows():
-        summary.add_row(escape(str(r["group"])), str(r["rows"]),
-                        *(f"{100 * r[f'{m}_median']:.1f}% / {100 * r[f'{m}_max']:.1f}%" for m, _ in LATENCY_METRICS))
-    console.print(summary)
+    console.print("real /s: the rate the row's arrivals drew; engine: offered output tok/s over the engine's "
+                  "saturated throughput at the shape; front: the front end's steady-state utilisation there",
+                  markup=False)
+    for by in (("group",), ("group", "shape")):
+        summary = Table(title=f"median / max |error| per {' and '.join(by)}")
+        for column in (*by, "rows"):
+            summary.add_column(column, justify="right" if column == "rows" else "left")
+        for m, _ in LATENCY_METRICS:
+            summary.add_column(m.replace("_", " "), justify="right")
+        for _, r in latency_summary(table, by).iterrows():
+            summary.add_row(*(escape(str(r[c])) for c in by), str(r["rows"]),
+                            *(f"{100 * r[f'{m}_median']:.1f}% / {100 * r[f'{m}_max']:.1f}%" for m, _ in LATENCY_METRICS))
+        console.print(summary)
 
 
 def print_validation(table) -> None:

@@ -26,7 +26,10 @@ context grows by one token per sequence, so the replica jumps over all those
 iterations at once: n iterations take n * step_time(b, mean context over the
 jump) -- exact when step time is affine in context, as the fitted model is.
 The step model is probed from the curve once (`StepModel`) and falls back to
-calling step_time_s when the curve is not affine.  Routers: round robin
+calling step_time_s when the curve is not affine.  A curve served through an
+OpenAI server (its `front_end`, planner.frontend) prefills at the front end's
+prefill_scale, and each request's first token then waits for the front end,
+loaded by what its replica streamed just before it arrived.  Routers: round robin
 (replicas simulated independently) and join-shortest-queue (least outstanding
 requests; replicas advanced lazily, only when their load may have changed).
 """
@@ -46,7 +49,7 @@ import numpy as np
 
 from fleetfacts.errors import InputError
 from planner.curves import CurveLike
-from planner.frontend import FrontEnd
+from planner.frontend import FrontEnd, stream_load
 from planner.routes import Route, Slo
 from planner.workload import (
     DEFAULT_SIM_REQUESTS,
@@ -62,8 +65,6 @@ log = logging.getLogger(__name__)
 
 # assumption: vLLM's chunked-prefill token budget per step when the curve does not record one.
 DEFAULT_PREFILL_BUDGET = 8192
-# Seed of the front-end delays' draw: a simulation stays a pure function of its inputs.
-FRONT_END_SEED = 20261203
 ROUTERS = ("jsq", "round-robin")
 # Relative tolerance when checking that the curve's step time is affine in context and prefill tokens.
 AFFINE_RTOL = 1e-9
@@ -91,6 +92,7 @@ class _PerBatch(dict):
 
 
 StepFn = Callable[[int, float, float, float], float]
+StepTimeFn = Callable[..., float]  # a curve's step_time_s(batch, context, prefill_tokens=0, prefill_context=0)
 JumpFn = Callable[[int, float, int], float]
 StepsToFn = Callable[[int, float, float], int]
 
@@ -122,22 +124,41 @@ class StepModel:
 
 @lru_cache(maxsize=64)
 def step_model(curve: CurveLike) -> StepModel:
-    """Probe `curve` once: affine closed forms when they reproduce step_time_s, else direct calls."""
+    """Probe `curve` once: affine closed forms when they reproduce its step time, else direct calls.
+
+    A curve served through an OpenAI server (its `front_end`) prefills at the front end's
+    `prefill_scale` times the curve's prefill cost (planner.frontend).
+    """
     budget = int(getattr(curve, "max_num_batched_tokens", 0) or DEFAULT_PREFILL_BUDGET)
     overhead = float(getattr(curve, "request_overhead_s", 0.0) or 0.0)
     caps = (int(curve.max_num_seqs), int(curve.kv_cache_tokens), budget)
     lag = bool(getattr(curve, "async_scheduling", False))
-    affine = _affine_parts(curve)
+    f = _served_step_time(curve)
+    affine = _affine_parts(f)
     if affine is None:
         log.info("step time of %s is not affine in context: simulating with direct calls (slower)",
                  getattr(curve, "key", curve))
-        return StepModel(*_direct_closures(curve), overhead, *caps, affine=False, async_scheduling=lag)
+        return StepModel(*_direct_closures(f), overhead, *caps, affine=False, async_scheduling=lag)
     return StepModel(*_affine_closures(*affine), overhead, *caps, affine=True, async_scheduling=lag)
 
 
-def _affine_parts(curve: CurveLike) -> tuple[_PerBatch, _PerBatch, float, float] | None:
-    """(base[b], per-context-token[b], q, r) if step = base + k_b*ctx_total + q*p + r*p*I, else None."""
+def _served_step_time(curve: CurveLike) -> StepTimeFn:
+    """The curve's step time, its prefill part scaled by the server's prefill_scale when it has one."""
     f = curve.step_time_s
+    front_end = getattr(curve, "front_end", None)
+    scale = float(front_end.prefill_scale) if front_end is not None else 1.0
+    if scale == 1.0:
+        return f
+
+    def served(b: float, c: float, p: float = 0.0, pc: float = 0.0) -> float:
+        decode = float(f(b, c, 0.0, 0.0))
+        return decode + scale * (float(f(b, c, p, pc)) - decode)
+
+    return served
+
+
+def _affine_parts(f: StepTimeFn) -> tuple[_PerBatch, _PerBatch, float, float] | None:
+    """(base[b], per-context-token[b], q, r) if step = base + k_b*ctx_total + q*p + r*p*I, else None."""
     base = _PerBatch(lambda b: float(f(b, 0.0, 0.0, 0.0)))
     per_ctx = _PerBatch(lambda b: (float(f(b, PROBE_CONTEXT, 0.0, 0.0)) - base[b]) / PROBE_CONTEXT / b if b else 0.0)
     q = (float(f(0, 0.0, PROBE_PREFILL, 0.0)) - base[0]) / PROBE_PREFILL
@@ -178,8 +199,7 @@ def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float) ->
     return step, jump, steps_to
 
 
-def _direct_closures(curve: CurveLike) -> tuple[StepFn, JumpFn, StepsToFn]:
-    f = curve.step_time_s
+def _direct_closures(f: StepTimeFn) -> tuple[StepFn, JumpFn, StepsToFn]:
 
     def step(b: int, ctx: float, p: float, pw: float) -> float:
         return float(f(b, ctx / b if b else 0.0, p, pw / p if p else 0.0))
@@ -537,26 +557,26 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     reps = [_Replica() for _ in range(int(replicas))]
     assigned = (_route_jsq if router == "jsq" else _route_round_robin)(reps, run)
     front_end = getattr(curve, "front_end", None)
-    if front_end is not None:
-        _add_front_end(run, front_end, t, i, o, int(replicas))
+    if front_end is not None and front_end.adds_delay:
+        _add_front_end(run, front_end, t, i, o, np.asarray(assigned))
     return _result(run, t, i, o, assigned, reps, router, slo or Slo())
 
 
 def _add_front_end(run: _Run, front_end: FrontEnd, t: np.ndarray, i: np.ndarray, o: np.ndarray,
-                   replicas: int) -> None:
-    """Delay every request's first token (and so its end) by the server's front end (planner.frontend).
+                   assigned: np.ndarray) -> None:
+    """Delay every request's first token (and so its end) by its replica's front end (planner.frontend).
 
-    The delay is drawn per request at the replica's mean arrival rate over the run; the engine's
-    schedule is left as simulated (the front end hands requests over in arrival order).
+    Each replica has its own front end, loaded by the requests it took and the tokens its engine
+    streamed in the window before each arrival; the engine's schedule is left as simulated.
     """
-    if not t.size:
-        return
-    span = float(t[-1] - t[0])
-    rate = (t.size - 1) / span / replicas if span > 0 else 0.0
-    uniform = np.random.default_rng(FRONT_END_SEED).random(t.size)
-    delays = front_end.delays_s(i, rate, float(np.mean(o)), uniform)
-    run.ttft = (np.asarray(run.ttft) + delays).tolist()
-    run.e2e = (np.asarray(run.e2e) + delays).tolist()
+    ttft, e2e = np.asarray(run.ttft), np.asarray(run.e2e)
+    delays = np.zeros(t.size)
+    for replica in np.unique(assigned):
+        mine = assigned == replica
+        load = stream_load(t[mine], t[mine] + ttft[mine], t[mine] + e2e[mine], o[mine])
+        delays[mine] = front_end.delays_s(i[mine], load)
+    run.ttft = (ttft + delays).tolist()
+    run.e2e = (e2e + delays).tolist()
 
 
 def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: list[int], reps: list[_Replica],

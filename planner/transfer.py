@@ -4,28 +4,43 @@ Every parameter of the iteration-time model (planner.curves: t = t0 + a*b + k*b*
 h per request, g per sequence beyond the CUDA-graph batch) is written as physical quantities
 times engine-specific coefficients c (seconds per unit of each quantity):
 
-    t0 = c_weights * W_gpu / BW + c_step * L + c_tp_latency * 2L [tp > 1]
-    a  = c_decode_flops * 2 N_active / (tp F) + c_seq * L + c_tp_bytes * X + c_expert_tokens * E
+    t0 = c_weights * W_read / (tp BW) + c_step * L + c_tp_latency * 2L [tp > 1]
+    a  = c_decode_flops * G_decode + c_seq * L + c_tp_bytes * X + c_expert_tokens * E
     k  = c_kv * KV_token / (tp BW)
-    q  = c_prefill_flops * 2 N_active / (tp F) + c_tp_bytes * X + c_expert_tokens * E
-    r  = c_attn_flops * 2 L_kv H d / (tp F)
-    h  = c_request,   g = c_graph
+    q  = c_prefill_flops * G_prefill + c_tp_bytes * X + c_expert_tokens * E
+    r  = c_attn_flops * 2 L_kv H d / (tp F_bf16)
+    h  = c_request + c_prefill_flops * G_head,   g = c_graph
 
-W_gpu: weight bytes streamed per step on one GPU; BW, F: the GPU's datasheet memory bandwidth and
-dense tensor FLOPS at the precision; KV_token: KV-cache bytes per token; X = 2L * 2(tp-1)/tp *
-hidden * 2 bytes / interconnect bandwidth: one token's share of the two all-reduces per layer; L:
-layers (fixed per-layer costs: kernel launches and small-kernel latency, per step and per sequence,
-fitted better than per-step constants: TensorRT-LLM leave-one-TP-out median 12.7% vs 17.5%);
-E = L * experts per token / tp: routed (token, expert) pairs of an MoE layer stack (dispatch,
-combine and small grouped GEMMs, which the active-parameter FLOPs alone under-count).
+W_read: weight bytes streamed per decode step, each part at the precision it is stored in (a
+quantised checkpoint keeps its LM head and embeddings in 16 bits; a natively MXFP4 checkpoint such as
+gpt-oss stores only its experts in 4 bits).  G_decode: seconds of GEMM FLOPs per decoded token at the
+datasheet dense peak of the precision each part is computed in (the LM head in 16 bits; MXFP4 experts
+with 16-bit activations on GPUs without FP4 tensor cores, 8-bit on Blackwell); G_prefill the same
+without the LM head, which runs once per prompt (G_head, in h).  BW, F: datasheet memory bandwidth and
+dense tensor FLOPS; KV_token: KV-cache bytes per token; X = 2L * 2(tp-1)/tp * hidden * 2 bytes /
+interconnect bandwidth: one token's share of the two all-reduces per layer; L: layers (fixed
+per-layer costs: kernel launches and small-kernel latency); E = L * experts per token / tp: routed
+(token, expert) pairs of an MoE layer stack (dispatch, combine and small grouped GEMMs).
 1/c_weights is then the fraction of datasheet bandwidth an engine achieves, 1/c_decode_flops the
-fraction of peak FLOPs, and so on.  Because every observation a profile makes is linear in theta
-(planner.curves) and theta is linear in c, an engine's coefficients are fitted to every measured
-and published group at once by bounded linear least squares on relative errors (`calibrate`),
+fraction of peak FLOPs, and so on.
+
+Efficiency is not one number per engine: it moves with the engine version, the GPU generation
+(Ampere, Ada, Hopper, Blackwell: `arch` in gpu_specs.csv) and the precision family (16-bit, FP8,
+FP4).  Each group's coefficients are the engine-wide ones times a multiplicative effect per level it
+belongs to, c_g = c * exp(d_version + d_arch + d_precision), and every effect is shrunk toward zero
+(a normal prior in log space, EFFECT_SD): partial pooling, so a level seen in one or two tables moves
+only as far as its data insist, and a level never seen (a new GPU generation) gets the engine-wide
+value.  `calibrate` fits c by bounded linear least squares on relative errors (every observation is
+linear in c for fixed effects), then c and the effects together (`scipy.optimize.least_squares`),
 with weak priors on the efficiencies so a coefficient the data cannot see stays physical.
 
+The published TensorRT-LLM tables are `trtllm-bench` runs: the tool sizes each run's batch and token
+budget from the memory the KV cache gets at that ISL/OSL (`trtllm_bench_caps`), so the batch a table
+row ran at, and how its per-step costs amortise, follow from the facts too.  Rows that give no
+request count are maximum-throughput figures: modelled as many full waves.
+
 `transferred_curve` then builds an ordinary planner.curves.Curve for the new target: caps from
-the engine's memory rules (KV capacity from memory left after the weights), theta = P(target) c,
+the engine's memory rules (KV capacity from memory left after the weights), theta = P(target) c_g,
 provenance "transferred", and an interval widened by the transfer error that `validate_transfer`
 measures (leave-one-model/GPU/TP/precision-out).  A measured or published curve of the same
 option always wins (planner.plan).
@@ -36,7 +51,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -49,9 +64,8 @@ from fleetfacts.specs import (
     ModelSpec,
     bundled_gpu_specs,
     bundled_model_specs,
+    bytes_per_value,
     kv_bytes_per_token,
-    weight_bytes,
-    weight_bytes_read_per_step,
 )
 from planner.curves import (
     DEFAULT_CUDA_GRAPH_MAX_BATCH,
@@ -60,6 +74,7 @@ from planner.curves import (
     KV_FREE_MEMORY_FRACTION,
     N_PARAMS,
     NOISE_FLOOR,
+    SATURATION_WAVES,
     Z_90,
     Caps,
     Curve,
@@ -69,7 +84,8 @@ from planner.curves import (
     Observation,
     Range,
     _caps_for,
-    observations,
+    _point_observations,
+    row_caps,
     version_order,
 )
 
@@ -87,6 +103,34 @@ PRIORS = {"weights": 1.25, "kv": 1.25, "tp_bytes": 1.25, "decode_flops": 2.0, "p
           "attn_flops": 2.0}
 # Weight of each prior, in observations' worth (a calibration has tens to hundreds of observations).
 PRIOR_WEIGHT = 2.0
+# Which coefficients may differ by engine version, GPU generation and precision family: a version
+# changes kernels and the scheduler (every efficiency and overhead); a generation changes memory and
+# tensor cores (bandwidth and FLOP efficiencies, launch latency); a precision family changes the GEMM
+# kernels and the dequantisation of weights as they are read.
+EFFECT_COEFS = {
+    "version": ("weights", "step", "decode_flops", "seq", "kv", "prefill_flops", "attn_flops", "request",
+                "expert_tokens"),
+    "arch": ("weights", "step", "decode_flops", "kv", "prefill_flops", "attn_flops"),
+    "precision": ("weights", "decode_flops", "prefill_flops", "expert_tokens"),
+}
+# Prior spread of each effect (standard deviation of the log factor): 0.3 lets a level be ~1.35x off
+# the engine-wide efficiency at one sd (FP4 GEMMs reaching a smaller share of their doubled peak, a
+# doc version with CUDA graphs off), while a level seen in few tables stays near the engine's value.
+EFFECT_SD = {"version": 0.3, "arch": 0.3, "precision": 0.3}
+# Effects are bounded to a factor e^2 either way: past that the physics, not an efficiency, is wrong.
+MAX_EFFECT = 2.0
+# Gauss-Newton steps of the level fit, the relative gain in the objective below which it has converged,
+# and how many times a step that does not lower the objective is halved before the fit stops.
+LEVEL_ITERATIONS = 30
+LEVEL_TOLERANCE = 1e-3
+LEVEL_HALVINGS = 8
+# Added to the diagonal of the (unit-scaled) normal equations: keeps a column no data sees solvable.
+NORMAL_JITTER = 1e-10
+# Level fits: the first weighs the effects against the pooled fit's residual scale, the second against
+# the (smaller) scale left once the effects are in.
+NOISE_PASSES = 2
+PRECISION_FAMILY = {"bf16": "16bit", "fp16": "16bit", "fp32": "16bit", "fp8": "fp8", "int8": "fp8",
+                    "fp4": "fp4", "int4": "fp4"}
 # Engines that can be transferred, and which one lends the TP coefficients to an engine whose
 # profiles are all TP1 (vLLM's measured H200 profiles): the all-reduce costs are the interconnect's,
 # NCCL-like in both engines.
@@ -98,13 +142,30 @@ TP_COEFS = ("tp_latency", "tp_bytes")
 VLLM_MEMORY_UTILIZATION = 0.9
 # TP all-reduce traffic is in 16-bit activations whatever the weight precision.
 ACTIVATION_BYTES = 2.0
+# Quantised checkpoints (ModelOpt FP8/NVFP4, vLLM's fp8) keep the embeddings and the LM head in 16 bits.
+UNQUANTISED = "bf16"
 # KV-cache precision by engine and weight precision: vLLM keeps the model dtype (kv_cache_dtype=auto,
 # bf16 for fp8 weights); TensorRT-LLM's quantised checkpoints use an fp8 KV cache.
 KV_PRECISION = {"vllm": {}, "trtllm": {"fp8": "fp8", "fp4": "fp8"}}
 DEFAULT_KV_PRECISION = "bf16"
+# A natively MXFP4 checkpoint (gpt-oss) stores its experts in 4 bits and the rest in 16; its expert
+# GEMMs take 8-bit activations where the GPU has FP4 tensor cores (Blackwell: MXFP8 x MXFP4) and 16-bit
+# ones elsewhere (Hopper: BF16 x MXFP4, TensorRT-LLM's TRITON MoE backend), per TensorRT-LLM's gpt-oss
+# deployment guide.
+MXFP4 = "mxfp4"
+# trtllm-bench's engine settings (tensorrt_llm/bench/build/build.py, calc_engine_setting and
+# finetune_setting): KV share of the memory left after the weights, the batch and token caps, and the
+# rounding steps of its "slightly optimistic" batch size and token budget.
+BENCH_KV_FRACTION = 0.95
+BENCH_MAX_BATCH = 4096
+BENCH_MAX_TOKENS = 32768
+BENCH_MIN_BATCH = 64
+BENCH_MIN_TOKENS = 2048
 # A replica needs at least this many KV tokens to serve anything (one long request).
 MIN_KV_TOKENS = 4096
 PROVENANCE = "transferred"
+# Local version tag of a transferred curve: '<newest profiled version>+transfer' (its efficiencies are that version's).
+TRANSFER_TAG = "+transfer"
 # Profile columns the observations never read (long free text): dropped before building them.
 TEXT_COLUMNS = ("source", "notes", "error", "date", "arrival")
 
@@ -113,13 +174,15 @@ TEXT_COLUMNS = ("source", "notes", "error", "date", "arrival")
 
 @dataclass(frozen=True)
 class Target:
-    """What a curve is transferred to: engine, model facts, GPU facts, weight precision, TP size."""
+    """What a curve is transferred to: engine, model facts, GPU facts, weight precision, TP size, and the
+    engine version whose efficiencies apply ("" for the engine-wide ones)."""
 
     engine: str
     model: ModelSpec
     gpu: GpuSpec
     precision: str
     tp: int
+    version: str = ""
 
 
 def kv_precision(engine: str, precision: str) -> str:
@@ -127,29 +190,94 @@ def kv_precision(engine: str, precision: str) -> str:
     return KV_PRECISION.get(engine, {}).get(precision, DEFAULT_KV_PRECISION)
 
 
+@dataclass(frozen=True)
+class WeightPart:
+    """Parameters stored and computed alike: counts (all and used per token), storage and compute precision."""
+
+    total: float
+    active: float
+    stored: str
+    computed: str
+
+
+def weight_parts(t: Target) -> tuple[WeightPart, WeightPart]:
+    """(body, LM head): the body is every GEMM weight but the LM head; see the module docstring."""
+    m = t.model
+    vh = float(m.vocab_size * m.hidden_size)
+    embeddings = vh * (1 if m.tied_embeddings else 2)
+    head = WeightPart(vh, vh, _unquantised(t.precision), _unquantised(t.precision))
+    body = WeightPart(m.params - embeddings, m.active_params - embeddings, t.precision, t.precision)
+    return body, head
+
+
+def _unquantised(precision: str) -> str:
+    return precision if bytes_per_value(precision) >= bytes_per_value(UNQUANTISED) else UNQUANTISED
+
+
+def _body_parts(t: Target) -> list[WeightPart]:
+    """The body split by how it is stored: a natively MXFP4 MoE's experts apart from the rest."""
+    body, _ = weight_parts(t)
+    m = t.model
+    if m.native_quant != MXFP4 or not m.is_moe or m.num_experts <= m.experts_per_token:
+        return [body]
+    per_expert = (m.params - m.active_params) / (m.num_experts - m.experts_per_token)  # all MoE layers
+    experts = WeightPart(per_expert * m.num_experts, per_expert * m.experts_per_token, "fp4",
+                         "fp8" if t.gpu.fp4_dense_tflops else UNQUANTISED)
+    rest = WeightPart(body.total - experts.total, body.active - experts.active, UNQUANTISED, UNQUANTISED)
+    return [experts, rest]
+
+
+def resident_weight_bytes(t: Target) -> float:
+    """Bytes of all weights held in memory on the replica (embeddings included)."""
+    m = t.model
+    embeddings = float(m.vocab_size * m.hidden_size) * (1 if m.tied_embeddings else 2)
+    return (sum(p.total * bytes_per_value(p.stored) for p in _body_parts(t))
+            + embeddings * bytes_per_value(_unquantised(t.precision)))
+
+
+def read_weight_bytes(t: Target) -> float:
+    """Bytes one decode step streams (the LM head included; the input embedding is a gather)."""
+    _, head = weight_parts(t)
+    return sum(p.total * bytes_per_value(p.stored) for p in (*_body_parts(t), head))
+
+
+def _gemm_s(parts: Iterable[WeightPart], t: Target) -> float:
+    """Seconds of 2 FLOPs per active weight at the datasheet dense peak of each part's compute precision."""
+    return sum(2.0 * p.active / (t.gpu.dense_tflops(p.computed) * 1e12 * t.tp) for p in parts)
+
+
 def physics_matrix(t: Target) -> np.ndarray:
     """P (7 x N_COEF): theta = P @ c for this target (see the module docstring)."""
     bw = t.gpu.mem_bandwidth_tb_s * 1e12
-    flops = t.gpu.dense_tflops(t.precision) * 1e12 * t.tp
     bf16_flops = t.gpu.bf16_dense_tflops * 1e12 * t.tp  # attention runs in 16 bits
     m = t.model
-    gemm = 2.0 * m.active_params / flops
+    body, head = _body_parts(t), weight_parts(t)[1]
     kv_layers = m.num_layers if m.kv_layers is None else m.kv_layers
     p = np.zeros((N_PARAMS, N_COEF))
-    p[0, _C["weights"]] = weight_bytes_read_per_step(m, t.precision) / (t.tp * bw)
+    p[0, _C["weights"]] = read_weight_bytes(t) / (t.tp * bw)
     p[0, _C["step"]] = float(m.num_layers)
     p[0, _C["tp_latency"]] = 2.0 * m.num_layers if t.tp > 1 else 0.0
-    p[1, _C["decode_flops"]] = gemm
+    p[1, _C["decode_flops"]] = _gemm_s([*body, head], t)
     p[1, _C["seq"]] = float(m.num_layers)
     p[1, _C["tp_bytes"]] = p[3, _C["tp_bytes"]] = _allreduce_s_per_token(t)
     p[2, _C["kv"]] = kv_bytes_per_token(m, kv_precision(t.engine, t.precision)) / (t.tp * bw)
-    p[3, _C["prefill_flops"]] = gemm
+    p[3, _C["prefill_flops"]] = _gemm_s(body, t)
     p[4, _C["attn_flops"]] = 2.0 * kv_layers * m.num_attention_heads * m.head_dim / bf16_flops
     p[5, _C["request"]] = 1.0
+    p[5, _C["prefill_flops"]] = _gemm_s([head], t)  # one LM-head row per prompt
     p[6, _C["graph"]] = 1.0
     if m.is_moe:  # routed (token, expert) pairs per token on one GPU: dispatch, combine, small grouped GEMMs
         p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = m.num_layers * m.experts_per_token / t.tp
     return p
+
+
+def gemm_path(t: Target) -> str:
+    """The GEMM kernels' precision family: 16bit, fp8 or fp4, or for a natively MXFP4 checkpoint its
+    weight format and activation precision (mxfp4-bf16 on Hopper, mxfp4-fp8 on Blackwell): other kernels."""
+    parts = _body_parts(t)
+    if len(parts) > 1:
+        return f"{t.model.native_quant}-{parts[0].computed}"
+    return PRECISION_FAMILY.get(t.precision, t.precision)
 
 
 def _allreduce_s_per_token(t: Target) -> float:
@@ -161,6 +289,48 @@ def _allreduce_s_per_token(t: Target) -> float:
         raise NoCurveError(f"{t.gpu.gpu}: no interconnect bandwidth in gpu_specs.csv; cannot transfer to tp={t.tp}")
     per_layer = 2.0 * (t.tp - 1) / t.tp * t.model.hidden_size * ACTIVATION_BYTES
     return 2.0 * t.model.num_layers * per_layer / (link * 1e9 / 2.0)  # one direction of the both-ways figure
+
+
+def levels(t: Target) -> tuple[tuple[str, str], ...]:
+    """The (kind, value) levels whose efficiency effects apply to the target (EFFECT_COEFS)."""
+    out = [("precision", gemm_path(t))]
+    if t.gpu.arch:
+        out.append(("arch", t.gpu.arch))
+    if t.version:
+        out.append(("version", t.version))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- the tables' batch: trtllm-bench's caps
+
+def trtllm_bench_caps(t: Target, input_len: float, output_len: float) -> Caps:
+    """The caps trtllm-bench gives a throughput run of fixed ISL/OSL (calc_engine_setting): its batch
+    size and token budget from the requests the KV cache holds, and the KV tokens the runtime gets."""
+    kv_token = 2.0 * t.model.num_layers * max(t.tp, t.model.num_kv_heads) * t.model.head_dim \
+        * bytes_per_value(kv_precision(t.engine, t.precision))
+    memory = t.gpu.memory_gib * GIB * t.tp
+    free = memory - resident_weight_bytes(t)
+    requests = BENCH_KV_FRACTION * max(free, 0.0) / (kv_token * (input_len + output_len))
+    raw_bs = min(requests, BENCH_MAX_BATCH)
+    raw_tokens = min(raw_bs * (1.0 + input_len / output_len), BENCH_MAX_TOKENS)
+    tokens = kv_cache_tokens(memory, resident_weight_bytes(t), kv_bytes_per_token(
+        t.model, kv_precision(t.engine, t.precision)), free_fraction=KV_FREE_MEMORY_FRACTION)
+    return Caps(_bench_round_batch(raw_bs), max(1, int(tokens)), _bench_round_tokens(raw_tokens),
+                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(t.engine, 10**9))
+
+
+def _bench_round_batch(raw: float) -> int:
+    if raw < 256:
+        return max(BENCH_MIN_BATCH, 32 * math.ceil(raw / 32))
+    step = 128 if raw < 1024 else 256
+    return step * math.ceil(raw / step)
+
+
+def _bench_round_tokens(raw: float) -> int:
+    if raw < 4096:
+        return max(BENCH_MIN_TOKENS, 256 * math.ceil(raw / 256))
+    step = 512 if raw < 8192 else 1024
+    return step * math.ceil(raw / step)
 
 
 # ---------------------------------------------------------------- calibration data
@@ -195,7 +365,7 @@ def group_data(profiles: pd.DataFrame, specs: tuple[dict[str, GpuSpec], dict[str
         if key.engine not in TRANSFER_ENGINES or key.gpu not in gpus or key.model not in models:
             continue
         data = _one_group(key, group.reset_index(drop=True), Target(key.engine, models[key.model], gpus[key.gpu],
-                                                                   key.precision, key.tp))
+                                                                   key.precision, key.tp, key.engine_version))
         if data is not None:
             out.append(data)
     return out
@@ -207,8 +377,8 @@ def _one_group(key: GroupKey, group: pd.DataFrame, target: Target) -> GroupData 
     except (NoCurveError, KeyError) as err:
         log.info("%s: no physics (%s)", key.label(), err)
         return None
-    caps = _caps_for(group, key)
-    obs = tuple(observations(group, caps))
+    caps = _group_caps(group, key, target)
+    obs = tuple(_observations(group, caps, target))
     if not obs:
         return None
     design = np.array([(o.phi @ p) * o.weight / o.seconds for o in obs])
@@ -220,11 +390,56 @@ def _one_group(key: GroupKey, group: pd.DataFrame, target: Target) -> GroupData 
     return GroupData(key, target, caps, obs, design, covered, float(kv.iloc[0]) if len(kv) else None)
 
 
+def _group_caps(group: pd.DataFrame, key: GroupKey, target: Target) -> Caps:
+    """The group's caps, with the KV tokens an unreported profile had from the engine's own memory rule."""
+    caps = _caps_for(group, key)
+    if pd.to_numeric(group["kv_cache_tokens"], errors="coerce").notna().any():
+        return caps
+    tokens = kv_cache_tokens(target.gpu.memory_gib * GIB * target.tp, resident_weight_bytes(target),
+                             kv_bytes_per_token(target.model, kv_precision(key.engine, key.precision)),
+                             free_fraction=KV_FREE_MEMORY_FRACTION)
+    return replace(caps, kv_cache_tokens=max(1, int(tokens)))
+
+
+def _observations(group: pd.DataFrame, caps: Caps, target: Target) -> list[Observation]:
+    """curves.observations, except for TensorRT-LLM's published throughput tables: each row ran with
+    trtllm-bench's caps for its ISL/OSL, and a row with no request count is a saturated maximum."""
+    obs: list[Observation] = []
+    for row, point in group.iterrows():
+        row_c = row_caps(point, caps)
+        if _is_bench_row(point, target):
+            row_c = trtllm_bench_caps(target, float(point.input_len), float(point.output_len))
+            if not _has_count(point):
+                point = point.copy()
+                point["batch_size"] = SATURATION_WAVES * row_c.max_batch(point.input_len, point.output_len)
+        obs.extend(_point_observations(point, row_c, int(row)))
+    return obs
+
+
+def _is_bench_row(point: pd.Series, target: Target) -> bool:
+    reported = any(_positive(point.get(c)) for c in ("max_num_seqs", "max_num_batched_tokens"))
+    return target.engine == "trtllm" and point["mode"] == "offline" and not reported
+
+
+def _has_count(point: pd.Series) -> bool:
+    return _positive(point.get("batch_size")) or _positive(point.get("num_requests"))
+
+
+def _positive(value: object) -> bool:
+    try:
+        return value is not None and not pd.isna(value) and float(value) > 0  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
 # ---------------------------------------------------------------- calibration
+
+Level = tuple[str, str]
+
 
 @dataclass(frozen=True)
 class Calibration:
-    """An engine's fitted coefficients (seconds per physical unit) and what they rest on."""
+    """An engine's fitted coefficients (seconds per physical unit), its level effects, and what they rest on."""
 
     engine: str
     coef: np.ndarray
@@ -234,20 +449,26 @@ class Calibration:
     borrowed: tuple[str, ...]    # coefficients taken from another engine's calibration
     covered: Range
     vllm_reserve_gib: float = 0.0
+    effects: dict[Level, np.ndarray] = field(default_factory=dict)   # log factors per level, N_COEF each
+
+    def coef_for(self, target: Target) -> np.ndarray:
+        """The coefficients of the target's levels: the engine-wide ones times each known level's factor."""
+        log_factor = sum((self.effects[lv] for lv in levels(target) if lv in self.effects), np.zeros(N_COEF))
+        return self.coef * np.exp(log_factor)
 
     def theta(self, target: Target) -> np.ndarray:
-        return physics_matrix(target) @ self.coef
+        return physics_matrix(target) @ self.coef_for(target)
 
     def describe(self) -> str:
         parts = [f"{name}={value:.3g}" for name, value in zip(COEF_NAMES, self.coef, strict=True)]
-        return f"{self.engine} calibrated on {len(self.groups)} groups: " + ", ".join(parts)
+        return (f"{self.engine} calibrated on {len(self.groups)} groups, {len(self.effects)} level effects: "
+                + ", ".join(parts))
 
 
 def calibrate(data: Iterable[GroupData], engine: str, fixed: dict[str, float] | None = None,
               borrowed: tuple[str, ...] = ()) -> Calibration:
-    """Fit the engine's coefficients to every observation of `data` (its groups of that engine).
-
-    fixed: coefficients held at given values (e.g. TP costs borrowed from another engine).
+    """Fit the engine's coefficients and level effects to every observation of `data` (its groups of
+    that engine).  fixed: coefficients held at given values (e.g. TP costs borrowed from another engine).
     Raises NoCurveError when no group of the engine is given.
     """
     groups = [d for d in data if d.key.engine == engine]
@@ -257,31 +478,180 @@ def calibrate(data: Iterable[GroupData], engine: str, fixed: dict[str, float] | 
     for name in TP_COEFS:  # unidentified without TP > 1 data: zero unless given
         if name not in fixed and all(d.target.tp == 1 for d in groups):
             fixed[name] = 0.0
-    design = np.vstack([d.design for d in groups])
-    weights = np.concatenate([[o.weight for o in d.obs] for d in groups])
-    return _solve(design, weights, fixed, engine, tuple(d.label for d in groups), borrowed,
-                  _union_range(groups), _vllm_reserve_gib(groups))
+    for name in COEF_NAMES:  # a quantity no observation has (no sequence beyond the CUDA graphs): zero
+        if name not in fixed and not any(np.any(d.design[:, _C[name]]) for d in groups):
+            fixed[name] = 0.0
+    problem = _Problem.build(groups, fixed)
+    coef = _solve_pooled(problem)
+    effects: dict[Level, np.ndarray] = {}
+    sigma, cov = _uncertainty(problem, coef, effects)
+    for _ in range(NOISE_PASSES):  # effects weighed against the noise left once they are fitted
+        coef, effects = _solve_levels(problem, coef, effects, sigma)
+        sigma, cov = _uncertainty(problem, coef, effects)
+    return Calibration(engine, coef, cov, sigma, tuple(d.label for d in groups), borrowed, _union_range(groups),
+                       _vllm_reserve_gib(groups), effects)
 
 
-def _solve(design: np.ndarray, weights: np.ndarray, fixed: dict[str, float], engine: str,
-           labels: tuple[str, ...], borrowed: tuple[str, ...], covered: Range, reserve: float) -> Calibration:
-    free = np.array([name not in fixed for name in COEF_NAMES])
-    fixed_vec = np.array([fixed.get(name, 0.0) for name in COEF_NAMES])
-    rhs = weights - design[:, ~free] @ fixed_vec[~free]
+@dataclass(frozen=True)
+class _Problem:
+    """The stacked observations of a calibration: design rows, weights, the group of each row, the levels."""
+
+    design: np.ndarray        # n_obs x N_COEF
+    weights: np.ndarray       # n_obs
+    group_of: np.ndarray      # n_obs: index into the groups
+    membership: np.ndarray    # n_groups x n_levels, 0/1
+    levels: tuple[Level, ...]
+    free: np.ndarray          # N_COEF booleans
+    fixed: np.ndarray         # N_COEF values (those not free)
+
+    @classmethod
+    def build(cls, groups: list[GroupData], fixed: dict[str, float]) -> _Problem:
+        seen = sorted({lv for d in groups for lv in levels(d.target) if lv[0] in EFFECT_COEFS})
+        kinds = [lv[0] for lv in seen]
+        seen = [lv for lv in seen if kinds.count(lv[0]) > 1]  # a kind with one value is the engine-wide c
+        member = np.array([[lv in levels(d.target) for lv in seen] for d in groups], dtype=float)
+        return cls(np.vstack([d.design for d in groups]),
+                   np.concatenate([[o.weight for o in d.obs] for d in groups]),
+                   np.concatenate([np.full(len(d.obs), i) for i, d in enumerate(groups)]),
+                   member.reshape(len(groups), len(seen)), tuple(seen),
+                   np.array([name not in fixed for name in COEF_NAMES]),
+                   np.array([fixed.get(name, 0.0) for name in COEF_NAMES]))
+
+    def effect_slots(self) -> list[tuple[int, int]]:
+        """(level index, coefficient index) of every free effect."""
+        return [(i, _C[name]) for i, (kind, _) in enumerate(self.levels) for name in EFFECT_COEFS[kind]
+                if self.free[_C[name]]]
+
+
+def _solve_pooled(pb: _Problem, factor: np.ndarray | None = None) -> np.ndarray:
+    """Coefficients for fixed level factors (n_obs x N_COEF; none: engine-wide only): bounded linear
+    least squares on relative errors with the priors, a unique solution."""
+    free = pb.free
+    design = pb.design if factor is None else pb.design * factor
+    rhs = pb.weights - design[:, ~free] @ pb.fixed[~free]
     prior_rows, prior_rhs = _prior_rows(free)
     a = np.vstack([design[:, free], prior_rows])
     b = np.concatenate([rhs, prior_rhs])
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0] = 1.0
     result = lsq_linear(a / scale, b, bounds=(0.0, np.inf), method="bvls")
-    coef = fixed_vec.copy()
+    coef = pb.fixed.copy()
     coef[free] = result.x / scale
-    resid = design[:, free] @ coef[free] - rhs
-    dof = max(len(rhs) - int(free.sum()), 1)
+    return coef
+
+
+def _solve_levels(pb: _Problem, coef: np.ndarray, effects: dict[Level, np.ndarray], sigma: float
+                  ) -> tuple[np.ndarray, dict[Level, np.ndarray]]:
+    """Coefficients and shrunk log effects together by damped Gauss-Newton: each step solves the fit
+    linearised in the effects (exactly linear in the coefficients), with the priors on the coefficients
+    and the shrinkage of the effects as ridge rows, (sigma / EFFECT_SD)^2 for relative residuals of
+    scale sigma; a step that does not lower the objective is halved."""
+    fit = _LevelFit(pb, sigma)
+    if not fit.slots:
+        return coef, {}
+    x = np.concatenate([coef[pb.free], [effects.get(pb.levels[i], np.zeros(N_COEF))[j] for i, j in fit.slots]])
+    best = fit.objective(x)
+    for _ in range(LEVEL_ITERATIONS):
+        step = fit.step(x) - x
+        for _ in range(LEVEL_HALVINGS):
+            trial = x + step
+            value = fit.objective(trial)
+            if value <= best:
+                break
+            step = step / 2
+        else:
+            break
+        x, gain, best = trial, best - value, value
+        log.debug("level fit step: objective %.6g", best)
+        if gain <= LEVEL_TOLERANCE * best:
+            break
+    return fit.unpack(x)
+
+
+class _LevelFit:
+    """The hierarchical least-squares problem: unknowns x = (free coefficients, log effects per slot)."""
+
+    def __init__(self, pb: _Problem, sigma: float) -> None:
+        self.pb, self.slots = pb, pb.effect_slots()
+        self.rows = np.array([s[0] for s in self.slots], dtype=int)
+        self.cols = np.array([s[1] for s in self.slots], dtype=int)
+        self.ridge = np.array([sigma / EFFECT_SD[pb.levels[i][0]] for i, _ in self.slots])
+        self.member = pb.membership[pb.group_of][:, self.rows]          # n_obs x n_slots
+        self.prior_rows, self.prior_rhs = _prior_rows(pb.free)
+        self.n_free = int(pb.free.sum())
+
+    def unpack(self, x: np.ndarray) -> tuple[np.ndarray, dict[Level, np.ndarray]]:
+        coef = self.pb.fixed.copy()
+        coef[self.pb.free] = x[:self.n_free]
+        log_effects = np.zeros((len(self.pb.levels), N_COEF))
+        log_effects[self.rows, self.cols] = x[self.n_free:]
+        return coef, {lv: log_effects[i] for i, lv in enumerate(self.pb.levels) if np.any(log_effects[i])}
+
+    def _scaled(self, delta: np.ndarray) -> np.ndarray:
+        return self.pb.design * _factor(self.pb, self.rows, self.cols, delta)
+
+    def objective(self, x: np.ndarray) -> float:
+        pb, delta = self.pb, x[self.n_free:]
+        scaled = self._scaled(delta)
+        data = scaled[:, pb.free] @ x[:self.n_free] + scaled[:, ~pb.free] @ pb.fixed[~pb.free] - pb.weights
+        prior = self.prior_rows @ x[:self.n_free] - self.prior_rhs
+        return float(data @ data + prior @ prior + np.sum((self.ridge * delta) ** 2))
+
+    def step(self, x: np.ndarray) -> np.ndarray:
+        """The Gauss-Newton solution of the problem linearised at x (coefficients >= 0, effects bounded)."""
+        pb, delta = self.pb, x[self.n_free:]
+        scaled = self._scaled(delta)
+        coef, _ = self.unpack(x)
+        jac = (scaled * coef)[:, self.cols] * self.member              # d residual / d effect
+        rhs = pb.weights - scaled[:, ~pb.free] @ pb.fixed[~pb.free] + jac @ delta
+        a = np.block([[scaled[:, pb.free], jac],
+                      [self.prior_rows, np.zeros((len(self.prior_rows), len(self.slots)))],
+                      [np.zeros((len(self.slots), self.n_free)), np.diag(self.ridge)]])
+        b = np.concatenate([rhs, self.prior_rhs, np.zeros(len(self.slots))])
+        new = _nonnegative_lstsq(a, b, self.n_free)
+        new[self.n_free:] = np.clip(new[self.n_free:], -MAX_EFFECT, MAX_EFFECT)
+        return new
+
+
+def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray, n_nonnegative: int) -> np.ndarray:
+    """Least squares with the first `n_nonnegative` unknowns >= 0: unknowns that come out negative are
+    held at zero one at a time (most negative first) and the rest re-solved (columns scaled to unit norm)."""
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    a = a / scale
+    gram = a.T @ a + NORMAL_JITTER * np.eye(a.shape[1])
+    moment = a.T @ b
+    keep = np.ones(a.shape[1], dtype=bool)
+    while True:
+        x = np.zeros(a.shape[1])
+        x[keep] = np.linalg.solve(gram[np.ix_(keep, keep)], moment[keep])
+        negative = np.where(keep[:n_nonnegative] & (x[:n_nonnegative] < 0))[0]
+        if not len(negative):
+            return x / scale
+        keep[negative[np.argmin(x[negative])]] = False
+
+
+def _factor(pb: _Problem, rows: np.ndarray, cols: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Per observation, the multiplicative factor of each coefficient from its group's level effects."""
+    log_effects = np.zeros((len(pb.levels), N_COEF))
+    log_effects[rows, cols] = delta
+    return np.exp(pb.membership @ log_effects)[pb.group_of]
+
+
+def _uncertainty(pb: _Problem, coef: np.ndarray, effects: dict[Level, np.ndarray]) -> tuple[float, np.ndarray]:
+    """Relative residual scale of the fit and the covariance of the engine-wide coefficients."""
+    log_effects = np.array([effects.get(lv, np.zeros(N_COEF)) for lv in pb.levels]).reshape(len(pb.levels), N_COEF)
+    factor = np.exp(pb.membership @ log_effects)[pb.group_of] if pb.levels else np.ones_like(pb.design)
+    scaled = pb.design * factor
+    resid = scaled @ coef - pb.weights
+    free = pb.free
+    dof = max(len(resid) - int(free.sum()), 1)
     sigma = max(NOISE_FLOOR, math.sqrt(float(resid @ resid) / dof))
+    prior_rows, _ = _prior_rows(free)
+    a = np.vstack([scaled[:, free], prior_rows])
     cov = np.zeros((N_COEF, N_COEF))
     cov[np.ix_(free, free)] = sigma**2 * np.linalg.pinv(a.T @ a)
-    return Calibration(engine, coef, cov, sigma, labels, borrowed, covered, reserve)
+    return sigma, cov
 
 
 def _prior_rows(free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +682,7 @@ def _vllm_reserve_gib(groups: list[GroupData]) -> float:
         t = d.target
         kv = d.kv_cache_tokens * kv_bytes_per_token(t.model, kv_precision(t.engine, t.precision))
         budget = VLLM_MEMORY_UTILIZATION * t.gpu.memory_gib * GIB * t.tp
-        reserves.append((budget - weight_bytes(t.model, t.precision) - kv) / (t.tp * GIB))
+        reserves.append((budget - resident_weight_bytes(t) - kv) / (t.tp * GIB))
     return max(0.0, float(np.median(reserves))) if reserves else 0.0
 
 
@@ -333,7 +703,7 @@ def transfer_caps(calibration: Calibration, target: Target) -> Caps:
     """Batch caps of the target: engine defaults and KV tokens from memory left after the weights."""
     engine = target.engine
     memory = target.gpu.memory_gib * GIB * target.tp
-    weights = weight_bytes(target.model, target.precision)
+    weights = resident_weight_bytes(target)
     per_token = kv_bytes_per_token(target.model, kv_precision(engine, target.precision))
     if engine == "vllm":
         reserve = calibration.vllm_reserve_gib * GIB * target.tp
@@ -351,7 +721,8 @@ def transferred_curve(calibration: Calibration, target: Target, transfer_error: 
                       engine_version: str = "transfer") -> Curve:
     """A Curve for `target` from `calibration`; `transfer_error` (relative, e.g. 0.12) is the measured
     worst transfer error, added to the interval so a 90% interval spans it.  Raises NoCurveError."""
-    p = physics_matrix(target)
+    factor = calibration.coef_for(target) / np.where(calibration.coef > 0, calibration.coef, 1.0)
+    p = physics_matrix(target) * factor  # theta = p @ the engine-wide coefficients
     theta = p @ calibration.coef
     transfer_sd = transfer_error / Z_90
     sigma = math.sqrt(calibration.sigma**2 + transfer_sd**2)
@@ -381,8 +752,9 @@ class Transfer:
         if engine not in self.calibrations:
             raise NoCurveError(f"no transfer calibration for engine {engine!r}; calibrated: "
                                f"{', '.join(sorted(self.calibrations)) or 'none'}")
-        return transferred_curve(self.calibrations[engine], Target(engine, model, gpu, precision, tp),
-                                 self.errors[engine], self.versions[engine])
+        version = self.versions[engine]
+        target = Target(engine, model, gpu, precision, tp, version.removesuffix(TRANSFER_TAG))
+        return transferred_curve(self.calibrations[engine], target, self.errors[engine], version)
 
 
 def build_transfer(profiles: pd.DataFrame, errors: dict[str, float], data: list[GroupData] | None = None) -> Transfer:
@@ -401,5 +773,5 @@ def build_transfer(profiles: pd.DataFrame, errors: dict[str, float], data: list[
 def _newest_version(profiles: pd.DataFrame, engine: str) -> str:
     """'<newest profiled version>+transfer': a PEP 440 local version, never equal to a profiled one."""
     versions = profiles.loc[profiles["engine"] == engine, "engine_version"].astype(str).unique()
-    return f"{max(versions, key=version_order)}+transfer" if len(versions) else "transfer"
+    return f"{max(versions, key=version_order)}{TRANSFER_TAG}" if len(versions) else "transfer"
 

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
-from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, weight_bytes
-from planner.curves import Curve, NoCurveError, leave_one_out
+from fleetfacts.specs import GpuSpec, ModelSpec, bundled_model_specs, kv_bytes_per_token, weight_bytes
+from planner.curves import Curve, NoCurveError, leave_one_out, version_order
 from planner.transfer import Calibration, GroupData, Transfer, build_transfer, calibrate_engine, group_data
 
 # GPU pairs predicted from each other's tables alone (source, target).
@@ -36,6 +37,8 @@ TP_MODELS = ("llama-3.1-70b", "llama-3.3-70b")
 # Share of groups above this leave-one-out median error that the before/after comparison reports
 # (the README quotes "one group in ten above 19%" for the table fits alone).
 HIGH_ERROR_PCT = 19.0
+# Joins the names of architectural twins in an experiment's target ("llama-3.1-70b+llama-3.3-70b").
+ARCH_TWIN_SEPARATOR = "+"
 EXPERIMENT_COLUMNS = ["experiment", "kind", "engine", "target", "calibrated_on", "n", "median_err_pct",
                       "max_err_pct", "tpot_median_err_pct", "ttft_median_err_pct"]
 
@@ -55,7 +58,7 @@ class Experiment:
 def experiments(data: list[GroupData]) -> list[Experiment]:
     """Every experiment the data supports (see the module docstring)."""
     return (_vllm_model_experiments() + _vllm_precision_experiments()
-            + _trtllm_experiments(data, "model", lambda d: d.key.model)
+            + _trtllm_experiments(data, "model", _model_family(bundled_model_specs()))
             + _trtllm_experiments(data, "gpu", lambda d: d.key.gpu)
             + _gpu_pair_experiments(data) + _tp_experiments(data))
 
@@ -86,41 +89,57 @@ def _default(d: GroupData) -> bool:
 
 
 def _trtllm_experiments(data: list[GroupData], kind: str, attr: Callable[[GroupData], str]) -> list[Experiment]:
+    """Each value of `attr` (a model, a GPU) per engine version, from every group without that value, in
+    any version: the version's own efficiencies come from its other tables, the rest is pooled."""
     out = []
     for value in sorted({attr(d) for d in data if d.key.engine == "trtllm"}):
         versions = {d.key.engine_version for d in data if d.key.engine == "trtllm" and attr(d) == value}
-        for version in sorted(versions):
+        for version in sorted(versions, key=version_order):
             def is_target(d: GroupData, v: str = value, ver: str = version) -> bool:
                 return attr(d) == v and d.key.engine_version == ver
 
-            def may(d: GroupData, v: str = value, ver: str = version) -> bool:
-                return attr(d) != v and d.key.engine_version == ver
+            def may(d: GroupData, v: str = value) -> bool:
+                return attr(d) != v
             out.append(Experiment(kind, "trtllm", f"{value} (trtllm {version})", is_target, may,
-                                  f"other {kind}s, trtllm {version}"))
+                                  f"other {kind}s, all trtllm versions"))
     return out
 
 
+def _model_family(models: dict[str, ModelSpec]) -> Callable[[GroupData], str]:
+    """A group's model, with architectural twins (the same config but the name, e.g. Llama 3.1 and 3.3
+    70B) as one: leaving a model out leaves its twin out too."""
+    def fingerprint(m: ModelSpec) -> tuple:
+        return tuple(v for k, v in sorted(vars(m).items()) if k not in ("model", "source"))
+    names: dict[tuple, list[str]] = {}
+    for name in sorted(models):
+        names.setdefault(fingerprint(models[name]), []).append(name)
+    family = {name: ARCH_TWIN_SEPARATOR.join(group) for group in names.values() for name in group}
+    return lambda d: family.get(d.key.model, d.key.model)
+
+
 def _gpu_pair_experiments(data: list[GroupData]) -> list[Experiment]:
-    """H100 from H200 tables only, and the reverse, per engine version (the same models on both)."""
+    """H100 from the H200 tables only (every version), and the reverse, per engine version of the target."""
     out = []
     for source, target in GPU_PAIRS:
         versions = sorted({d.key.engine_version for d in data if d.key.engine == "trtllm" and d.key.gpu == target}
-                          & {d.key.engine_version for d in data if d.key.engine == "trtllm" and d.key.gpu == source})
+                          & {d.key.engine_version for d in data if d.key.engine == "trtllm" and d.key.gpu == source},
+                          key=version_order)
         for version in versions:
             def is_target(d: GroupData, g: str = target, ver: str = version) -> bool:
                 return d.key.gpu == g and d.key.engine_version == ver
 
-            def may(d: GroupData, g: str = source, ver: str = version) -> bool:
-                return d.key.gpu == g and d.key.engine_version == ver
+            def may(d: GroupData, g: str = source) -> bool:
+                return d.key.gpu == g
             out.append(Experiment("gpu-pair", "trtllm", f"{target} from {source} (trtllm {version})", is_target, may,
-                                  f"{source} tables only, trtllm {version}"))
+                                  f"{source} tables only, all trtllm versions"))
     return out
 
 
 def _tp_experiments(data: list[GroupData]) -> list[Experiment]:
+    """Each TP size of the 70B tables per version, from every group but the 70B ones at that TP size."""
     out = []
     seen = sorted({(d.key.engine_version, d.key.tp) for d in data
-                   if d.key.engine == "trtllm" and d.key.model in TP_MODELS})
+                   if d.key.engine == "trtllm" and d.key.model in TP_MODELS}, key=lambda v: (version_order(v[0]), v[1]))
     for version, tp in seen:
         tps = {d.key.tp for d in data if d.key.engine == "trtllm" and d.key.model in TP_MODELS
                and d.key.engine_version == version}
@@ -130,10 +149,10 @@ def _tp_experiments(data: list[GroupData]) -> list[Experiment]:
         def is_target(d: GroupData, ver: str = version, t: int = tp) -> bool:
             return d.key.model in TP_MODELS and d.key.tp == t and d.key.engine_version == ver
 
-        def may(d: GroupData, ver: str = version, t: int = tp) -> bool:
-            return d.key.engine_version == ver and not (d.key.model in TP_MODELS and d.key.tp == t)
+        def may(d: GroupData, t: int = tp) -> bool:
+            return not (d.key.model in TP_MODELS and d.key.tp == t)
         out.append(Experiment("tp", "trtllm", f"70B tp{tp} (trtllm {version})", is_target, may,
-                              f"70B at tp {', '.join(str(x) for x in sorted(tps - {tp}))} and other models"))
+                              "70B at other TP sizes, other models, all versions"))
     return out
 
 
@@ -175,8 +194,15 @@ def _median_or_nan(values: list[float]) -> float:
 def validate_transfer(profiles: pd.DataFrame, data: list[GroupData] | None = None) -> pd.DataFrame:
     """Every experiment's median / max error, one row each (EXPERIMENT_COLUMNS)."""
     data = group_data(profiles) if data is None else data
-    rows = [row for exp in experiments(data) if (row := run_experiment(data, exp)) is not None]
+    with one_blas_thread():
+        rows = [row for exp in experiments(data) if (row := run_experiment(data, exp)) is not None]
     return pd.DataFrame(rows, columns=EXPERIMENT_COLUMNS)
+
+
+def one_blas_thread() -> threadpool_limits:
+    """The calibrations' solves are small (a few hundred columns at most): BLAS worker threads cost more than
+    they save, and on a busy 2-core machine made a calibration 20x slower (258 s against 12 s)."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def summarise(table: pd.DataFrame) -> pd.DataFrame:
@@ -264,10 +290,25 @@ OFFERED_PRECISIONS = {"vllm": ("bf16", "fp8"), "trtllm": ("bf16", "fp8", "fp4")}
 TP_SIZES = (1, 2, 4, 8)
 
 
+# Transfers already built in this process, by a fingerprint of the profiles they were calibrated on: the
+# calibration runs every leave-out experiment to widen its intervals (tens of seconds), and a process (the
+# app, a test session, a campaign) asks for the same one many times.
+_TRANSFERS: dict[int, Transfer] = {}
+TRANSFER_MEMO_SIZE = 8
+
+
 def transfer_for(profiles: pd.DataFrame) -> Transfer:
-    """Calibrations on all of `profiles`, each engine's interval widened by its validated transfer error."""
-    data = group_data(profiles)
-    return build_transfer(profiles, transfer_errors(validate_transfer(profiles, data)), data)
+    """Calibrations on all of `profiles`, each engine's interval widened by its validated transfer error
+    (memoised per process on the profiles' content)."""
+    key = int(pd.util.hash_pandas_object(profiles.astype(str), index=False).sum())
+    if key not in _TRANSFERS:
+        data = group_data(profiles)
+        if len(_TRANSFERS) >= TRANSFER_MEMO_SIZE:
+            _TRANSFERS.pop(next(iter(_TRANSFERS)))
+        errors = transfer_errors(validate_transfer(profiles, data))
+        with one_blas_thread():
+            _TRANSFERS[key] = build_transfer(profiles, errors, data)
+    return _TRANSFERS[key]
 
 
 def offered(engine: str, gpu: GpuSpec, precision: str) -> bool:

@@ -6,11 +6,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# One BLAS thread, as `python -m planner` sets (planner/__main__.py): the transfer calibrations' small
+# solves run 16x slower with worker threads on a busy 2-core machine.  Before numpy loads.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,17 +26,14 @@ def bundled_catalog(transfer: str = "auto"):
     """planner.plan.load_inputs(transfer=transfer) on the bundled data, fitted once per session (seconds each).
 
     Shared by every test that plans on the bundled data: read it, never modify it (a dataclasses.replace'd
-    copy may change a table).  Another transfer mode shares the fitted curves and the transfer calibration,
-    which depend on the profiles alone (load_inputs would compute the same again).
+    copy may change a table).  Another transfer mode shares the fitted curves, as load_inputs would fit them
+    (and planner.transfer_check memoises the transfer calibration on the profiles).
     """
     from planner.plan import load_inputs
 
     if transfer == "auto":
         return load_inputs()
-    base = bundled_catalog()
-    other = dataclasses.replace(base, transfer_mode=transfer)
-    other.__dict__["transfer"] = base.transfer  # Catalog.transfer is a cached_property of profiles_df
-    return other
+    return dataclasses.replace(bundled_catalog(), transfer_mode=transfer)
 
 
 @contextlib.contextmanager

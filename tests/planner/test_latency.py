@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 
 import numpy as np
@@ -15,7 +16,7 @@ from planner import latency
 from planner.assumptions import Assumptions
 from planner.cli import main as cli_main
 from planner.curves import GroupKey, fit_group
-from planner.frontend import FrontEnd
+from planner.frontend import BACKLOG_BIN_S, LOAD_WINDOW_S, FrontEnd, StreamLoad, stream_load
 from planner.plan import load_inputs, make_plan, read_plan
 from planner.routes import LengthDistribution
 from planner.simulate import simulate
@@ -23,15 +24,25 @@ from tests.planner.fakes import online_route, synthetic_profile_rows, write_synt
 from tests.planner.sim_fakes import SimCurve
 from tests.planner.test_cli import invoke
 
-# The front end the synthetic server rows are generated with (seconds): what the fit must recover.
-TRUE_FRONT_END = FrontEnd(0.004, 2e-6, 0.006, 4e-5, 0.01)
-# (input, output, rate/s) of the synthetic open-loop rows: light load to near the front end's limit.
-LOADS = [(256, 256, r) for r in (2, 8, 16, 24)] + [(2048, 256, r) for r in (1, 4, 8)] + [(512, 1024, r) for r in (2, 6)]
+# The server the synthetic rows are generated with (seconds; prefill 15% faster than the curve): what the
+# fit must recover.
+TRUE_FRONT_END = FrontEnd(0.004, 2e-6, 0.006, 4e-5, 0.03, prefill_scale=0.85)
+# (input, output, rate/s) of the synthetic open-loop rows: light load to near the front end's limit, and
+# prefill-heavy loads whose TPOT shows the prefill speed.
+LOADS = [(256, 256, r) for r in (2, 8, 16, 24)] + [(2048, 256, r) for r in (1, 4, 8)] + [(512, 1024, r) for r in (2, 6)] \
+    + [(2048, 64, r) for r in (30, 50)]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AsyncCurve(SimCurve):
     async_scheduling: bool = True
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ServedCurve(SimCurve):
+    """A fake curve served through an OpenAI server (planner.frontend)."""
+
+    front_end: FrontEnd | None = None
 
 
 def test_async_scheduling_makes_an_arrival_wait_one_more_iteration():
@@ -80,8 +91,9 @@ def test_front_end_fit_recovers_the_delays_it_was_generated_with():
     server = _server_rows(curve)
     calibrated = latency.calibrate(curve, server)
     fe = calibrated.front_end
-    assert fe is not None and fe.basis.startswith("measured: 9 open-loop server rows")
+    assert fe is not None and fe.basis.startswith(f"measured: {len(LOADS)} open-loop server rows")
     assert fe.rel_error < 0.05
+    assert fe.prefill_scale == pytest.approx(TRUE_FRONT_END.prefill_scale, abs=0.03)
     # Parameters trade off against each other on p50/p99; what they imply must match: utilisation and delays.
     for i, o, rate in ((256, 256, 20), (2048, 256, 6)):
         assert fe.utilisation(rate, o) == pytest.approx(TRUE_FRONT_END.utilisation(rate, o), rel=0.25)
@@ -98,10 +110,122 @@ def test_validate_latency_predicts_held_out_rows():
     assert summary["throughput_median"] < 0.05
 
 
-def test_front_end_saturates_instead_of_inventing_a_latency():
+def test_a_saturated_front_end_queues_for_as_long_as_the_overload_lasts():
+    """Steady state: infinite.  In a run: the backlog grows by (load - 1) x time, so TTFT grows with the
+    run's length instead of being invented or capped."""
     fe = FrontEnd(0.001, 0.0, 0.01, 0.0, 0.01)
     assert fe.mean_delay_s(100, 150.0, 100) == float("inf")  # 150 req/s x 10 ms > 1
-    assert np.isinf(fe.delays_s(np.array([100.0]), 150.0, 100, np.array([0.5]))).all()
+    arrival = np.arange(1500) / 150.0                           # 10 s at 150 req/s: load 1.5
+    load = stream_load(arrival, arrival + 0.01, arrival + 0.02, np.full(1500, 2.0))
+    backlog = fe.backlog_s(load)
+    assert np.all(np.diff(backlog) >= -1e-12)
+    assert backlog[-1] == pytest.approx(0.5 * arrival[-1], rel=0.02)
+    assert fe.backlog_s(stream_load(arrival[::2], arrival[::2] + 0.01, arrival[::2] + 0.02,
+                                    np.full(750, 2.0))).max() < BACKLOG_BIN_S   # load 0.75: no backlog
+
+
+def test_front_end_delay_grows_with_load_from_its_fixed_part():
+    fe = FrontEnd(0.004, 1e-6, 0.002, 5e-5, 0.02)
+    requests = np.array([0.0, 5.0, 10.0, 20.0])
+    tokens = np.array([0.0, 2000.0, 6000.0, 12000.0])
+    delays = fe.delays_s(np.full(4, 1000.0), StreamLoad.steady(requests, tokens))
+    assert delays[0] == pytest.approx(0.004 + 1e-6 * 1000)   # idle: fixed + prompt
+    assert np.all(np.diff(delays) > 0)
+    rho = 0.002 * 20.0 + 5e-5 * 12000.0
+    assert delays[-1] == pytest.approx(0.005 + 0.02 * rho / (1 - rho))
+    assert not FrontEnd.engine_only(0.9).adds_delay and fe.adds_delay
+
+
+def test_a_load_lasting_the_window_builds_no_more_than_its_relaxed_wait():
+    """Above rho* = (1 - sqrt(service / window))^2 a queue needs longer than the window to reach its mean wait."""
+    fe = FrontEnd(0.0, 0.0, 0.0, 1e-4, 0.05)
+    star = (1 - math.sqrt(0.05 / LOAD_WINDOW_S)) ** 2
+    assert fe.relaxed_utilisation() == pytest.approx(star)
+    tokens = np.array([0.5 * star, star, 0.5 * (star + 1), 0.999, 1.0]) / 1e-4
+    delays = fe.delays_s(np.zeros(5), StreamLoad.steady(np.zeros(5), tokens))
+    assert delays[0] == pytest.approx(0.05 * 0.5 * star / (1 - 0.5 * star))
+    assert delays[1] == delays[2] == delays[3] == delays[4] == pytest.approx(0.05 * star / (1 - star))
+
+
+def _streamed_brute_force(arrival, first, end, out, window, steps=20000):
+    """Tokens/s each request's window saw, by summing every request's token emissions on a fine grid."""
+    lo, hi = float(np.nanmin(arrival)) - window - 1.0, float(np.nanmax(end)) + 1.0
+    grid = np.linspace(lo, hi, steps)
+    dt = grid[1] - grid[0]
+    rate = np.zeros(steps)
+    for f, e, o in zip(first, end, out, strict=True):
+        if not np.isfinite(f):
+            continue
+        rate[np.argmin(np.abs(grid - f))] += 1.0 / dt                      # the first token
+        if o > 1 and e > f:
+            rate[(grid >= f) & (grid < e)] += (o - 1) / (e - f)
+    cumulative = np.concatenate([[0.0], np.cumsum(rate) * dt])
+    at = lambda x: np.interp(x, np.concatenate([[lo - dt], grid]) + dt / 2, cumulative)  # noqa: E731
+    return (at(arrival) - at(arrival - window)) / window
+
+
+def test_stream_load_counts_what_the_replica_streamed_in_the_window():
+    rng = np.random.default_rng(3)
+    n = 40
+    arrival = np.sort(rng.uniform(0, 10, n))
+    first = arrival + rng.uniform(0.01, 0.2, n)
+    end = first + rng.uniform(0.5, 3.0, n)
+    out = rng.integers(2, 300, n).astype(float)
+    first[5] = end[5] = np.nan                       # a rejected request streams nothing
+    load = stream_load(arrival, first, end, out, window_s=2.0)
+    assert load.token_rate == pytest.approx(_streamed_brute_force(arrival, first, end, out, 2.0), rel=0.02, abs=2.0)
+    earlier = np.array([np.sum((arrival >= a - 2.0) & (arrival < a)) for a in arrival])
+    assert load.request_rate == pytest.approx(earlier / 2.0)
+    assert load.bin_requests.sum() == n
+
+
+def test_stream_load_bins_hold_each_bins_tokens():
+    """One request streams 101 tokens over [0, 1 s]: its first token, then 100 tokens/s; two never served."""
+    arrival = np.array([0.0, 0.5, 1.0])
+    nan = float("nan")
+    load = stream_load(arrival, np.array([0.0, nan, nan]), np.array([1.0, nan, nan]), np.array([101, 9, 9]))
+    per_bin = 100 * BACKLOG_BIN_S
+    bins = int(round(1.0 / BACKLOG_BIN_S))
+    assert load.bin_tokens[0] == pytest.approx(1 + per_bin)
+    assert load.bin_tokens[1:bins] == pytest.approx(np.full(bins - 1, per_bin))
+    assert load.bin_tokens[bins:].sum() == pytest.approx(0.0, abs=1e-9)
+    assert list(load.bin_requests[[0, bins // 2, bins]]) == [1, 1, 1] and load.bin_of.tolist() == [0, bins // 2, bins]
+
+
+def test_prefill_scale_speeds_up_prefill_only():
+    curve = ServedCurve()
+    plain = simulate(curve, [0.0], [4000], [50])
+    engine = simulate(dataclasses.replace(curve, front_end=FrontEnd.engine_only(1.0)), [0.0], [4000], [50])
+    faster = simulate(dataclasses.replace(curve, front_end=FrontEnd.engine_only(0.5)), [0.0], [4000], [50])
+    assert engine.ttft_s[0] == plain.ttft_s[0] and engine.tpot_s[0] == plain.tpot_s[0]
+    prefill = curve.step_time_s(0, 0.0, 4000, 4000) - curve.step_time_s(0, 0.0)
+    assert plain.ttft_s[0] - faster.ttft_s[0] == pytest.approx(0.5 * prefill)
+    assert faster.tpot_s[0] == pytest.approx(plain.tpot_s[0])
+
+
+def test_a_burst_loads_the_front_end_with_what_the_engine_streams_not_with_what_was_offered():
+    """2,000 requests in 0.2 s offer 10k req/s, far past the front end (mean-rate model: infinite delay);
+    the engine streams them at its own pace, and the front end only meets that."""
+    fe = FrontEnd(0.002, 0.0, 1e-4, 2e-5, 0.01)
+    n = 2000
+    assert fe.mean_delay_s(256, n / 0.2, 64) == float("inf")
+    served = ServedCurve(max_num_seqs=64, front_end=fe)
+    result = simulate(served, np.linspace(0.0, 0.2, n), [256] * n, [64] * n)
+    engine = simulate(SimCurve(max_num_seqs=64), np.linspace(0.0, 0.2, n), [256] * n, [64] * n)
+    extra = result.ttft_s - engine.ttft_s
+    assert np.all(np.isfinite(extra)) and np.all(extra >= fe.fixed_s - 1e-12)
+    assert np.max(extra) < 0.1
+
+
+def test_prefill_scale_is_lent_only_to_the_same_gpu():
+    key, rows, curve = _curve()
+    donor = dataclasses.replace(curve, front_end=TRUE_FRONT_END)
+    same = dataclasses.replace(curve, key=dataclasses.replace(key, model="qwen2.5-7b"))
+    other = dataclasses.replace(curve, key=dataclasses.replace(key, gpu="h200"))
+    assert latency._borrow(same, [donor]).front_end.prefill_scale == TRUE_FRONT_END.prefill_scale
+    lent = latency._borrow(other, [donor]).front_end
+    assert lent.prefill_scale == 1.0 and lent.basis.startswith("transferred")
+    assert lent.per_output_token_s == TRUE_FRONT_END.per_output_token_s
 
 
 def test_fixed_lengths_simulate_as_fixed():

@@ -134,7 +134,7 @@ def test_affine_closed_forms_match_direct_calls():
     curve = SimCurve()
     model = sim.step_model(curve)
     assert model.affine and not sim.step_model(CurvedStepCurve()).affine
-    step, jump, steps_to = sim._direct_closures(curve)
+    step, jump, steps_to = sim._direct_closures(curve.step_time_s)
     gen = np.random.default_rng(3)
     for _ in range(200):
         b = int(gen.integers(1, 256))

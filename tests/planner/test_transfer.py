@@ -39,12 +39,79 @@ def test_physics_scales_with_the_datasheet_and_the_architecture():
     tp2 = T.physics_matrix(target(tp=2))
     assert tp2[0, w] == pytest.approx(base[0, w] / 2) and tp2[1, flops] == pytest.approx(base[1, flops] / 2)
     assert base[1, T._C["tp_bytes"]] == 0 and tp2[1, T._C["tp_bytes"]] > 0 and tp2[0, T._C["tp_latency"]] > 0
-    fp8 = T.physics_matrix(target(precision="fp8"))
-    assert fp8[0, w] == pytest.approx(base[0, w] / 2) and fp8[1, flops] == pytest.approx(base[1, flops] / 2)
     moe = T.physics_matrix(target(model="mixtral-8x7b"))
-    mixtral = MODELS["mixtral-8x7b"]
-    assert moe[1, flops] / base[1, flops] == pytest.approx(mixtral.active_params_b / MODELS["llama-3.1-8b"].params_b)
     assert moe[1, T._C["expert_tokens"]] == 32 * 2 and base[1, T._C["expert_tokens"]] == 0
+
+
+def test_a_quantised_checkpoint_keeps_its_lm_head_in_16_bits():
+    llama = MODELS["llama-3.1-8b"]
+    head = llama.vocab_size * llama.hidden_size
+    body = llama.params - 2 * head  # untied: the embedding table and the LM head
+    bf16, fp8 = target(), target(precision="fp8")
+    assert T.read_weight_bytes(bf16) == pytest.approx(2 * (body + head))
+    assert T.read_weight_bytes(fp8) == pytest.approx(body + 2 * head)
+    assert T.resident_weight_bytes(fp8) == pytest.approx(body + 2 * 2 * head)
+    w, flops, prefill = T._C["weights"], T._C["decode_flops"], T._C["prefill_flops"]
+    p16, p8 = T.physics_matrix(bf16), T.physics_matrix(fp8)
+    assert p16[1, flops] / 2 < p8[1, flops] < p16[1, flops]        # the LM head still runs at the bf16 rate
+    assert p8[3, prefill] == pytest.approx(p16[3, prefill] / 2)     # prefill: no LM head per token...
+    assert p8[5, prefill] == pytest.approx(p16[5, prefill]) and p8[5, prefill] > 0  # one row per prompt, 16 bits
+    assert p8[0, w] < p16[0, w]
+
+
+def test_a_native_mxfp4_checkpoint_stores_its_experts_in_4_bits():
+    """gpt-oss: experts in MXFP4 whatever the precision label, the rest in 16 bits; BF16 activations on
+    Hopper, 8-bit ones on Blackwell (TensorRT-LLM's gpt-oss deployment guide)."""
+    oss = MODELS["gpt-oss-120b"]
+    assert oss.native_quant == "mxfp4"
+    assert T.resident_weight_bytes(target("gpt-oss-20b", "h100", "fp8")) < 16e9  # "runs within 16 GB" (model card)
+    big = T.resident_weight_bytes(target("gpt-oss-120b", "h100", "fp8"))
+    assert 55e9 < big < 80 * 2**30                                     # "fits on a single 80 GB GPU"
+    assert big == pytest.approx(T.resident_weight_bytes(target("gpt-oss-120b", "b200", "fp4")))
+    assert T.gemm_path(target("gpt-oss-120b", "h200", "fp8")) == "mxfp4-bf16"
+    assert T.gemm_path(target("gpt-oss-120b", "b200", "fp4")) == "mxfp4-fp8"
+    assert T.gemm_path(target("qwen3-30b-a3b", "b200", "fp4")) == "fp4"
+    assert T.gemm_path(target("llama-3.1-8b", "a100", "bf16")) == "16bit"
+
+
+@pytest.mark.parametrize("model", ["llama-3.2-1b", "qwen2.5-32b", "llama-3.1-70b", "mixtral-8x7b", "gpt-oss-20b",
+                                   "qwen3-30b-a3b"])
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "fp4"])
+def test_a_faster_gpu_never_gives_a_slower_step(model, precision):
+    """More bandwidth, more FLOPs or a faster link never make any term of any step slower."""
+    coef = np.linspace(0.5, 2.0, T.N_COEF)
+    base = target(model, "h200", precision, 2, "trtllm")
+    theta = T.physics_matrix(base) @ coef
+    g = base.gpu
+    for faster in (dataclasses.replace(g, mem_bandwidth_tb_s=g.mem_bandwidth_tb_s * 1.5),
+                   dataclasses.replace(g, bf16_dense_tflops=g.bf16_dense_tflops * 2, fp8_dense_tflops=g.fp8_dense_tflops * 2),
+                   dataclasses.replace(g, nvlink_gb_s=g.nvlink_gb_s * 2)):
+        quicker = T.physics_matrix(dataclasses.replace(base, gpu=faster)) @ coef
+        assert (quicker <= theta * (1 + 1e-12)).all()
+    assert (T.physics_matrix(base) >= 0).all()
+
+
+def test_trtllm_bench_caps_follow_the_tool():
+    """trtllm-bench: batch from the requests the KV cache holds at ISL+OSL (rounded up, 64..4096), token
+    budget batch x (1 + ISL/OSL) rounded (2048..32768); more memory never gives a smaller batch."""
+    small = T.trtllm_bench_caps(target("llama-3.1-70b", "h100", "fp8", 1, "trtllm"), 2048, 2048)
+    big = T.trtllm_bench_caps(target("llama-3.1-70b", "h200", "fp8", 1, "trtllm"), 2048, 2048)
+    assert 64 <= small.max_num_seqs <= big.max_num_seqs <= 4096
+    assert small.max_num_seqs % 32 == 0 and big.max_num_seqs % 32 == 0
+    short = T.trtllm_bench_caps(target("llama-3.1-8b", "b200", "fp4", 1, "trtllm"), 128, 128)
+    assert short.max_num_seqs == 4096 and short.max_batched_tokens == 8192  # 4096 x (1 + 1)
+    long_in = T.trtllm_bench_caps(target("llama-3.1-8b", "b200", "fp4", 1, "trtllm"), 2048, 128)
+    assert 8192 < long_in.max_batched_tokens < 32768 and long_in.max_batched_tokens % 1024 == 0
+    assert T.trtllm_bench_caps(target("llama-3.2-1b", "b200", "fp4", 1, "trtllm"), 4096, 128).max_batched_tokens == 32768
+    assert T._bench_round_batch(10) == 64 and T._bench_round_batch(300) == 384 and T._bench_round_batch(1025) == 1280
+    assert T._bench_round_tokens(100) == 2048 and T._bench_round_tokens(5000) == 5120
+
+
+def test_published_rows_without_a_request_count_are_saturated_maxima(bundled):
+    """The v0.17 tables (A100, L40S, GH200, Mixtral) state no request count: they count as full waves."""
+    _, data = bundled
+    older = [d for d in data if d.key.engine == "trtllm" and d.key.engine_version == "0.17"]
+    assert {"a100", "l40s", "gh200"} <= {d.key.gpu for d in older} and all(d.obs for d in older)
 
 
 def test_tp_without_an_interconnect_figure_is_refused():
@@ -89,6 +156,65 @@ def test_calibration_recovers_known_coefficients(monkeypatch):
     np.testing.assert_allclose(predicted, 1.0, rtol=0.04)  # 1% noise
     for name in ("weights", "decode_flops", "prefill_flops"):  # the well-identified physical ones
         assert cal.coef[T._C[name]] == pytest.approx(truth[T._C[name]], rel=0.1), name
+
+
+def level_groups(coef: np.ndarray, factors: dict[str, float], rng: np.random.Generator) -> list[T.GroupData]:
+    """Offline observations on GPUs of three generations whose decode and prefill FLOP efficiencies
+    differ by `factors` (per arch), timed by the physics with 1% noise."""
+    caps = Caps(512, 2_000_000, 8192)
+    groups = []
+    for model, gpu in [("llama-3.1-8b", "h200"), ("qwen2.5-7b", "h100"), ("qwen2.5-32b", "b200"),
+                       ("llama-3.2-3b", "b200"), ("llama-3.1-8b", "a100"), ("qwen2.5-14b", "a100")]:
+        t = target(model, gpu, "bf16", 1, "trtllm")
+        c = coef.copy()
+        for name in ("decode_flops", "prefill_flops"):
+            c[T._C[name]] *= factors[t.gpu.arch]
+        theta = T.physics_matrix(t) @ c
+        obs = []
+        for i, (n, inp, out) in enumerate([(1, 128, 128), (8, 512, 256), (64, 1000, 1000), (256, 2048, 128),
+                                           (1024, 128, 2048), (16, 5000, 500), (4096, 500, 2000)]):
+            phi = offline_features(caps, n, inp, out)
+            obs.append(Observation(phi, float(phi @ theta) * float(np.exp(rng.normal(0, 0.01))), 1.0, "throughput", i))
+        design = np.array([(o.phi @ T.physics_matrix(t)) / o.seconds for o in obs])
+        groups.append(T.GroupData(T.GroupKey("trtllm", "1.0", gpu, model, "bf16", 1), t, caps, tuple(obs), design,
+                                  Range((128, 5000), (128, 2048), (1, 4096)), None))
+    return groups
+
+
+def test_calibration_recovers_per_generation_efficiencies(monkeypatch):
+    """Known FLOP-efficiency factors per GPU generation come back as level effects (ratios between
+    generations: the engine-wide value and the effects share one scale)."""
+    monkeypatch.setattr(T, "PRIOR_WEIGHT", 1e-9)
+    monkeypatch.setattr(T, "EFFECT_SD", {**T.EFFECT_SD, "arch": 10.0})  # no shrinkage: recovery, not pooling
+    truth = np.zeros(T.N_COEF)
+    for name, value in {"weights": 1.3, "step": 2e-5, "decode_flops": 2.0, "seq": 3e-7, "kv": 1.4,
+                        "prefill_flops": 1.8, "attn_flops": 2.5, "request": 2e-4}.items():
+        truth[T._C[name]] = value
+    factors = {"ampere": 0.8, "hopper": 1.0, "blackwell": 1.3}
+    groups = level_groups(truth, factors, np.random.default_rng(1))
+    cal = T.calibrate(groups, "trtllm")
+    by_arch = {g.target.gpu.arch: cal.coef_for(g.target) for g in groups}
+    for arch in ("ampere", "blackwell"):
+        ratio = by_arch[arch][T._C["prefill_flops"]] / by_arch["hopper"][T._C["prefill_flops"]]
+        assert ratio == pytest.approx(factors[arch], rel=0.05), arch
+    predicted = [float(o.phi @ cal.theta(g.target)) / o.seconds for g in groups for o in g.obs]
+    np.testing.assert_allclose(predicted, 1.0, rtol=0.05)
+
+
+def test_shrinkage_pulls_a_thinly_seen_level_toward_the_engine(monkeypatch):
+    """A generation seen in one table moves less than its data alone would say; more spread, more move."""
+    truth = np.zeros(T.N_COEF)
+    for name, value in {"weights": 1.3, "step": 2e-5, "decode_flops": 2.0, "kv": 1.4, "prefill_flops": 1.8,
+                        "attn_flops": 2.5}.items():
+        truth[T._C[name]] = value
+    groups = level_groups(truth, {"ampere": 1.0, "hopper": 1.0, "blackwell": 1.6}, np.random.default_rng(2))
+    groups = [g for g in groups if g.key.model != "llama-3.2-3b"]  # one Blackwell table left
+    moved = {}
+    for sd in (0.05, 0.3, 3.0):
+        monkeypatch.setattr(T, "EFFECT_SD", {**T.EFFECT_SD, "arch": sd})
+        effect = T.calibrate(groups, "trtllm").effects.get(("arch", "blackwell"), np.zeros(T.N_COEF))
+        moved[sd] = float(effect[T._C["decode_flops"]] + effect[T._C["prefill_flops"]])
+    assert 0 < moved[0.05] < moved[0.3] < moved[3.0]
 
 
 def test_calibration_with_tp1_data_only_borrows_the_tp_costs(bundled):
@@ -156,6 +282,15 @@ def test_an_experiment_never_calibrates_on_its_targets(bundled):
     assert row is not None and "qwen2.5-7b" not in seen
     nothing = C.Experiment("model", "vllm", "qwen", lambda d: d.key.model == "qwen2.5-7b", lambda d: False, "none")
     assert C.run_experiment(data, nothing) is None
+
+
+def test_leaving_a_model_out_leaves_its_architectural_twin_out(bundled):
+    _, data = bundled
+    exps = [e for e in C.experiments(data) if e.kind == "model" and "llama-3.3-70b" in e.target]
+    assert exps
+    for exp in exps:
+        train = [d for d in data if d.key.engine == "trtllm" and not exp.is_target(d) and exp.may_calibrate(d)]
+        assert train and not {"llama-3.1-70b", "llama-3.3-70b"} & {d.key.model for d in train}
 
 
 def test_published_fits_compare_before_and_after(bundled):
