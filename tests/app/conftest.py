@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -21,3 +22,18 @@ def _component_manifests_scanned_once():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(manifest_scanner, "scan_component_manifests", lambda max_workers=None: list(scan(max_workers)))
         yield
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """Every file the app hands to st.download_button, by file name."""
+    files: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        if filename:
+            files[filename] = path_or_data if isinstance(path_or_data, bytes) else str(path_or_data).encode()
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return files

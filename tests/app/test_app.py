@@ -13,7 +13,6 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from streamlit.proto.Metric_pb2 import Metric as MetricProto
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from planner.cli import main as cli_main
@@ -27,21 +26,6 @@ APP = str(REPO / "app.py")
 ROUTES_CSV = (REPO / "examples" / "routes.csv").read_bytes()
 TIMEOUT_S = 60
 NO_EDITS = {"edited_rows": {}, "added_rows": [], "deleted_rows": []}
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    """Every file the app hands to st.download_button, by file name."""
-    files: dict[str, bytes] = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def record(self, path_or_data, mimetype, kind, filename=None):
-        if filename:
-            files[filename] = path_or_data if isinstance(path_or_data, bytes) else str(path_or_data).encode()
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
-    return files
 
 
 @pytest.fixture

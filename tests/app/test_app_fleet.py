@@ -8,7 +8,6 @@ import json
 
 import pandas as pd
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from fleetfacts.schema import ROUTES, write_table
@@ -23,21 +22,6 @@ TIMEOUT_S = 120
 DECISION_COLUMNS = ("kind", "engine", "gpu", "precision", "tp", "replicas_max")
 # The 70b route is dropped to keep the test fast (its tensor-parallel candidates take the longest to check).
 DROPPED_ROUTE = "assistant-70b"
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    """Every file the app hands to st.download_button, by file name."""
-    files: dict[str, bytes] = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def record(self, path_or_data, mimetype, kind, filename=None):
-        if filename:
-            files[filename] = path_or_data if isinstance(path_or_data, bytes) else str(path_or_data).encode()
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
-    return files
 
 
 def dollars(at: AppTest, label: str) -> float:
