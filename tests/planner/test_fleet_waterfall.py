@@ -17,8 +17,8 @@ from planner.fleet import (
     lever_waterfall,
     make_fleet,
 )
-from planner.plan import load_inputs, load_routes, make_plan
-from tests.conftest import REPO
+from planner.plan import load_routes, make_plan
+from tests.conftest import REPO, bundled_catalog
 
 # Dollars: totals are rounded to cents, so two totals of one fleet agree to within a cent.
 CENT = 0.01
@@ -29,7 +29,7 @@ def inputs():
     """The bundled catalog and example routes without the 70b route (three routes: fast to solve)."""
     routes = load_routes(REPO / "examples" / "routes.csv")
     routes = routes[routes["model"] != "llama-3.1-70b"].reset_index(drop=True)
-    catalog = load_inputs()
+    catalog = bundled_catalog()
     baseline = make_plan(routes, catalog, Assumptions(), check_by_simulation=True)
     return routes, catalog, baseline
 
