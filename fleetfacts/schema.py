@@ -187,6 +187,10 @@ ROUTES = Schema(
         Column("diurnal", "str", False, "online: 24 rate multipliers by UTC hour 0-23, ';'-separated (any scale: "
                "the busiest hour runs at rate_rps x peak_to_mean); `planner fleet --autoscale` follows them "
                "(blank: the route's log when it spans a day, else flat)"),
+        Column("prefix_hit_rate", "float", False, "online: share of prompt tokens production serves from the "
+               "engine's prefix cache (shared system prompts, multi-turn); `measure verify` flags a run whose "
+               "server reports more, since it measured less prefill than production does", minimum=0, maximum=1,
+               default=0.0),
         Column("log", "str", False, "online: request log replayed by the simulation check (path relative to "
                "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv)"),
         Column("notes", "str", False, "where the route's numbers come from"),

@@ -15,10 +15,8 @@ is sent as a Bearer header and never logged or returned.
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +27,7 @@ import aiohttp
 import numpy as np
 
 from fleetfacts.errors import InputError
+from fleetfacts.requestlog import read_log
 from measure.redact import safe
 
 log = logging.getLogger(__name__)
@@ -98,40 +97,18 @@ class LoadResult:
 
 # ------------------------------------------------------------------ arrivals and request logs
 
-def load_request_log(path: str | Path) -> tuple[RequestSpec, ...]:
-    """Replay log rows (CSV or JSONL): timestamp [s] + prompt and completion token counts, sorted by time."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: request log not found")
-    rows = _read_log_rows(path)
-    specs = []
-    for i, row in enumerate(rows):
-        where = f"{path}, record {i + 1}"
-        try:
-            ts = float(row["timestamp"])
-            inp = int(float(row.get("input_len") or row["prompt_tokens"]))
-            out = int(float(row.get("output_len") or row["completion_tokens"]))
-        except (KeyError, ValueError, TypeError):
-            raise InputError(f"{where}: needs timestamp, input_len|prompt_tokens, output_len|completion_tokens "
-                             f"as numbers, got {row!r}") from None
-        if inp < 1 or out < 1 or not math.isfinite(ts):
-            raise InputError(f"{where}: token counts must be >= 1 and the timestamp finite")
-        specs.append((ts, inp, out))
-    if not specs:
-        raise InputError(f"{path}: no requests in the log")
-    specs.sort()
-    t0 = specs[0][0]
-    return tuple(RequestSpec(inp, out, ts - t0) for ts, inp, out in specs)
-
-
-def _read_log_rows(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-            try:
-                return [json.loads(line) for line in handle if line.strip()]
-            except json.JSONDecodeError as err:
-                raise InputError(f"{path}: not JSON lines ({err})") from None
-        return list(csv.DictReader(handle))
+def load_request_log(path: str | Path, route: str | None = None) -> tuple[RequestSpec, ...]:
+    """A request log's requests (every format fleetfacts.requestlog reads, as the planner does), sorted by time,
+    times from the first arrival.  route: keep that route's rows when the log has a route column that names it.
+    A request with no output tokens is sent for one (a completion has at least one)."""
+    requests = read_log(path, route=route).requests
+    if route is not None and (requests["route"] == route).any():
+        requests = requests[requests["route"] == route]
+    if requests.empty:
+        raise InputError(f"{path}: no requests")
+    t0 = float(requests["t_s"].iloc[0])
+    return tuple(RequestSpec(max(1, int(i)), max(1, int(o)), float(t) - t0) for t, i, o in
+                 zip(requests["t_s"], requests["input_len"], requests["output_len"], strict=True))
 
 
 # ------------------------------------------------------------------ prompts and bodies

@@ -98,13 +98,13 @@ def route_row(path: str | Path, route: str) -> dict[str, Any]:
     return row
 
 
-def share_of(route: Mapping[str, Any], plan: Mapping[str, Any], replicas: int) -> Share:
-    """The peak rate (what the plan sized the fleet for) times replicas / the plan's replicas."""
+def share_of(route: Mapping[str, Any], plan: Mapping[str, Any], replicas: int, scale: float = 1.0) -> Share:
+    """The peak rate (what the plan sized the fleet for) times replicas / the plan's replicas, times scale."""
     plan_replicas = int(plan["replicas"])
     if replicas < 1 or replicas > plan_replicas:
         raise InputError(f"--replicas must be between 1 and the plan's {plan_replicas}, got {replicas}")
     peak = float(route["rate_rps"]) * float(route["peak_to_mean"])
-    return Share(peak * replicas / plan_replicas, replicas, plan_replicas)
+    return Share(peak * replicas / plan_replicas * scale, replicas, plan_replicas)
 
 
 # ------------------------------------------------------------------ the load
@@ -222,6 +222,30 @@ def _throughput_verdict(load: LoadResult, requests: tuple[RequestSpec, ...], pla
     if served is None or offered is None:
         return Verdict("output_tok_per_s", served, offered, None, None, None, AT_RISK)
     return judge("output_tok_per_s", served, offered, None, plan, higher_is_better=True)
+
+
+# Measured prefix-cache hit rate tolerated above the route's declared one: distinct random prompts still share
+# a block now and then, and a system prompt's share varies from run to run.
+PREFIX_HIT_TOLERANCE = 0.05
+
+
+def prefix_hit_rate(server: Mapping[str, Any] | None) -> float | None:
+    """Share of prompt tokens the server served from its prefix cache during the run (its /metrics counters)."""
+    counters = (server or {}).get("counters", {})
+    queries, hits = counters.get("prefix_cache_queries"), counters.get("prefix_cache_hits")
+    return hits / queries if queries and hits is not None else None
+
+
+def prefix_verdict(measured: float | None, route: Mapping[str, Any]) -> Verdict:
+    """Drift when the run hit the prefix cache more than the route declares: it measured less prefill."""
+    declared = _number(route.get("prefix_hit_rate")) or 0.0
+    if measured is None:
+        return Verdict("prefix_hit_rate", None, declared, None, None, None, NOT_MEASURED)
+    high = declared + PREFIX_HIT_TOLERANCE
+    verdict = WITHIN if measured <= high else (
+        f"{DRIFT} (the prefix cache served {measured:.0%} of prompt tokens, the route declares {declared:.0%}: "
+        "less prefill than production)")
+    return Verdict("prefix_hit_rate", measured, declared, 0.0, high, None, verdict)
 
 
 def _error_verdict(m: Measurement) -> Verdict:

@@ -8,12 +8,16 @@ import os
 from pathlib import Path
 
 from fleetfacts.errors import InputError
-from measure import verify
+from fleetfacts.specs import model_facts
+from measure import server_metrics, verify
 from measure.envinfo import command_line
 from measure.loadgen import LoadSpec, run_load_sync
 from measure.profile_dir import ProfileDir, default_out_dir
 from measure.stats import metric_columns
 
+# Token ids are drawn below this when the model's vocabulary is unknown (Llama-2's 32k: valid for most models).
+DEFAULT_VOCAB_SIZE = 32000
+MAX_SCALE = 100.0
 DESCRIPTION = """\
 Measure a running OpenAI-compatible deployment against its plan. The route's traffic (--log, the route's log,
 or arrivals at its peak rate with its arrival CV and length distribution) is scaled to the share --replicas of
@@ -35,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "the route's log, else synthetic arrivals")
     p.add_argument("--synthetic", action="store_true", help="synthetic arrivals even when the route has a log")
     p.add_argument("--replicas", type=int, default=1, help="replicas behind --base-url (default 1)")
+    p.add_argument("--scale", type=float, default=1.0, help="offer this multiple of the share (default 1; e.g. 2 "
+                   "and 3 find where the SLO breaks: the verdicts still compare with the plan's figures at 1x)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals (default 60)")
     p.add_argument("--max-requests", type=int, default=1000, help="at most this many requests (default 1000)")
     p.add_argument("--drain", type=float, default=60.0, help="seconds after the arrivals before requests still "
@@ -42,10 +48,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--served-model", help="model name sent in requests (default: omitted)")
     p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (transformers serve)")
+    p.add_argument("--prompt-format", choices=("tokens", "words"), help="tokens: random token ids, each prompt "
+                   "exactly its length and as distinct as production traffic, whatever the server's tokenizer "
+                   "(default on --endpoint completions); words: random words (the chat endpoint's default)")
+    p.add_argument("--vocab-size", type=int, help="token ids are drawn below this (default: the plan model's "
+                   "config.json vocab_size, else 32000)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
     p.add_argument("--out", help="profile folder for the measured row (default profiles/measured/<gpu>/"
                    "<engine>-<model>-<precision>-tp<N>-verify)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--record", help="append the run (verdicts, every request's latencies, the server's /metrics "
+                   "deltas) as one JSON line to this file")
 
 
 def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tuple[tuple, str]:
@@ -63,21 +76,31 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         raise InputError("--duration must be > 0 and --max-requests >= 1")
     plan = verify.plan_row(args.plan, args.route)
     route = verify.route_row(args.routes, args.route)
-    share = verify.share_of(route, plan, args.replicas)
+    if not 0 < args.scale <= MAX_SCALE:
+        raise InputError(f"--scale must be > 0 and <= {MAX_SCALE:g}, got {args.scale:g}")
+    share = verify.share_of(route, plan, args.replicas, args.scale)
     specs, arrival = _requests(args, route, share)
     if not specs:
         raise InputError(f"no request of the log falls within --duration {args.duration:g} s")
-    spec = LoadSpec(base_url=args.base_url.rstrip("/"), requests=specs, endpoint=args.endpoint,
+    prompt_format = args.prompt_format or ("tokens" if args.endpoint == "completions" else "words")
+    if prompt_format == "tokens" and args.endpoint != "completions":
+        raise InputError("--prompt-format tokens needs --endpoint completions (chat messages are text)")
+    base_url = args.base_url.rstrip("/")
+    spec = LoadSpec(base_url=base_url, requests=specs, endpoint=args.endpoint,
                     model=args.served_model, max_duration_s=args.duration + args.drain,
                     api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
-                    seed=args.seed)
-    print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}) against "
-          f"{args.replicas} of the plan's {share.plan_replicas} replicas")
+                    prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=args.seed)
+    print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}, {prompt_format} "
+          f"prompts) against {args.replicas} of the plan's {share.plan_replicas} replicas")
+    recorder = server_metrics.PointRecorder(lambda: server_metrics.fetch_metrics(base_url))
+    recorder.begin()
     load = run_load_sync(spec)
+    server = recorder.end()
     m = verify.measurement(load, specs)
     columns = metric_columns(m)
-    results = verify.verdicts(m, plan, route, load, specs)
+    results = verify.verdicts(m, plan, route, load, specs) + [verify.prefix_verdict(verify.prefix_hit_rate(server), route)]
     print_verdicts(results)
+    _write_record(args, plan, share, arrival, specs, m, results, server)
     if m.first_error:
         print(f"first error: {m.first_error}")
     if m.num_requests:
@@ -85,6 +108,30 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         _write_profile(args, verify.profile_row(columns, m, plan, share, specs, arrival, command_line(argv), seed),
                        plan)
     return verify.exit_code(results)
+
+
+def _vocab_size(args: argparse.Namespace, plan: dict) -> int:
+    if args.vocab_size is not None:
+        if args.vocab_size < 2:
+            raise InputError(f"--vocab-size must be at least 2, got {args.vocab_size}")
+        return int(args.vocab_size)
+    facts = model_facts(plan["model"]) if plan["model"] else None
+    return facts.vocab_size if facts else DEFAULT_VOCAB_SIZE
+
+
+def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arrival: str, specs: tuple,
+                  m: object, results: list[verify.Verdict], server: dict | None) -> None:
+    """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments (JSON lines)."""
+    if not args.record:
+        return
+    record = {"route": args.route, "plan_route": plan["route"], "replicas": args.replicas,
+              "plan_replicas": share.plan_replicas, "rate_rps": share.rate_rps, "arrival": arrival,
+              "requests": len(specs), "argv": vars(args) | {"record": str(args.record)},
+              "verdicts": [v.row() for v in results], "server": server,
+              "measured": {"ttft_ms": getattr(m, "ttft_ms", []), "tpot_ms": getattr(m, "tpot_ms", []),
+                           "e2e_ms": getattr(m, "e2e_ms", [])}}
+    server_metrics.append_record(args.record, record)
+    print(f"run recorded in {args.record}")
 
 
 def _write_profile(args: argparse.Namespace, row: dict, plan: dict) -> None:

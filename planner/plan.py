@@ -458,8 +458,14 @@ CONTEXT_PERCENTILE = 99.0
 
 
 def _max_model_len(route: Route) -> int:
-    """The route's p99 prompt + p99 output tokens (the longest given quantile, never below the mean)."""
-    return math.ceil(route.input.at_percentile(CONTEXT_PERCENTILE) + route.output.at_percentile(CONTEXT_PERCENTILE))
+    """The route's p99 prompt + p99 output tokens (the longest given quantile, never below the mean), or the
+    longest request of its log when that is longer: a server rejects every request past its context."""
+    quantiles = math.ceil(route.input.at_percentile(CONTEXT_PERCENTILE) + route.output.at_percentile(CONTEXT_PERCENTILE))
+    logged = route_log_requests(route)
+    if logged is None:
+        return quantiles
+    _, (inputs, outputs) = logged
+    return max(quantiles, int(np.max(inputs + outputs)))
 
 
 def _profile_files(route: Route, best: dict[str, Any], catalog: Catalog) -> str:

@@ -79,17 +79,32 @@ def test_arrivals_seeded_with_the_requested_rate_and_cv():
         arrival_times(3, 1.0, "uniform", 0)
 
 
-def test_request_log_csv_and_jsonl(tmp_path):
+def test_request_log_reads_every_format_the_planner_reads(tmp_path):
     path = tmp_path / "log.csv"
     path.write_text("timestamp,prompt_tokens,completion_tokens\n105.5,30,4\n100.0,10,2\n")
     assert load_request_log(path) == (RequestSpec(10, 2, 0.0), RequestSpec(30, 4, 5.5))
     jl = tmp_path / "log.jsonl"
-    jl.write_text(json.dumps({"timestamp": 3, "input_len": 5, "output_len": 6}) + "\n")
-    assert load_request_log(jl) == (RequestSpec(5, 6, 0.0),)
+    jl.write_text(json.dumps({"timestamp": 3, "usage": {"prompt_tokens": 5, "completion_tokens": 0}}) + "\n"
+                  + json.dumps({"timestamp": 4, "prompt_tokens": 7, "completion_tokens": 8}) + "\n")
+    assert load_request_log(jl) == (RequestSpec(5, 1, 0.0), RequestSpec(7, 8, 1.0))  # 0 output tokens: sent for 1
+    azure = tmp_path / "azure.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+                     "2023-11-16 18:15:50.9951690,396,109\n")
+    specs = load_request_log(azure)
+    assert [(r.input_len, r.output_len) for r in specs] == [(374, 44), (396, 109)]
+    assert specs[1].send_at_s == pytest.approx(4.3145790)
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,prompt_tokens\n1,2\n")
-    with pytest.raises(InputError, match="record 1"):
+    with pytest.raises(InputError, match="missing column"):
         load_request_log(bad)
+
+
+def test_request_log_keeps_the_named_route(tmp_path):
+    path = tmp_path / "gw.csv"
+    path.write_text("timestamp,route,prompt_tokens,completion_tokens\n0,chat,10,2\n1,code,20,3\n2,chat,30,4\n"
+                    "3,code,40,5\n")
+    assert load_request_log(path, route="code") == (RequestSpec(20, 3, 0.0), RequestSpec(40, 5, 2.0))
+    assert len(load_request_log(path)) == 4
 
 
 def test_open_loop_replay_sends_on_schedule(timed_server):
