@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import secrets
 from pathlib import Path
 
 from fleetfacts.errors import InputError
@@ -56,7 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
     p.add_argument("--out", help="profile folder for the measured row (default profiles/measured/<gpu>/"
                    "<engine>-<model>-<precision>-tp<N>-verify)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of synthetic arrivals and lengths (default 0)")
+    p.add_argument("--prompt-seed", type=int, help="seed of the prompts' tokens (default: new each run, so a "
+                   "server's prefix cache cannot serve one run from an earlier one's prompts)")
     p.add_argument("--record", help="append the run (verdicts, every request's latencies, the server's /metrics "
                    "deltas) as one JSON line to this file")
 
@@ -86,10 +89,12 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if prompt_format == "tokens" and args.endpoint != "completions":
         raise InputError("--prompt-format tokens needs --endpoint completions (chat messages are text)")
     base_url = args.base_url.rstrip("/")
+    # Prompts differ from run to run (a server keeps earlier runs' prompts in its prefix cache); arrivals follow --seed.
+    prompt_seed = args.prompt_seed if args.prompt_seed is not None else secrets.randbits(63)
     spec = LoadSpec(base_url=base_url, requests=specs, endpoint=args.endpoint,
                     model=args.served_model, max_duration_s=args.duration + args.drain,
                     api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
-                    prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=args.seed)
+                    prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=prompt_seed)
     print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}, {prompt_format} "
           f"prompts) against {args.replicas} of the plan's {share.plan_replicas} replicas")
     recorder = server_metrics.PointRecorder(lambda: server_metrics.fetch_metrics(base_url))
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     columns = metric_columns(m)
     results = verify.verdicts(m, plan, route, load, specs) + [verify.prefix_verdict(verify.prefix_hit_rate(server), route)]
     print_verdicts(results)
-    _write_record(args, plan, share, arrival, specs, m, results, server)
+    _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed)
     if m.first_error:
         print(f"first error: {m.first_error}")
     if m.num_requests:
@@ -120,11 +125,11 @@ def _vocab_size(args: argparse.Namespace, plan: dict) -> int:
 
 
 def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arrival: str, specs: tuple,
-                  m: object, results: list[verify.Verdict], server: dict | None) -> None:
+                  m: object, results: list[verify.Verdict], server: dict | None, prompt_seed: int) -> None:
     """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments (JSON lines)."""
     if not args.record:
         return
-    record = {"route": args.route, "plan_route": plan["route"], "replicas": args.replicas,
+    record = {"route": args.route, "prompt_seed": prompt_seed, "plan_route": plan["route"], "replicas": args.replicas,
               "plan_replicas": share.plan_replicas, "rate_rps": share.rate_rps, "arrival": arrival,
               "requests": len(specs), "argv": vars(args) | {"record": str(args.record)},
               "verdicts": [v.row() for v in results], "server": server,
