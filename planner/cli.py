@@ -42,7 +42,7 @@ from planner.exports import baseline_diff, format_diff, workbook_bytes
 from planner.fanout import route_map
 from planner.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
 from planner.latency import METRICS as LATENCY_METRICS
-from planner.latency import PERCENTILES, latency_summary, predict_open_loop, validate_latency, with_server_latency
+from planner.latency import Lengths, OpenLoop, latency_summary, predict, validate_latency, with_server_latency
 from planner.plan import (
     assumptions_path,
     load_inputs,
@@ -415,15 +415,21 @@ def _predict_curve(args: argparse.Namespace) -> Curve:
         raise NoCurveError(f"{why}; no transfer either: {err}" if why else str(err)) from None
 
 
+# Percentiles `predict --request-rate` prints.
+SHOWN_PERCENTILES = (50, 95, 99)
+
+
 def _run_predict_open_loop(args: argparse.Namespace) -> int:
     if not (args.request_rate > 0 and math.isfinite(args.request_rate)):
         raise InputError(f"--request-rate: expected a number > 0, got {args.request_rate:g}")
     if not (args.arrival_cv > 0 and math.isfinite(args.arrival_cv)):
         raise InputError(f"--arrival-cv: expected a number > 0, got {args.arrival_cv:g}")
     curve = _predict_curve(args)
-    pred = predict_open_loop(curve, args.input_len, args.output_len, args.request_rate, args.arrival_cv)
+    pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv), Lengths.fixed(args.input_len, args.output_len),
+                   percentiles=SHOWN_PERCENTILES)
     record = {"group": curve.key.label(), "config": curve.key.config, "input_len": args.input_len,
-              "output_len": args.output_len, **{k: _finite(v) for k, v in pred.to_record().items()},
+              "output_len": args.output_len, "arrival_cv": args.arrival_cv,
+              **{k: _finite(v) for k, v in pred.to_record().items()},
               "front_end": curve.front_end.basis if curve.front_end else None, "provenance": "predicted"}
     if args.json:
         print(json.dumps(record, allow_nan=False, default=str))
@@ -442,7 +448,7 @@ def _print_open_loop(r: dict) -> None:
           f"{r['input_len']}/{r['output_len']} tokens: {r['output_tok_per_s']:.0f} output tok/s")
     for metric in ("ttft", "tpot", "itl", "e2e"):
         cells = []
-        for p in PERCENTILES:
+        for p in SHOWN_PERCENTILES:
             name = f"{metric}_p{p}_ms"
             value, low, high = r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high")
             cells.append("n/a" if value is None else f"p{p} {value:.1f} [{low:.1f}..{high:.1f}]")

@@ -20,15 +20,18 @@ from fleetfacts.specs import context_window
 from planner import costs, sizing
 from planner.assumptions import Assumptions
 from planner.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
+from planner.latency import TIER_ANALYTIC
 from planner.queueing import QueueingError
 from planner.routes import Route
 
 SECONDS_PER_HOUR = 3600.0
 
+LATENCY_INTERVAL_COLUMNS = tuple(f"{m}_pred_ms_{end}" for m in ("ttft", "tpot", "e2e") for end in ("low", "high"))
 OPTION_COLUMNS = (
     "route", "option", "engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
     "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
-    "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
+    "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", *LATENCY_INTERVAL_COLUMNS,
+    "latency_tier", "utilisation",
     "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
     "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month", "latency_basis",
     "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "reason", "miss_ratio", "provenance",
@@ -165,10 +168,29 @@ class Option:
             "usd_per_1m_output_tok": c.usd_per_1m_output_tok, "price_source": c.price_source,
             "feasible": self.feasible, "reason": self.reason,
         }
+        row.update(latency_columns(self.route, s))
         if self.simulated:
             row.update(analytical_replicas=self.analytical_replicas, sim_replicas=self.sim_replicas,
                        sim_attainment=self.sim_attainment)
         return row
+
+
+def latency_columns(route: Route, s: sizing.Sizing) -> dict[str, Any]:
+    """The latency intervals and tier of a sizing (online: its latency report at the route's percentile;
+    batch: the analytic offline means, whose interval is the throughput interval's)."""
+    out: dict[str, Any] = dict.fromkeys(LATENCY_INTERVAL_COLUMNS, math.nan)
+    if s.latency is not None:
+        for metric in ("ttft", "tpot", "e2e"):
+            low, high = s.latency.interval(metric, route.slo_percentile)
+            out[f"{metric}_pred_ms_low"], out[f"{metric}_pred_ms_high"] = low, high
+        out["latency_tier"] = s.latency.tier
+        return out
+    out["latency_tier"] = TIER_ANALYTIC if s.feasible and route.traffic == "batch" else ""
+    if s.feasible and s.replica_tok_s > 0:
+        slow, fast = s.replica_tok_s / s.replica_tok_s_low, s.replica_tok_s / s.replica_tok_s_high
+        for metric, value in (("ttft", s.ttft_ms), ("tpot", s.tpot_ms), ("e2e", s.e2e_ms)):
+            out[f"{metric}_pred_ms_low"], out[f"{metric}_pred_ms_high"] = value * fast, value * slow
+    return out
 
 
 # ---------------------------------------------------------------- construction
@@ -187,14 +209,15 @@ def context_reason(route: Route) -> str:
 
 
 def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops_book: costs.OpsBook,
-                    assumptions: Assumptions) -> Option:
-    """Size `curve` for `route`, price it, and say why it is infeasible (reason '' when feasible)."""
+                    assumptions: Assumptions, log: sizing.LogRequests | None = None) -> Option:
+    """Size `curve` for `route` (replaying its request `log` where given), price it, and say why it is
+    infeasible (reason '' when feasible)."""
     key = curve.key
     try:
         too_long = context_reason(route)
         if too_long:
             raise NoCurveError(too_long)
-        sized = sizing.size_route(curve, route, key.tp, assumptions.policy)
+        sized = sizing.size_route(curve, route, key.tp, assumptions.policy, log)
     except (NoCurveError, QueueingError) as err:
         unsized = sizing.unsized(str(err))
         return Option(route, key, curve, unsized, False, str(err), unsized.utilisation, unsized.note)

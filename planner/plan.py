@@ -48,11 +48,11 @@ from fleetfacts.schema import (
     validate_frame,
 )
 from fleetfacts.specs import gpu_spec, model_facts
-from planner import costs, simulate
+from planner import costs, simulate, sizing
 from planner.assumptions import Assumptions
 from planner.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, leave_one_out, load_profiles
 from planner.latency import with_server_latency
-from planner.options import OPTION_COLUMNS, Option, evaluate_option, option_label
+from planner.options import LATENCY_INTERVAL_COLUMNS, OPTION_COLUMNS, Option, evaluate_option, option_label
 from planner.routes import ALLOW_LISTS, Route, parse_diurnal
 from planner.transfer import Transfer
 from planner.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
@@ -258,9 +258,11 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     """One route's PLAN row and option rows (a module-level function, so process pools can pickle it)."""
     route = Route.from_row(row)
     curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
-    options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions) for curve in curves]
+    log = route_log_requests(route) if route.traffic == "online" else None
+    options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions, log)
+               for curve in curves]
     if check_by_simulation and route.traffic == "online":
-        options = _online_simulation_check(route, options, assumptions)
+        options = _online_simulation_check(route, options, assumptions, log)
     elif check_by_simulation and route.traffic == "batch":
         options = _batch_simulation_check(route, options, assumptions)
     rows = [option.to_row() for option in options]
@@ -339,11 +341,12 @@ def _rank_key(row: Mapping[str, Any], traffic: str, a: Assumptions) -> tuple:
     return (unverified, row["total_usd_per_month"], row["gpus"], row["option"])
 
 
-def _online_simulation_check(route: Route, options: list[Option], a: Assumptions) -> list[Option]:
-    """Re-size the cheapest feasible online options by simulation, re-priced (the others unchanged)."""
+def _online_simulation_check(route: Route, options: list[Option], a: Assumptions,
+                             replay: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None) -> list[Option]:
+    """Check the cheapest feasible online options by simulating their whole fleet (SLO attainment); an
+    option it adds replicas to is re-priced and its latency re-predicted there (the others unchanged)."""
     if route.slo.empty:
         return options
-    replay = route_log_requests(route)
     options = list(options)
     for _ in range(SIM_CHECK_MAX):
         option = _cheapest_unsimulated(options, a)
@@ -355,11 +358,13 @@ def _online_simulation_check(route: Route, options: list[Option], a: Assumptions
 
 def _simulate_online_option(option: Option, a: Assumptions,
                             replay: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None) -> Option:
-    """search_replicas from the analytical count; the option takes the simulated fleet and its cost."""
+    """search_replicas from the sized count; the option takes the simulated fleet and its cost, never fewer
+    replicas than its latency sizing (the check may add replicas, not remove the need)."""
     arrivals, lengths = replay if replay is not None else (None, None)
     analytical = option.replicas
     search = simulate.search_replicas(option.route, option.curve, analytical, arrivals, lengths,
-                                      attainment_target=a.slo_attainment, min_replicas=_cap_floor(option, a))
+                                      attainment_target=a.slo_attainment,
+                                      min_replicas=max(analytical, _cap_floor(option, a)))
     option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
                                  sim_attainment=search.attainment)
     if search.replicas is None:
@@ -369,9 +374,11 @@ def _simulate_online_option(option: Option, a: Assumptions,
     option = dataclasses.replace(option, sim_replicas=search.replicas)
     if not search.differs:
         return option
-    notes = _join(option.notes, f"analytical sizing {analytical} replicas, simulation {search.replicas} "
-                                f"({search.source})")
-    return option.resized(search.replicas, a, notes, utilisation=option.utilisation * analytical / search.replicas)
+    notes = _join(option.notes, f"latency sizing {analytical} replicas; the fleet simulation needs {search.replicas} "
+                                f"for {a.slo_attainment:.0%} of requests within every SLO ({search.source})")
+    resized = option.resized(search.replicas, a, notes, utilisation=option.utilisation * analytical / search.replicas)
+    report = sizing.share_latency(option.curve, option.route, search.replicas, replay)
+    return dataclasses.replace(resized, sizing=sizing.with_latency(resized.sizing, report, option.route))
 
 
 def _cap_floor(option: Option, a: Assumptions) -> int:
@@ -492,8 +499,8 @@ def _relative(path: Path) -> str:
 
 _COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
            "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
-           "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "utilisation",
-           "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "usd_per_1m_output_tok", "provenance",
+           "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", *LATENCY_INTERVAL_COLUMNS,
+           "latency_tier", "utilisation", "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "usd_per_1m_output_tok", "provenance",
            "latency_basis", "price_source")
 # A throughput interval never reaches below this share of its middle (keeps GPU ranges finite).
 MIN_LOW_SHARE = 0.05
@@ -649,7 +656,8 @@ PLAN_DECIMALS = {
     **dict.fromkeys(("gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "total_usd_per_month_low",
                      "total_usd_per_month_high", "usd_per_1m_output_tok", "runner_up_total_usd_per_month",
                      "savings_usd_per_month"), 2),
-    **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "operating_concurrency"), 1),
+    **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "operating_concurrency",
+                     *LATENCY_INTERVAL_COLUMNS), 1),
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
 }
 ASSUMPTIONS_SUFFIX = ".assumptions.json"

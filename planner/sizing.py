@@ -1,12 +1,16 @@
-"""Sizing one route on one fitted curve: operating concurrency and replicas.
+"""Sizing one route on one fitted curve: replicas, and the latency they will see.
 
-Online routes: search the largest concurrency C per replica whose predicted
-TPOT, and TTFT / end-to-end latency before queueing, meet the route's SLOs at
-its percentile, then size replicas with the G/G/c model of planner.queueing
-(each replica = C slots, each busy for one request's end-to-end time) for the
-route's peak rate and arrival variability.  Batch routes: the fewest replicas
-that finish one job before its deadline.  Predictions are used conservatively:
-the low end of the throughput interval, latencies scaled by the same factor.
+Online routes: the fewest replicas whose latency, as the latency door
+(planner.latency.predict) predicts it for one replica carrying its share of the
+route's peak rate, meets every SLO at the route's percentile: the route's log
+replayed at that share where it has one, else open-loop arrivals at its arrival
+CV with its length distribution.  The search starts at the utilisation cap's
+floor (peak rate over the low end of a replica's saturated throughput, times
+the cap) and doubles, then bisects.  The sizing keeps that report: the plan
+prints its percentiles, interval and tier, which is what `measure verify`
+measures.  A request alone (closed loop, concurrency 1) missing an SLO makes
+the option infeasible at once.  Batch routes: the fewest replicas that finish
+one job before its deadline, at the low end of the throughput interval.
 Model and limits: docs/planning.md.
 """
 
@@ -14,20 +18,24 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from fleetfacts.errors import InputError
 from planner import queueing
 from planner.curves import CurveLike
+from planner.latency import PERCENTILES, LatencyReport, Lengths, OpenLoop, Replay, predict
 from planner.routes import Route
 
 log = logging.getLogger(__name__)
 
-# Concurrency candidates evaluated below the latency limit: fractions of it.  A smaller C leaves
-# more TTFT budget for queueing, which can need fewer replicas when the TTFT SLO is tight.
-CONCURRENCY_FRACTIONS = (1.0, 0.5, 0.25, 0.125)
+# A route's request log: arrival times (s) and (prompt tokens, output tokens) per request.
+LogRequests = tuple[np.ndarray, tuple[Sequence[int], Sequence[int]]]
+
 # Predictions are memoised per (curve, shape); this bounds the cache.
 PREDICTION_CACHE_SIZE = 1 << 17
 # Provenance labels from strongest to weakest; a sizing takes the weakest it used.
@@ -77,6 +85,7 @@ class Sizing:
     provenance: str
     note: str = ""
     miss_ratio: float = 0.0
+    latency: LatencyReport | None = None
 
 
 # ---------------------------------------------------------------- memoised predictions
@@ -96,9 +105,14 @@ def _max_batch(curve: CurveLike, input_len: float, output_len: float) -> int:
     return int(curve.max_batch(input_len, output_len))
 
 
+@lru_cache(maxsize=PREDICTION_CACHE_SIZE)
+def _saturated(curve: CurveLike, input_len: float, output_len: float) -> Any:
+    return curve.saturated(input_len, output_len)
+
+
 def clear_cache() -> None:
     """Forget memoised predictions (after refitting curves in place; new Curve objects need not)."""
-    for fn in (_concurrency, _offline, _max_batch):
+    for fn in (_concurrency, _offline, _max_batch, _saturated):
         fn.cache_clear()
 
 
@@ -155,64 +169,125 @@ def _point(curve: CurveLike, route: Route, concurrency: int) -> _Point:
     return _Point(concurrency, slot_service_s, tpot, ttft, e2e, mean, pct)
 
 
-def _largest_meeting(curve: CurveLike, route: Route, cap: int) -> int:
-    """Largest C in [1, cap] meeting the service SLOs (latency grows with C); 0 if none."""
-    if _point(curve, route, 1).misses(route):
-        return 0
-    low, high = 1, cap
-    if not _point(curve, route, high).misses(route):
-        return high
+# Bisection steps of sustainable_rps on the rate (10: within 0.1% of the top).
+RATE_SEARCH_STEPS = 10
+# Replica counts searched: up to this many times the utilisation floor (and at least this many).
+SEARCH_CEILING_FACTOR = 8
+SEARCH_CEILING_MIN = 64
+
+
+def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy(),
+                log: LogRequests | None = None) -> Sizing:
+    """The fewest replicas of `curve` whose latency at the route's peak share meets its SLOs (module doc).
+
+    log: the route's request log (arrival times, (prompt, output tokens)): replayed at each replica's share
+    instead of synthetic arrivals at the route's arrival CV.
+    """
+    alone = _point(curve, route, 1)
+    if alone.misses(route):
+        return _infeasible_online(alone, route, tp)
+    capacity = _capacity(curve, route)
+    if not capacity.low > 0:
+        return _infeasible_online(alone, route, tp)
+    floor = queueing.load_bound(route.peak_rps, capacity.low / route.output_len, policy.utilisation_cap)
+    reports: dict[int, LatencyReport] = {}
+
+    def meets(replicas: int) -> bool:
+        if replicas not in reports:
+            reports[replicas] = share_latency(curve, route, replicas, log)
+        return reports[replicas].meets(route)
+
+    ceiling = max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * floor)
+    replicas = _fewest(meets, floor, ceiling)
+    if replicas is None:
+        return _infeasible_at_ceiling(reports[ceiling], alone, capacity, route, ceiling)
+    return _online_sizing(curve, route, tp, replicas, reports[replicas], capacity, alone)
+
+
+
+
+def _fewest(meets: Callable[[int], bool], floor: int, ceiling: int) -> int | None:
+    """Smallest r in [floor, ceiling] with meets(r) (latency falls as replicas are added); None if none."""
+    if not meets(ceiling):
+        return None
+    low, high = floor - 1, floor
+    while not meets(high):
+        low, high = high, min(high * 2, ceiling)
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (mid, high) if not _point(curve, route, mid).misses(route) else (low, mid)
+        low, high = (low, mid) if meets(mid) else (mid, high)
+    return high
+
+
+def share_latency(curve: CurveLike, route: Route, replicas: int, log: LogRequests | None = None) -> LatencyReport:
+    """Latency of one of `replicas` replicas carrying its share of the route's peak rate: its log replayed at
+    that rate, else open-loop arrivals at the route's arrival CV with its length distribution."""
+    rate = route.peak_rps / replicas
+    percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
+    if log is not None:
+        times, lengths = log
+        return predict(curve, Replay.of_log(times, lengths, rate), percentiles=percentiles)
+    return predict(curve, OpenLoop(rate, route.arrival_cv), Lengths.of_route(route), percentiles=percentiles)
+
+
+def sustainable_rps(curve: CurveLike, route: Route, policy: Policy = Policy(), log: LogRequests | None = None,
+                    steps: int = RATE_SEARCH_STEPS) -> float:
+    """Requests/s one replica carries within the route's SLOs and the utilisation cap (0: none), searched
+    on the same latency model as size_online (bisection on the rate)."""
+    if _point(curve, route, 1).misses(route):
+        return 0.0
+    capacity = _capacity(curve, route)
+    top = policy.utilisation_cap * capacity.low / route.output_len if capacity.low > 0 else 0.0
+    if not top > 0:
+        return 0.0
+
+    def meets(rate: float) -> bool:
+        return share_latency(curve, replace(route, rate_rps=rate, peak_to_mean=1.0), 1, log).meets(route)
+
+    if meets(top):
+        return top
+    low, high = 0.0, top
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (mid, high) if meets(mid) else (low, mid)
     return low
 
 
-def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy()) -> Sizing:
-    """Replicas of `curve` serving `route` within its SLOs at its peak rate (see module doc)."""
-    cap = _max_batch(curve, route.input_len, route.output_len)
-    best = _largest_meeting(curve, route, cap)
-    if best == 0:
-        return _infeasible_online(_point(curve, route, 1), route, tp)
-    cs2 = route.output_cv2 if route.output_cv2 is not None else policy.default_service_cv2
-    point = _point(curve, route, best)
-    queue = _queue(point, route, cs2, policy)
-    if queue.replicas > queueing.load_bound(route.peak_rps, best / point.slot_service_s, policy.utilisation_cap):
-        # The TTFT budget, not capacity, set the replicas: a lower concurrency may leave more of it.
-        for c in sorted({max(1, round(best * f)) for f in CONCURRENCY_FRACTIONS[1:]} - {best}, reverse=True):
-            other = _point(curve, route, c)
-            other_queue = _queue(other, route, cs2, policy)
-            if other_queue.replicas < queue.replicas:
-                point, queue = other, other_queue
-    return _online_sizing(curve, route, tp, point, queue)
+def _capacity(curve: CurveLike, route: Route) -> Any:
+    """Saturated output tokens/s of one replica at the route's mean lengths (with its interval)."""
+    return _saturated(curve, route.input_len, route.output_len)
 
 
-def _wait_budget_s(point: _Point, route: Route) -> float:
-    budgets = [target - predicted for target, predicted in ((route.slo.ttft_ms, point.ttft_ms),
-                                                             (route.slo.e2e_ms, point.e2e_ms))
-               if target is not None]
-    return min(budgets) / 1000.0 if budgets else math.inf
-
-
-def _queue(point: _Point, route: Route, cs2: float, policy: Policy) -> queueing.QueueSizing:
-    return queueing.replicas_for(
-        route.peak_rps, point.concurrency / point.slot_service_s, route.arrival_cv**2, cs2,
-        _wait_budget_s(point, route), percentile=route.slo_percentile / 100.0,
-        slots_per_replica=point.concurrency, utilisation_cap=policy.utilisation_cap)
-
-
-def _online_sizing(curve: CurveLike, route: Route, tp: int, point: _Point,
-                   queue: queueing.QueueSizing) -> Sizing:
-    wait_ms = queue.wait_pct_s * 1000.0
-    mean = point.mean
+def _online_sizing(curve: CurveLike, route: Route, tp: int, replicas: int, report: LatencyReport, capacity: Any,
+                   alone: _Point) -> Sizing:
+    pct = route.slo_percentile
+    peak = route.peak_rps * route.output_len / (replicas * capacity.low)
     return Sizing(
-        feasible=True, reason="", replicas=queue.replicas, gpus=queue.replicas * tp,
-        concurrency=float(point.concurrency), replica_tok_s=mean.output_tok_per_s, replica_tok_s_low=mean.low,
-        replica_tok_s_high=mean.high, ttft_ms=point.ttft_ms + wait_ms, tpot_ms=point.tpot_ms,
-        e2e_ms=point.e2e_ms + wait_ms, utilisation=queue.utilisation / route.peak_to_mean,
-        peak_utilisation=queue.utilisation, job_hours=math.nan,
-        provenance=weakest_provenance([mean.provenance, point.pct.provenance]),
-        note=_latency_note(curve, mean))
+        feasible=True, reason="", replicas=replicas, gpus=replicas * tp,
+        concurrency=report.in_flight_p99, replica_tok_s=capacity.output_tok_per_s, replica_tok_s_low=capacity.low,
+        replica_tok_s_high=capacity.high, ttft_ms=report.value("ttft", pct), tpot_ms=report.value("tpot", pct),
+        e2e_ms=report.value("e2e", pct), utilisation=peak / route.peak_to_mean, peak_utilisation=peak,
+        job_hours=math.nan, provenance=weakest_provenance([capacity.provenance, alone.pct.provenance]),
+        note=_latency_note(curve, capacity), latency=report)
+
+
+def with_latency(sized: Sizing, report: LatencyReport, route: Route) -> Sizing:
+    """`sized` reporting `report`'s latency at the route's percentile (after a check changed its replicas)."""
+    pct = route.slo_percentile
+    return replace(sized, ttft_ms=report.value("ttft", pct), tpot_ms=report.value("tpot", pct),
+                   e2e_ms=report.value("e2e", pct), concurrency=report.in_flight_p99, latency=report)
+
+
+def _infeasible_at_ceiling(report: LatencyReport, alone: _Point, capacity: Any, route: Route, ceiling: int) -> Sizing:
+    ratio, what = max(report.misses(route))
+    pct = route.slo_percentile
+    return Sizing(
+        feasible=False, reason=f"misses {what} even on {ceiling} replicas", replicas=0, gpus=0, concurrency=1.0,
+        replica_tok_s=capacity.output_tok_per_s, replica_tok_s_low=capacity.low, replica_tok_s_high=capacity.high,
+        ttft_ms=report.value("ttft", pct), tpot_ms=report.value("tpot", pct), e2e_ms=report.value("e2e", pct),
+        utilisation=math.nan, peak_utilisation=math.nan, job_hours=math.nan,
+        provenance=weakest_provenance([capacity.provenance, alone.pct.provenance]), miss_ratio=ratio,
+        latency=report)
 
 
 def _latency_note(curve: CurveLike, pred: Any) -> str:
@@ -285,10 +360,11 @@ def unsized(reason: str) -> Sizing:
     return Sizing(False, reason, 0, 0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, "predicted")
 
 
-def size_route(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy()) -> Sizing:
-    """Size `route` on `curve` (tp GPUs per replica): online or batch."""
+def size_route(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy(),
+               log: LogRequests | None = None) -> Sizing:
+    """Size `route` on `curve` (tp GPUs per replica): online (replaying `log` where given) or batch."""
     if route.traffic == "online":
-        return size_online(curve, route, tp, policy)
+        return size_online(curve, route, tp, policy, log)
     if route.traffic == "batch":
         return size_batch(curve, route, tp, policy)
     raise InputError(f"route {route.name!r}: traffic must be online or batch, got {route.traffic!r}")

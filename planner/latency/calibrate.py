@@ -1,4 +1,4 @@
-"""Latency under load: the OpenAI server fitted on open-loop rows, open-loop predictions, and their check.
+"""Latency under load: the OpenAI server fitted on open-loop rows, and its check (predictions: planner.latency.door).
 
 A curve (planner.curves) models the engine; the simulator (planner.simulate)
 replays arrivals through it, with async scheduling where the engine does it.
@@ -16,8 +16,6 @@ serving loads.  This module:
 - lends a fitted front end to options without server rows, labelled
   `transferred` (same engine, preferring the same GPU and model; the prefill
   scale only to the same GPU);
-- predicts open-loop percentiles (`predict_open_loop`) from simulation, not
-  from means;
 - checks it all leave-one-row-out (`validate_latency`): each server row is
   predicted by a curve and server fitted without it.
 """
@@ -38,7 +36,6 @@ from fleetfacts.schema import PROFILE_GROUP
 from planner.curves import Curve, GroupKey, fit_group, row_caps
 from planner.frontend import FrontEnd, StreamLoad, stream_load
 from planner.simulate import SimResult, simulate
-from planner.workload import gamma
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +62,6 @@ PREFILL_SCALE_STEPS = 81
 PREFILL_SCALE_PRIOR_SD = 1.0
 # Rows without a recorded arrival seed are simulated with this many draws of their arrival process.
 UNSEEDED_DRAWS = 3
-# Open-loop predictions simulate at least this many requests per seed, and this many seeds.
-PREDICT_REQUESTS = 2000
-PREDICT_SEEDS = 3
-PERCENTILES = (50, 95, 99)
-# z for the two-sided 90% interval given with each prediction.
-Z90 = 1.645
 
 
 # ---------------------------------------------------------------- rows
@@ -243,30 +234,6 @@ def _borrow(curve: Curve, donors: Iterable[Curve]) -> Curve:
     return dataclasses.replace(curve, front_end=lent)
 
 
-# ---------------------------------------------------------------- predictions
-
-@dataclasses.dataclass(frozen=True)
-class OpenLoopPrediction:
-    """Predicted percentiles (ms) and throughput under open-loop arrivals; each with a 90% interval."""
-
-    rate_rps: float
-    arrival_cv: float
-    output_tok_per_s: float
-    metrics: dict[str, float]               # e.g. ttft_p50_ms
-    low: dict[str, float]
-    high: dict[str, float]
-    latency_basis: str
-
-    def to_record(self) -> dict[str, object]:
-        record: dict[str, object] = {"request_rate": self.rate_rps, "arrival_cv": self.arrival_cv,
-                                     "output_tok_per_s": self.output_tok_per_s, "latency_basis": self.latency_basis}
-        for name, value in self.metrics.items():
-            record[name] = value
-            record[f"{name}_low"] = self.low[name]
-            record[f"{name}_high"] = self.high[name]
-        return record
-
-
 def _pct_ms(values_s: np.ndarray, pct: float) -> float:
     """Percentile in ms of the served requests (NaN: rejected); inf when the tail is unbounded (saturated)."""
     served = values_s[~np.isnan(values_s)]
@@ -275,40 +242,6 @@ def _pct_ms(values_s: np.ndarray, pct: float) -> float:
     with np.errstate(invalid="ignore"):  # inf - inf while interpolating a saturated tail
         value = float(np.percentile(served, pct)) * 1000
     return math.inf if math.isnan(value) else value
-
-
-def _percentiles(name: str, values_s: np.ndarray) -> dict[str, float]:
-    return {f"{name}_p{p}_ms": _pct_ms(values_s, p) for p in PERCENTILES}
-
-
-def predict_open_loop(curve: Curve, input_len: int, output_len: int, rate_rps: float, cv: float = 1.0,
-                      requests: int = PREDICT_REQUESTS, seeds: int = PREDICT_SEEDS) -> OpenLoopPrediction:
-    """Throughput and TTFT/TPOT/e2e percentiles of one replica at `rate_rps` (gamma arrivals, CV `cv`).
-
-    ITL percentiles equal TPOT's here: the simulator emits one token per iteration and does not model
-    the streaming chunking that makes ITL spikier.  Intervals: the spread over seeds plus the group's
-    relative error (the front end's fit residual, else the curve's), at 90%.
-    """
-    runs = [simulate(curve, gamma(rate_rps, cv, requests, seed), [input_len] * requests, [output_len] * requests)
-            for seed in range(seeds)]
-    per_seed = [{**_percentiles("ttft", r.ttft_s), **_percentiles("tpot", r.tpot_s), **_percentiles("e2e", r.e2e_s)}
-                for r in runs]
-    metrics = {k: float(np.mean([m[k] for m in per_seed])) for k in per_seed[0]}
-    metrics.update({k.replace("tpot", "itl"): v for k, v in metrics.items() if k.startswith("tpot")})
-    low, high = {}, {}
-    for name, value in metrics.items():
-        finite = bool(value) and math.isfinite(value)
-        spread = float(np.std([m.get(name, value) for m in per_seed])) / value if finite else 0.0
-        sd = math.hypot(_relative_error(curve, name), spread)
-        low[name], high[name] = value * math.exp(-Z90 * sd), value * math.exp(Z90 * sd)
-    tok_s = float(np.mean([requests * output_len / r.makespan_s for r in runs]))
-    return OpenLoopPrediction(rate_rps, cv, tok_s, metrics, low, high, curve.latency_basis)
-
-
-def _relative_error(curve: Curve, metric: str) -> float:
-    """1-sigma relative error of a metric: the curve's residual scale, and the front end's fit for TTFT/e2e."""
-    front = curve.front_end.rel_error if curve.front_end is not None and not metric.startswith(("tpot", "itl")) else 0.0
-    return max(front, float(curve.fit.sigma))
 
 
 # ---------------------------------------------------------------- validation

@@ -1,0 +1,31 @@
+"""Latency: the one door (`predict`, planner.latency.door) and the server calibration it rests on
+(planner.latency.calibrate: the front end and prefill scale fitted on open-loop server rows, and their check).
+"""
+
+from planner.latency.calibrate import (
+    METRICS,
+    calibrate,
+    latency_summary,
+    load_shares,
+    predict_row,
+    server_rows,
+    validate_latency,
+    with_server_latency,
+)
+from planner.latency.door import (
+    PERCENTILES,
+    TIER_ANALYTIC,
+    TIER_REPLAYED,
+    TIER_SIMULATED,
+    Closed,
+    LatencyReport,
+    Lengths,
+    Load,
+    OpenLoop,
+    Replay,
+    predict,
+)
+
+__all__ = ["METRICS", "PERCENTILES", "TIER_ANALYTIC", "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "LatencyReport",
+           "Lengths", "Load", "OpenLoop", "Replay", "calibrate", "latency_summary", "load_shares", "predict",
+           "predict_row", "server_rows", "validate_latency", "with_server_latency"]

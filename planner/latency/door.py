@@ -1,0 +1,307 @@
+"""The one answer to "what latency will this replica see under this load": `predict(curve, load, lengths)`.
+
+A load is one of
+- `OpenLoop(rate_rps, arrival_cv)`: gamma arrivals (Poisson at CV 1) at a replica's share of a route's rate;
+- `Replay(arrival_s, input_len, output_len)`: given requests (a request log, `Replay.of_log` stretched to a rate);
+- `Closed(concurrency)`: a fixed number of requests in flight (benchmark clients), steady state.
+
+Open-loop and replayed loads run the event simulation (planner.simulate: chunked prefill, KV admission, the
+fitted server front end) on one replica and report percentiles of the simulated requests; the tier says which
+(`simulated`, `replayed log`).  A closed loop is answered by the curve's analytic steady state (`analytic`):
+means, not percentiles, so its percentile fields hold the mean.  Every figure has a 90% interval: the spread
+over seeds (open loop) and the curve's and front end's fit error.
+
+`predict`, `plan`, `fleet`, `simulate`'s sizing, the app and `measure verify` (through the plan's columns) all
+report what this returns; sizing asks it whether a replica count meets a route's SLOs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fleetfacts.errors import InputError
+from planner.curves import CurveLike
+from planner.routes import LengthDistribution, Route
+from planner.simulate import SimResult, simulate
+from planner.workload import gamma
+
+METRICS = ("ttft", "tpot", "itl", "e2e")
+PERCENTILES = (50, 90, 95, 99)
+# Open-loop predictions simulate this many requests per seed, over this many seeds (common random numbers:
+# seed k is the same draw for every rate, so latency against load is smooth and a search over it monotone).
+PREDICT_REQUESTS = 2000
+PREDICT_SEEDS = 3
+# z for the two-sided 90% interval given with each prediction.
+Z90 = 1.645
+TIER_SIMULATED, TIER_REPLAYED, TIER_ANALYTIC = "simulated", "replayed log", "analytic"
+
+
+# ---------------------------------------------------------------- loads and lengths
+
+@dataclass(frozen=True)
+class OpenLoop:
+    """Requests arriving at rate_rps (requests/s) with gamma gaps of coefficient of variation arrival_cv."""
+
+    rate_rps: float
+    arrival_cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate_rps) and self.rate_rps > 0):
+            raise InputError(f"request rate: expected a number > 0, got {self.rate_rps!r}")
+        if not (math.isfinite(self.arrival_cv) and self.arrival_cv >= 0):
+            raise InputError(f"arrival CV: expected a number >= 0, got {self.arrival_cv!r}")
+
+    def describe(self) -> str:
+        return f"open loop {self.rate_rps:.4g} req/s, arrival CV {self.arrival_cv:.3g}"
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """Given requests: sorted arrival times (s) and their prompt and output tokens."""
+
+    arrival_s: np.ndarray
+    input_len: Sequence[int]
+    output_len: Sequence[int]
+    source: str = "replayed requests"
+
+    @classmethod
+    def of_log(cls, arrival_s: np.ndarray, lengths: tuple[Sequence[int], Sequence[int]], rate_rps: float,
+               source: str = "the route's log") -> Replay:
+        """A log's requests with their times stretched so their mean rate is rate_rps (bursts kept in shape)."""
+        t = np.asarray(arrival_s, dtype=float)
+        t = t - t[0]
+        own = (t.size - 1) / t[-1] if t.size > 1 and t[-1] > 0 else rate_rps
+        inputs, outputs = (np.maximum(1, np.asarray(v, dtype=np.int64)) for v in lengths)
+        return cls(t * own / rate_rps, inputs, outputs, f"{source} at {rate_rps:.4g} req/s")
+
+    @property
+    def rate_rps(self) -> float:
+        t = self.arrival_s
+        return (t.size - 1) / float(t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else math.nan
+
+    def describe(self) -> str:
+        return f"{self.source} ({len(self.arrival_s)} requests)"
+
+
+@dataclass(frozen=True)
+class Closed:
+    """concurrency requests always in flight (a finished one is replaced at once), steady state."""
+
+    concurrency: int
+
+    def describe(self) -> str:
+        return f"closed loop, {self.concurrency} in flight"
+
+
+Load = OpenLoop | Replay | Closed
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Prompt and output tokens of the requests: drawn from distributions (a route's), or fixed."""
+
+    input: LengthDistribution
+    output: LengthDistribution
+
+    @classmethod
+    def fixed(cls, input_len: float, output_len: float) -> Lengths:
+        return cls(LengthDistribution(float(input_len)), LengthDistribution(float(output_len)))
+
+    @classmethod
+    def of_route(cls, route: Route) -> Lengths:
+        return cls(route.input, route.output)
+
+    def draw(self, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        gen = np.random.default_rng(seed)
+        return self.input.sample(n, gen), self.output.sample(n, gen)
+
+
+# ---------------------------------------------------------------- the report
+
+@dataclass(frozen=True)
+class LatencyReport:
+    """Percentiles (ms) of TTFT, TPOT, ITL and e2e with 90% intervals, throughput, and where they come from.
+
+    metrics / low / high: keyed like `ttft_p95_ms`.  tier: simulated, replayed log or analytic.  basis: what
+    the latency rests on (the curve's latency_basis: measured, transferred, unverified).  in_flight_p99:
+    requests in flight at the 99th percentile of arrivals (simulated tiers; the analytic tier's concurrency).
+    """
+
+    load: str
+    rate_rps: float
+    tier: str
+    basis: str
+    output_tok_per_s: float
+    metrics: dict[str, float]
+    low: dict[str, float]
+    high: dict[str, float]
+    in_flight_p99: float = math.nan
+    results: tuple[SimResult, ...] = field(default=(), compare=False, repr=False)
+
+    def value(self, metric: str, pct: float) -> float:
+        """The metric (ttft, tpot, itl, e2e) at percentile pct, ms: a reported one, else from the requests."""
+        return self._at(self.metrics, metric, pct)
+
+    def interval(self, metric: str, pct: float) -> tuple[float, float]:
+        """(low, high) of value(metric, pct): the reported interval's relative width around it."""
+        value = self.value(metric, pct)
+        low, high, mid = (self._at(d, metric, pct, exact=True) for d in (self.low, self.high, self.metrics))
+        if math.isnan(low) or not (mid and math.isfinite(mid)):
+            nearest = min(PERCENTILES, key=lambda p: abs(p - pct))
+            low, high, mid = (d[f"{metric}_p{nearest}_ms"] for d in (self.low, self.high, self.metrics))
+        if not (mid and math.isfinite(mid) and math.isfinite(value)):
+            return value, value
+        return value * low / mid, value * high / mid
+
+    def _at(self, table: dict[str, float], metric: str, pct: float, exact: bool = False) -> float:
+        key = f"{metric}_p{pct:g}_ms"
+        if key in table:
+            return table[key]
+        if exact or not self.results:
+            return math.nan
+        column = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "tpot_s", "e2e": "e2e_s"}[metric]
+        return _pct_ms(np.concatenate([getattr(r, column) for r in self.results]), pct)
+
+    def meets(self, route: Route) -> bool:
+        """Every SLO of the route at its percentile."""
+        return not self.misses(route)
+
+    def misses(self, route: Route) -> list[tuple[float, str]]:
+        """(predicted / target - 1, description) of each SLO missed at the route's percentile."""
+        pct, out = route.slo_percentile, []
+        for metric, name, target in (("ttft", "TTFT", route.slo.ttft_ms), ("tpot", "TPOT", route.slo.tpot_ms),
+                                     ("e2e", "end-to-end latency", route.slo.e2e_ms)):
+            predicted = self.value(metric, pct)
+            if target is not None and not predicted <= target:
+                ratio = predicted / target - 1.0 if math.isfinite(predicted) else math.inf
+                out.append((ratio, f"p{pct:g} {name} {_ms(predicted)} ms > SLO {target:g} ms at {self.load}"))
+        return out
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"load": self.load, "request_rate": self.rate_rps, "tier": self.tier,
+                                  "latency_basis": self.basis, "output_tok_per_s": self.output_tok_per_s}
+        for name, value in self.metrics.items():
+            record[name] = value
+            record[f"{name}_low"] = self.low[name]
+            record[f"{name}_high"] = self.high[name]
+        return record
+
+
+def _ms(value: float) -> str:
+    if not math.isfinite(value):
+        return "unbounded"
+    return f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
+
+
+# ---------------------------------------------------------------- the door
+
+def predict(curve: CurveLike, load: Load, lengths: Lengths | None = None, percentiles: Sequence[float] = PERCENTILES,
+            requests: int = PREDICT_REQUESTS, seeds: int = PREDICT_SEEDS) -> LatencyReport:
+    """Latency of one replica of `curve` under `load` (see the module doc).
+
+    lengths: required for OpenLoop and Closed (Closed uses their means); a Replay carries its own.
+    """
+    if isinstance(load, Replay):
+        return _replayed(curve, load, percentiles)
+    if lengths is None:
+        raise InputError(f"{load.describe()}: lengths are needed")
+    if isinstance(load, Closed):
+        return _closed(curve, load, lengths)
+    return _open_loop(curve, load, lengths, percentiles, requests, seeds)
+
+
+def _open_loop(curve: CurveLike, load: OpenLoop, lengths: Lengths, percentiles: Sequence[float], requests: int,
+               seeds: int) -> LatencyReport:
+    runs = []
+    for seed in range(seeds):
+        inputs, outputs = lengths.draw(requests, seed)
+        runs.append(simulate(curve, gamma(load.rate_rps, load.arrival_cv, requests, seed), inputs, outputs))
+    per_seed = [_percentiles(r, percentiles) for r in runs]
+    metrics = {k: float(np.mean([m[k] for m in per_seed])) for k in per_seed[0]}
+    low, high = _intervals(curve, metrics, per_seed)
+    tok_s = float(np.mean([float(np.sum(r.output_len)) / r.makespan_s for r in runs]))
+    in_flight = float(np.mean([_in_flight_p99(r) for r in runs]))
+    return LatencyReport(load.describe(), load.rate_rps, TIER_SIMULATED, _basis(curve), tok_s, metrics, low, high,
+                         in_flight, tuple(runs))
+
+
+def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> LatencyReport:
+    result = simulate(curve, load.arrival_s, load.input_len, load.output_len)
+    metrics = _percentiles(result, percentiles)
+    low, high = _intervals(curve, metrics, [metrics])
+    tok_s = float(np.sum(result.output_len)) / result.makespan_s
+    return LatencyReport(load.describe(), load.rate_rps, TIER_REPLAYED, _basis(curve), tok_s, metrics, low, high,
+                         _in_flight_p99(result), (result,))
+
+
+def _closed(curve: CurveLike, load: Closed, lengths: Lengths) -> LatencyReport:
+    pred = curve.predict_concurrency(lengths.input.mean, lengths.output.mean, load.concurrency)
+    means = {"ttft": pred.ttft_ms, "tpot": pred.tpot_ms, "itl": pred.tpot_ms, "e2e": pred.e2e_ms}
+    metrics = {f"{m}_p{p:g}_ms": float(v) for m, v in means.items() for p in (50,)}
+    ratio = pred.low / pred.output_tok_per_s if pred.output_tok_per_s > 0 else 1.0
+    low = {k: v * ratio for k, v in metrics.items()}
+    high = {k: v / ratio if ratio > 0 else math.inf for k, v in metrics.items()}
+    rate = load.concurrency / (pred.e2e_ms / 1000) if pred.e2e_ms > 0 else math.nan
+    return LatencyReport(load.describe() + " (means)", rate, TIER_ANALYTIC, _basis(curve), pred.output_tok_per_s,
+                         metrics, low, high, float(load.concurrency))
+
+
+# ---------------------------------------------------------------- helpers
+
+def _basis(curve: CurveLike) -> str:
+    basis = getattr(curve, "latency_basis", None)
+    return basis if isinstance(basis, str) else ("measured" if curve.has_latency else "unverified")
+
+
+def _pct_ms(values_s: np.ndarray, pct: float) -> float:
+    """Percentile in ms of the served requests (NaN: none served); inf when the tail is unbounded (saturated)."""
+    served = values_s[~np.isnan(values_s)]
+    if not served.size:
+        return math.nan
+    with np.errstate(invalid="ignore"):  # inf - inf while interpolating a saturated tail
+        value = float(np.percentile(served, pct)) * 1000
+    return math.inf if math.isnan(value) else value
+
+
+def _percentiles(result: SimResult, percentiles: Sequence[float]) -> dict[str, float]:
+    """ITL equals TPOT here: the simulator emits one token per iteration (no streaming chunks)."""
+    values = {"ttft": result.ttft_s, "tpot": result.tpot_s, "itl": result.tpot_s, "e2e": result.e2e_s}
+    return {f"{m}_p{p:g}_ms": _pct_ms(values[m], p) for m in METRICS for p in percentiles}
+
+
+def _intervals(curve: CurveLike, metrics: dict[str, float], per_seed: list[dict[str, float]]
+               ) -> tuple[dict[str, float], dict[str, float]]:
+    """90% intervals: the spread over seeds and the fit's relative error, on a log scale."""
+    low, high = {}, {}
+    for name, value in metrics.items():
+        finite = bool(value) and math.isfinite(value)
+        spread = float(np.std([m.get(name, value) for m in per_seed])) / value if finite else 0.0
+        sd = math.hypot(relative_error(curve, name), spread)
+        low[name], high[name] = value * math.exp(-Z90 * sd), value * math.exp(Z90 * sd)
+    return low, high
+
+
+def relative_error(curve: CurveLike, metric: str) -> float:
+    """1-sigma relative error of a metric: the curve's residual scale, and the front end's fit for TTFT/e2e."""
+    front_end = getattr(curve, "front_end", None)
+    front = front_end.rel_error if front_end is not None and not metric.startswith(("tpot", "itl")) else 0.0
+    fit = getattr(curve, "fit", None)
+    return max(front, float(fit.sigma) if fit is not None else 0.0)
+
+
+def _in_flight_p99(result: SimResult) -> float:
+    """Requests in flight just after each arrival, 99th percentile (what a replica's batch must hold)."""
+    t = np.asarray(result.arrival_s, dtype=float)
+    if not t.size:
+        return math.nan
+    end = t + np.nan_to_num(result.e2e_s, nan=np.inf)
+    order = np.argsort(t, kind="stable")
+    t, end = t[order], end[order]
+    started = np.arange(1, t.size + 1)
+    finished = np.searchsorted(np.sort(end), t, side="right")
+    return float(np.percentile(started - finished, 99))
