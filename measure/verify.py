@@ -165,10 +165,22 @@ def band(plan: Mapping[str, Any], predicted: float) -> tuple[float, float]:
     return predicted * (1 - width), predicted * (1 + width)
 
 
+def latency_band(plan: Mapping[str, Any], metric: str, predicted: float) -> tuple[float, float]:
+    """The plan's own 90% interval of a latency (columns <metric>_pred_ms_low/_high), at least the run-to-run
+    spread around the prediction; plans without those columns: the throughput interval's width (band)."""
+    low, high = _number(plan.get(f"{metric}_pred_ms_low")), _number(plan.get(f"{metric}_pred_ms_high"))
+    spread_low, spread_high = predicted * (1 - RUN_TO_RUN_SPREAD), predicted * (1 + RUN_TO_RUN_SPREAD)
+    if low is None or high is None:
+        return band(plan, predicted)
+    return min(low, spread_low), max(high, spread_high)
+
+
 def judge(metric: str, measured: float | None, predicted: float | None, slo: float | None,
-          plan: Mapping[str, Any], higher_is_better: bool = False) -> Verdict:
-    """Within the band, drift (outside it, SLO kept), or SLO at risk (past the SLO, or no data for an SLO)."""
-    low, high = band(plan, predicted) if predicted is not None else (None, None)
+          plan: Mapping[str, Any], higher_is_better: bool = False,
+          span: tuple[float, float] | None = None) -> Verdict:
+    """Within the band (span, else the throughput interval's), drift (outside it, SLO kept), or SLO at risk
+    (past the SLO, or no data for an SLO)."""
+    low, high = (span or band(plan, predicted)) if predicted is not None else (None, None)
     if measured is None:
         verdict = AT_RISK if slo is not None else NOT_MEASURED
     elif slo is not None and measured > slo:
@@ -194,8 +206,12 @@ def verdicts(m: Measurement, plan: Mapping[str, Any], route: Mapping[str, Any],
     """TTFT, TPOT and e2e at the route's SLO percentile against the plan's predictions (which are at that
     percentile too) and the SLO; served against offered output tokens/s; errors."""
     q = float(route["slo_percentile"])
-    out = [judge(f"{metric}_p{q:g}_ms", _percentile(getattr(m, f"{metric}_ms"), q), _number(plan[f"{metric}_pred_ms"]),
-                 _number(route[f"{metric}_slo_ms"]), plan) for metric in ("ttft", "tpot", "e2e")]
+    out = []
+    for metric in ("ttft", "tpot", "e2e"):
+        predicted = _number(plan[f"{metric}_pred_ms"])
+        span = latency_band(plan, metric, predicted) if predicted is not None else None
+        out.append(judge(f"{metric}_p{q:g}_ms", _percentile(getattr(m, f"{metric}_ms"), q), predicted,
+                         _number(route[f"{metric}_slo_ms"]), plan, span=span))
     return out + [_throughput_verdict(load, requests, plan), _error_verdict(m)]
 
 

@@ -42,7 +42,7 @@ from planner.exports import baseline_diff, format_diff, workbook_bytes
 from planner.fanout import route_map
 from planner.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
 from planner.latency import METRICS as LATENCY_METRICS
-from planner.latency import Lengths, OpenLoop, latency_summary, predict, validate_latency, with_server_latency
+from planner.latency import Lengths, OpenLoop, Replay, latency_summary, predict, validate_latency, with_server_latency
 from planner.plan import (
     assumptions_path,
     load_inputs,
@@ -55,7 +55,7 @@ from planner.plan import (
     write_plan,
 )
 from planner.plan_check import format_simulations, simulate_plan
-from planner.traffic import log_to_routes
+from planner.traffic import log_to_routes, read_log
 from planner.transfer_check import (
     TRANSFER_MODES,
     default_transfer_target,
@@ -324,8 +324,8 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=int, help="tensor-parallel GPUs per replica (default: the smallest profiled)")
     p.add_argument("--config", type=slug, help="engine settings label of the profile, e.g. tuned (default: "
                    "'default' where profiled, else any other)")
-    p.add_argument("--input-len", type=int, required=True, help="prompt tokens per request")
-    p.add_argument("--output-len", type=int, required=True, help="output tokens per request")
+    p.add_argument("--input-len", type=int, help="prompt tokens per request (required unless --log)")
+    p.add_argument("--output-len", type=int, help="output tokens per request (required unless --log)")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--batch-size", type=int, help="offline: requests submitted at once")
     load.add_argument("--concurrency", type=int, help="online: requests kept in flight (see --closed-loop)")
@@ -334,6 +334,9 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                            "p50/p95/p99 from simulation, with 90%% intervals")
     p.add_argument("--arrival-cv", type=float, default=1.0, metavar="CV",
                    help="with --request-rate: CV of the gaps between arrivals (1 = Poisson, default; 2, 4 = bursty)")
+    p.add_argument("--log", metavar="FILE", help="with --request-rate: replay this request log (any format "
+                   "`planner traffic` reads) with its times stretched to R req/s and its own lengths, as `plan` "
+                   "sizes a route with a log")
     p.add_argument("--closed-loop", choices=CLOSED_LOOPS, default="staggered",
                    help="with --concurrency: 'staggered' = clients in steady state, as real traffic (default); "
                         "'rounds' = a benchmark's clients starting together and staying in step "
@@ -352,6 +355,10 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def _run_predict(args: argparse.Namespace) -> int:
+    if args.log and args.request_rate is None:
+        raise InputError("--log needs --request-rate (the rate the log is replayed at)")
+    if not args.log and (args.input_len is None or args.output_len is None):
+        raise InputError("--input-len and --output-len are required (or --log with --request-rate)")
     if args.request_rate is not None:
         return _run_predict_open_loop(args)
 
@@ -425,8 +432,14 @@ def _run_predict_open_loop(args: argparse.Namespace) -> int:
     if not (args.arrival_cv > 0 and math.isfinite(args.arrival_cv)):
         raise InputError(f"--arrival-cv: expected a number > 0, got {args.arrival_cv:g}")
     curve = _predict_curve(args)
-    pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv), Lengths.fixed(args.input_len, args.output_len),
-                   percentiles=SHOWN_PERCENTILES)
+    if args.log:
+        requests = read_log(args.log).requests
+        lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
+        load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, Path(args.log).name)
+        pred = predict(curve, load, percentiles=SHOWN_PERCENTILES)
+    else:
+        pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv),
+                       Lengths.fixed(args.input_len, args.output_len), percentiles=SHOWN_PERCENTILES)
     record = {"group": curve.key.label(), "config": curve.key.config, "input_len": args.input_len,
               "output_len": args.output_len, "arrival_cv": args.arrival_cv,
               **{k: _finite(v) for k, v in pred.to_record().items()},
@@ -444,8 +457,8 @@ def _finite(value: object) -> object:
 
 def _print_open_loop(r: dict) -> None:
     print(f"{r['group']}  (predicted, latency {r['latency_basis']})")
-    print(f"  open loop: {r['request_rate']:g} req/s, arrival CV {r['arrival_cv']:g}, "
-          f"{r['input_len']}/{r['output_len']} tokens: {r['output_tok_per_s']:.0f} output tok/s")
+    lengths = "its own lengths" if r["input_len"] is None else f"{r['input_len']}/{r['output_len']} tokens"
+    print(f"  {r['load']}, {lengths} ({r['tier']}): {r['output_tok_per_s']:.0f} output tok/s")
     for metric in ("ttft", "tpot", "itl", "e2e"):
         cells = []
         for p in SHOWN_PERCENTILES:

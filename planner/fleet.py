@@ -226,12 +226,10 @@ class Candidate:
 
 
 def _capacity_rps(curve: Curve, unit: Unit, tier: Tier, policy: sizing.Policy) -> float:
-    """Requests/s one replica serves of the unit's requests at the tier's operating point (0 = cannot)."""
+    """Requests/s one replica serves of the unit's requests within the tier's SLOs (0 = cannot): the rate at
+    which the latency door says its latency meets them (the same model as the plan's sizing)."""
     route = replace(unit.sized, slo=tier.slo, slo_percentile=tier.percentile)
-    sized = sizing.size_online(curve, route, curve.key.tp, policy)
-    if not sized.feasible or not sized.replica_tok_s_low > 0:
-        return 0.0
-    return sized.replica_tok_s_low / route.output_len
+    return sizing.sustainable_rps(curve, route, policy)
 
 
 def _prices(catalog: Catalog, gpu: str, a: Assumptions, levers: Levers) -> tuple[costs.Price | None,

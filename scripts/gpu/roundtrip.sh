@@ -12,6 +12,7 @@ code=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH=/tmp/site:$code VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
        VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 name=$1 script=$2 plan=$3 routes=$4 budget=$5; shift 5
+[ -f "$script" ] || { echo "no deploy script $script: run planner deploy first" >&2; exit 2; }
 start=$(date +%s); left() { echo $(( budget - ($(date +%s) - start) )); }
 mkdir -p "$OUT" /tmp/rt /tmp/bin
 log="$OUT/$name.log"
@@ -34,7 +35,9 @@ bash "/tmp/rt/$name.sh" > "$OUT/$name-server.log" 2>&1 &
 server=$! waited=0
 until python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=2)" 2>/dev/null; do
   sleep 2; waited=$((waited + 2))
-  if [ $waited -gt 300 ] || ! kill -0 $server 2>/dev/null; then echo "== server not ready" >> "$log"; break; fi
+  if [ $waited -gt 300 ] || ! kill -0 $server 2>/dev/null; then
+    echo "== server not ready" | tee -a "$log"; tail -20 "$OUT/$name-server.log"; kill $smi; exit 3
+  fi
 done
 echo "== server ready after ${waited} s, $(left) s left" >> "$log"
 verify() {  # ROUTE SCALE DURATION [more verify args]
