@@ -121,24 +121,39 @@ def sample_lengths(route: Mapping[str, Any], prefix: str, n: int, rng: np.random
     return np.maximum(1, np.round(draws)).astype(int)
 
 
+def share_cv(route_cv: float, fraction: float) -> float:
+    """Arrival CV of a random share of a stream (CV^2 = 1 + (CV^2 - 1) x fraction): how the planner splits a
+    route's bursts between replicas (planner.latency.OpenLoop.share)."""
+    return math.sqrt(max(0.0, 1.0 + (route_cv**2 - 1.0) * fraction))
+
+
 def synthetic_requests(route: Mapping[str, Any], share: Share, duration_s: float, max_requests: int,
                        seed: int) -> tuple[RequestSpec, ...]:
-    """Arrivals at the share's rate (gamma with the route's arrival CV; Poisson at CV 1) for duration_s."""
+    """Arrivals at the share's rate for duration_s: gamma gaps with the route's arrival CV split as a load
+    balancer splits it (share_cv; Poisson stays Poisson), lengths from the route's quantiles."""
     n = max(1, min(max_requests, math.ceil(share.rate_rps * duration_s)))
-    cv = float(route["arrival_cv"])
-    arrival = "poisson" if math.isclose(cv, 1.0) else f"gamma:cv={cv:g}"
-    times = arrival_times(n, share.rate_rps, arrival, seed)
+    times = arrival_times(n, share.rate_rps, synthetic_arrival(route, share), seed)
     rng = np.random.default_rng(seed)
     inputs, outputs = sample_lengths(route, "input_len", n, rng), sample_lengths(route, "output_len", n, rng)
     return tuple(RequestSpec(int(i), int(o), t) for i, o, t in zip(inputs, outputs, times, strict=True))
 
 
+def synthetic_arrival(route: Mapping[str, Any], share: Share) -> str:
+    """The arrival process of the share: 'poisson' or 'gamma:cv=X'."""
+    cv = share_cv(float(route["arrival_cv"]), share.fraction)
+    return "poisson" if math.isclose(cv, 1.0) else f"gamma:cv={cv:.4g}"
+
+
 def replayed_requests(log: str | Path, share: Share, duration_s: float, max_requests: int,
-                      route_rate_rps: float) -> tuple[RequestSpec, ...]:
-    """A request log's requests, time-stretched so their rate is the share's, cut to the bounds."""
-    specs = load_request_log(log)
-    stretch = route_rate_rps / share.rate_rps if share.rate_rps > 0 else 1.0
-    kept = [RequestSpec(r.input_len, r.output_len, (r.send_at_s or 0.0) * stretch) for r in specs]
+                      route_rate_rps: float, route: str | None = None) -> tuple[RequestSpec, ...]:
+    """A request log's requests at the share of the fleet's traffic: times scaled so the whole log runs at the
+    peak rate (x --scale), then the deployment's share of them round robin (of every plan_replicas requests,
+    the first `replicas`), as the planner replays a route's log; cut to the bounds."""
+    specs = load_request_log(log, route)
+    whole_rate = share.rate_rps / share.fraction
+    stretch = route_rate_rps / whole_rate if whole_rate > 0 else 1.0
+    kept = [RequestSpec(r.input_len, r.output_len, (r.send_at_s or 0.0) * stretch) for k, r in enumerate(specs)
+            if k % share.plan_replicas < share.replicas]
     return tuple(r for r in kept if (r.send_at_s or 0.0) <= duration_s)[:max_requests]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import secrets
 from pathlib import Path
@@ -19,6 +18,9 @@ from measure.stats import metric_columns
 # Token ids are drawn below this when the model's vocabulary is unknown (Llama-2's 32k: valid for most models).
 DEFAULT_VOCAB_SIZE = 32000
 MAX_SCALE = 100.0
+# How a run's requests are drawn from the route's traffic (recorded with each run; benchmarks/roundtrip_check.py
+# rebuilds them): a log compressed to the peak then split round robin; bursts split at random.
+SHARE_METHOD = "round-robin"
 DESCRIPTION = """\
 Measure a running OpenAI-compatible deployment against its plan. The route's traffic (--log, the route's log,
 or arrivals at its peak rate with its arrival CV and length distribution) is scaled to the share --replicas of
@@ -67,11 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tuple[tuple, str]:
     log = args.log or ("" if args.synthetic else route["log"])
     if log:
-        specs = verify.replayed_requests(log, share, args.duration, args.max_requests, float(route["rate_rps"]))
+        specs = verify.replayed_requests(log, share, args.duration, args.max_requests, float(route["rate_rps"]),
+                                         args.route)
         return specs, f"replay:{Path(log).name}"
     specs = verify.synthetic_requests(route, share, args.duration, args.max_requests, args.seed)
-    cv = float(route["arrival_cv"])
-    return specs, "poisson" if math.isclose(cv, 1.0) else f"gamma:cv={cv:g}"
+    return specs, verify.synthetic_arrival(route, share)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -129,7 +131,7 @@ def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arr
     """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments (JSON lines)."""
     if not args.record:
         return
-    record = {"route": args.route, "prompt_seed": prompt_seed, "plan_route": plan["route"], "replicas": args.replicas,
+    record = {"route": args.route, "prompt_seed": prompt_seed, "share_method": SHARE_METHOD, "plan_route": plan["route"], "replicas": args.replicas,
               "plan_replicas": share.plan_replicas, "rate_rps": share.rate_rps, "arrival": arrival,
               "requests": len(specs), "argv": vars(args) | {"record": str(args.record)},
               "verdicts": [v.row() for v in results], "server": server,

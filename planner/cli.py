@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -335,8 +336,11 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrival-cv", type=float, default=1.0, metavar="CV",
                    help="with --request-rate: CV of the gaps between arrivals (1 = Poisson, default; 2, 4 = bursty)")
     p.add_argument("--log", metavar="FILE", help="with --request-rate: replay this request log (any format "
-                   "`planner traffic` reads) with its times stretched to R req/s and its own lengths, as `plan` "
+                   "`planner traffic` reads) with its times scaled to R req/s and its own lengths, as `plan` "
                    "sizes a route with a log")
+    p.add_argument("--share", type=int, default=1, metavar="N", help="with --request-rate: one of N replicas "
+                   "behind a load balancer: R/N req/s with the bursts split at random (--log: every N-th "
+                   "request); `plan` reports each route at --request-rate <peak> --share <replicas> (default 1)")
     p.add_argument("--closed-loop", choices=CLOSED_LOOPS, default="staggered",
                    help="with --concurrency: 'staggered' = clients in steady state, as real traffic (default); "
                         "'rounds' = a benchmark's clients starting together and staying in step "
@@ -431,14 +435,17 @@ def _run_predict_open_loop(args: argparse.Namespace) -> int:
         raise InputError(f"--request-rate: expected a number > 0, got {args.request_rate:g}")
     if not (args.arrival_cv > 0 and math.isfinite(args.arrival_cv)):
         raise InputError(f"--arrival-cv: expected a number > 0, got {args.arrival_cv:g}")
+    if args.share < 1:
+        raise InputError(f"--share: expected a whole number >= 1, got {args.share}")
     curve = _predict_curve(args)
     if args.log:
         requests = read_log(args.log).requests
         lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
-        load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, Path(args.log).name)
+        load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share,
+                             Path(args.log).name)
         pred = predict(curve, load, percentiles=SHOWN_PERCENTILES)
     else:
-        pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv),
+        pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv).share(args.share),
                        Lengths.fixed(args.input_len, args.output_len), percentiles=SHOWN_PERCENTILES)
     record = {"group": curve.key.label(), "config": curve.key.config, "input_len": args.input_len,
               "output_len": args.output_len, "arrival_cv": args.arrival_cv,
@@ -689,6 +696,8 @@ def _run_traffic(args: argparse.Namespace) -> int:
     refuse_overwriting_inputs({"--out": args.out}, {"--log": args.log})
     routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,
                                   ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms)
+    # The plan replays the log each route came from (its bursts, not a gamma stand-in with the same CV).
+    routes["log"] = os.path.relpath(Path(args.log).resolve(), Path(args.out).resolve().parent)
     write_table(routes, args.out, ROUTES)
     print(terminal_safe("\n".join(lines)))
     if (routes["model"] == "unknown").any():

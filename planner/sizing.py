@@ -220,14 +220,15 @@ def _fewest(meets: Callable[[int], bool], floor: int, ceiling: int) -> int | Non
 
 
 def share_latency(curve: CurveLike, route: Route, replicas: int, log: LogRequests | None = None) -> LatencyReport:
-    """Latency of one of `replicas` replicas carrying its share of the route's peak rate: its log replayed at
-    that rate, else open-loop arrivals at the route's arrival CV with its length distribution."""
-    rate = route.peak_rps / replicas
+    """Latency of one of `replicas` replicas carrying its share of the route's peak rate: its log at that
+    peak, every replicas-th request (round robin), else open-loop arrivals at the route's arrival CV and
+    length distribution split at random (planner.latency.OpenLoop.share)."""
     percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
     if log is not None:
         times, lengths = log
-        return predict(curve, Replay.of_log(times, lengths, rate), percentiles=percentiles)
-    return predict(curve, OpenLoop(rate, route.arrival_cv), Lengths.of_route(route), percentiles=percentiles)
+        return predict(curve, Replay.of_log(times, lengths, route.peak_rps, replicas), percentiles=percentiles)
+    load = OpenLoop(route.peak_rps, route.arrival_cv).share(replicas)
+    return predict(curve, load, Lengths.of_route(route), percentiles=percentiles)
 
 
 def sustainable_rps(curve: CurveLike, route: Route, policy: Policy = Policy(), log: LogRequests | None = None,

@@ -205,6 +205,8 @@ def route_log_requests(route: Route) -> tuple[np.ndarray, tuple[np.ndarray, np.n
     if not route.log:
         return None
     requests = read_log(route.log, route=route.name).requests
+    if (requests["route"] == route.name).any():   # a log of several routes: this route's requests
+        requests = requests[requests["route"] == route.name]
     return (requests["t_s"].to_numpy(float),
             (requests["input_len"].to_numpy(), requests["output_len"].to_numpy()))
 

@@ -1,17 +1,7 @@
 """Latency: the one door (`predict`, planner.latency.door) and the server calibration it rests on
-(planner.latency.calibrate: the front end and prefill scale fitted on open-loop server rows, and their check).
+(planner.latency.server_fit: the front end and prefill scale fitted on open-loop server rows, and their check).
 """
 
-from planner.latency.calibrate import (
-    METRICS,
-    calibrate,
-    latency_summary,
-    load_shares,
-    predict_row,
-    server_rows,
-    validate_latency,
-    with_server_latency,
-)
 from planner.latency.door import (
     PERCENTILES,
     TIER_ANALYTIC,
@@ -24,6 +14,16 @@ from planner.latency.door import (
     OpenLoop,
     Replay,
     predict,
+)
+from planner.latency.server_fit import (
+    METRICS,
+    calibrate,
+    latency_summary,
+    load_shares,
+    predict_row,
+    server_rows,
+    validate_latency,
+    with_server_latency,
 )
 
 __all__ = ["METRICS", "PERCENTILES", "TIER_ANALYTIC", "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "LatencyReport",

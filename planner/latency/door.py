@@ -59,6 +59,13 @@ class OpenLoop:
     def describe(self) -> str:
         return f"open loop {self.rate_rps:.4g} req/s, arrival CV {self.arrival_cv:.3g}"
 
+    def share(self, replicas: int) -> OpenLoop:
+        """What one of `replicas` replicas receives when a load balancer splits this stream at random: 1/replicas
+        of the rate, and bursts split too (CV^2 = 1 + (CV^2 - 1) / replicas; Poisson stays Poisson).  A
+        least-loaded balancer spreads bursts more evenly still, so this errs on the safe side."""
+        cv2 = 1.0 + (self.arrival_cv**2 - 1.0) / replicas
+        return OpenLoop(self.rate_rps / replicas, math.sqrt(max(cv2, 0.0)))
+
 
 @dataclass(frozen=True, eq=False)
 class Replay:
@@ -71,13 +78,18 @@ class Replay:
 
     @classmethod
     def of_log(cls, arrival_s: np.ndarray, lengths: tuple[Sequence[int], Sequence[int]], rate_rps: float,
-               source: str = "the route's log") -> Replay:
-        """A log's requests with their times stretched so their mean rate is rate_rps (bursts kept in shape)."""
+               replicas: int = 1, source: str = "the route's log") -> Replay:
+        """A log's requests with their times scaled so their mean rate is rate_rps (the whole route's), then
+        one replica's share of `replicas`: every replicas-th request, as a round-robin balancer sends them
+        (a burst is split between the replicas)."""
         t = np.asarray(arrival_s, dtype=float)
         t = t - t[0]
         own = (t.size - 1) / t[-1] if t.size > 1 and t[-1] > 0 else rate_rps
         inputs, outputs = (np.maximum(1, np.asarray(v, dtype=np.int64)) for v in lengths)
-        return cls(t * own / rate_rps, inputs, outputs, f"{source} at {rate_rps:.4g} req/s")
+        pick = slice(None, None, max(1, int(replicas)))
+        share = f", 1 of {replicas} replicas (round robin)" if replicas > 1 else ""
+        return cls((t * own / rate_rps)[pick], inputs[pick], outputs[pick],
+                   f"{source} at {rate_rps:.4g} req/s{share}")
 
     @property
     def rate_rps(self) -> float:

@@ -95,7 +95,7 @@ def test_request_log_reads_every_format_the_planner_reads(tmp_path):
     assert specs[1].send_at_s == pytest.approx(4.3145790)
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,prompt_tokens\n1,2\n")
-    with pytest.raises(InputError, match="missing column"):
+    with pytest.raises(InputError, match="line 1: not a request log"):
         load_request_log(bad)
 
 

@@ -73,3 +73,29 @@ def test_served_throughput_falls_below_offered_when_the_deployment_falls_behind(
     served, offered = verify.throughput(behind, sends)
     assert served < 0.5 * offered
     assert verify._throughput_verdict(behind, sends, PLAN).verdict == f"{verify.DRIFT} (worse than predicted)"
+
+
+def test_latency_is_judged_against_the_plans_own_latency_interval():
+    plan = {**PLAN, "ttft_pred_ms_low": 30.0, "ttft_pred_ms_high": 60.0}
+    assert verify.latency_band(plan, "ttft", 40.0) == pytest.approx((30.0, 60.0))
+    tight = {**PLAN, "ttft_pred_ms_low": 39.0, "ttft_pred_ms_high": 41.0}
+    spread = verify.RUN_TO_RUN_SPREAD
+    assert verify.latency_band(tight, "ttft", 40.0) == pytest.approx((40 * (1 - spread), 40 * (1 + spread)))
+    assert verify.latency_band(PLAN, "ttft", 10.0) == verify.band(PLAN, 10.0)   # an older plan: no columns
+    m = verify.Measurement(num_requests=3, duration_s=1.0, input_tokens=3, output_tokens=3,
+                           ttft_ms=[55.0, 56.0, 57.0], tpot_ms=[5.0] * 3, itl_ms=[], e2e_ms=[100.0] * 3)
+    route = {"slo_percentile": 95.0, "ttft_slo_ms": 300.0, "tpot_slo_ms": None, "e2e_slo_ms": None}
+    row = {**plan, "ttft_pred_ms": 40.0, "tpot_pred_ms": 5.0, "e2e_pred_ms": 100.0}
+    ttft = verify.verdicts(m, row, route, _load([1.0, 1.1, 1.2]), ())[0]
+    assert ttft.verdict == verify.WITHIN and ttft.high == pytest.approx(60.0)
+
+
+def test_a_run_the_prefix_cache_served_is_flagged():
+    server = {"counters": {"prefix_cache_queries": 1000.0, "prefix_cache_hits": 870.0}}
+    assert verify.prefix_hit_rate(server) == pytest.approx(0.87)
+    assert verify.prefix_hit_rate({"counters": {}}) is None and verify.prefix_hit_rate(None) is None
+    flagged = verify.prefix_verdict(0.87, {"prefix_hit_rate": 0.0})
+    assert flagged.verdict.startswith(verify.DRIFT) and "87%" in flagged.verdict
+    assert verify.prefix_verdict(0.87, {"prefix_hit_rate": 0.9}).verdict == verify.WITHIN   # a route that shares
+    assert verify.prefix_verdict(0.01, {"prefix_hit_rate": None}).verdict == verify.WITHIN
+    assert verify.prefix_verdict(None, {}).verdict == verify.NOT_MEASURED

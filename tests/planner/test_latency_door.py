@@ -1,6 +1,6 @@
 """One latency truth (issue 22): the plan reports, for each online route, what the latency door predicts for one
-replica at its share of the peak rate, which is what `predict --request-rate` prints; sizing takes the fewest
-replicas that door says meet the SLOs."""
+replica at its share of the peak rate, which is what `predict --request-rate <peak> --share <replicas>` prints;
+sizing takes the fewest replicas that door says meet the SLOs."""
 
 from __future__ import annotations
 
@@ -41,9 +41,10 @@ def _vllm_h200_routes(precision: str) -> pd.DataFrame:
     return validate_routes(routes.reset_index(drop=True), "routes")
 
 
-def _predict_cli(capsys, row: pd.Series, route: Route, rate: float) -> dict:
+def _predict_cli(capsys, row: pd.Series, route: Route) -> dict:
     args = ["predict", "--gpu", row.gpu, "--engine", row.engine, "--model", route.model, "--precision",
-            row.precision, "--tp", str(int(row.tp)), "--request-rate", repr(rate), "--json"]
+            row.precision, "--tp", str(int(row.tp)), "--request-rate", repr(route.peak_rps), "--share",
+            str(int(row.replicas)), "--json"]
     if route.log:
         args += ["--log", route.log]
     else:
@@ -61,7 +62,7 @@ def test_the_plan_reports_what_predict_prints_at_each_replicas_share(catalog, ca
     for _, row in plan.iterrows():
         assert row.status == "ok", row.notes
         route = Route.from_row(routes[routes["name"] == row.route].iloc[0].to_dict())
-        printed = _predict_cli(capsys, row, route, route.peak_rps / row.replicas)
+        printed = _predict_cli(capsys, row, route)
         assert row.latency_tier == (TIER_REPLAYED if route.log else TIER_SIMULATED)
         for metric in ("ttft", "tpot", "e2e"):
             assert row[f"{metric}_pred_ms"] == pytest.approx(printed[f"{metric}_p95_ms"], rel=1e-6), metric
@@ -112,12 +113,21 @@ def test_latency_grows_with_load_and_every_figure_has_its_interval(catalog):
     assert light.value("ttft", 50) <= light.value("ttft", 97.5) <= light.value("ttft", 99)
 
 
-def test_a_replayed_log_runs_at_the_rate_asked(catalog):
+def test_a_replayed_log_runs_at_the_rate_asked_and_a_share_takes_every_nth_request(catalog):
     t = np.cumsum(np.random.default_rng(0).exponential(1.0, size=400))
     load = Replay.of_log(t, (np.full(400, 300), np.full(400, 50)), rate_rps=8.0)
     assert load.rate_rps == pytest.approx(8.0)
     report = predict(_curve(catalog), load)
     assert report.tier == TIER_REPLAYED and report.value("ttft", 95) > 0
+    third = Replay.of_log(t, (np.arange(400) + 1, np.full(400, 50)), rate_rps=8.0, replicas=3)
+    assert list(third.input_len[:3]) == [1, 4, 7] and third.rate_rps == pytest.approx(8.0 / 3, rel=0.1)
+
+
+def test_a_share_of_a_bursty_stream_is_less_bursty_and_poisson_stays_poisson():
+    assert OpenLoop(12.0, 1.0).share(4) == OpenLoop(3.0, 1.0)
+    bursty = OpenLoop(12.0, 13.0).share(4)
+    assert bursty.rate_rps == 3.0 and 1.0 < bursty.arrival_cv < 13.0
+    assert bursty.arrival_cv == pytest.approx(math.sqrt(1 + (13.0**2 - 1) / 4))
 
 
 def test_a_closed_loop_is_the_analytic_tier_and_bad_loads_are_refused(catalog):
