@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -34,7 +34,7 @@ from planner.routes import Route
 log = logging.getLogger(__name__)
 
 # A route's request log: arrival times (s) and (prompt tokens, output tokens) per request.
-LogRequests = tuple[np.ndarray, tuple[Sequence[int], Sequence[int]]]
+LogRequests = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]
 
 # Predictions are memoised per (curve, shape); this bounds the cache.
 PREDICTION_CACHE_SIZE = 1 << 17

@@ -28,7 +28,7 @@ from fleetfacts.errors import InputError
 from planner.curves import CurveLike
 from planner.routes import LengthDistribution, Route
 from planner.simulate import SimResult, simulate
-from planner.workload import gamma
+from planner.workload import Numbers, gamma
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 95, 99)
@@ -72,12 +72,12 @@ class Replay:
     """Given requests: sorted arrival times (s) and their prompt and output tokens."""
 
     arrival_s: np.ndarray
-    input_len: Sequence[int]
-    output_len: Sequence[int]
+    input_len: np.ndarray
+    output_len: np.ndarray
     source: str = "replayed requests"
 
     @classmethod
-    def of_log(cls, arrival_s: np.ndarray, lengths: tuple[Sequence[int], Sequence[int]], rate_rps: float,
+    def of_log(cls, arrival_s: np.ndarray, lengths: tuple[Numbers, Numbers], rate_rps: float,
                replicas: int = 1, source: str = "the route's log") -> Replay:
         """A log's requests with their times scaled so their mean rate is rate_rps (the whole route's), then
         one replica's share of `replicas`: every replicas-th request, as a round-robin balancer sends them
