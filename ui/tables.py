@@ -21,7 +21,8 @@ from ui.charts import recommendation_table
 DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "$/month", "runner-up", "saves $/month", "break-even")
 # Everything else per route, behind an expander.
 DETAIL_COLUMNS = ("route", "precision", "TP", "replicas", "GPUs range", "$/month range", "$ per 1M tok", "numbers are",
-                  "replica tok/s (90% interval)", "notes")
+                  "replica tok/s (90% interval)", "TTFT ms at the SLO percentile (90%)", "TPOT ms (90%)",
+                  "latency from", "notes")
 BREAKEVEN_HELP = ("Model updates per month at which the runner-up would cost the same. 'never': the "
                   "recommendation stays cheaper at any update rate. 'same engine': the runner-up runs the same "
                   "engine build, so updates cost the same work and a break-even says nothing. Empty: no runner-up "
@@ -44,12 +45,25 @@ def decision_table(plan: pd.DataFrame) -> pd.DataFrame:
 
 def details_table(plan: pd.DataFrame) -> pd.DataFrame:
     """One row per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M output tokens,
-    provenance, throughput, notes."""
+    provenance, throughput, predicted TTFT/TPOT at the route's load with their intervals and tier, notes."""
     view = recommendation_table(plan)
     view["GPUs range"] = [_span(r.get("gpus_low"), r.get("gpus_high"), COUNT) for r in plan.to_dict("records")]
     view["$/month range"] = [_span(r.get("total_usd_per_month_low"), r.get("total_usd_per_month_high"), DOLLARS)
                              for r in plan.to_dict("records")]
+    records = plan.to_dict("records")
+    view["TTFT ms at the SLO percentile (90%)"] = [_latency(r, "ttft") for r in records]
+    view["TPOT ms (90%)"] = [_latency(r, "tpot") for r in records]
+    view["latency from"] = [("" if _missing(r.get("latency_tier")) else str(r.get("latency_tier"))) for r in records]
     return view[list(DETAIL_COLUMNS)]
+
+
+def _latency(row: Mapping[str, object], metric: str) -> str:
+    """'45.0 (31.3–64.6)': the plan's predicted latency at the route's load and its interval ('' when missing)."""
+    value = row.get(f"{metric}_pred_ms")
+    if _missing(value):
+        return ""
+    span = _span(row.get(f"{metric}_pred_ms_low"), row.get(f"{metric}_pred_ms_high"), "{:,.1f}")
+    return f"{float(value):,.1f}" + (f" ({span})" if span else "")  # type: ignore[arg-type]
 
 
 def _span(low: object, high: object, fmt: str) -> str:
