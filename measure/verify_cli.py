@@ -18,6 +18,7 @@ from measure.stats import metric_columns
 # Token ids are drawn below this when the model's vocabulary is unknown (Llama-2's 32k: valid for most models).
 DEFAULT_VOCAB_SIZE = 32000
 MAX_SCALE = 100.0
+PROBE_TIMEOUT_S = 30.0
 # How a run's requests are drawn from the route's traffic (recorded with each run; benchmarks/roundtrip_check.py
 # rebuilds them): a log compressed to the peak then split round robin; bursts split at random.
 SHARE_METHOD = "round-robin"
@@ -53,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (transformers serve)")
     p.add_argument("--prompt-format", choices=("tokens", "words"), help="tokens: random token ids, each prompt "
                    "exactly its length and as distinct as production traffic, whatever the server's tokenizer "
-                   "(default on --endpoint completions); words: random words (the chat endpoint's default)")
+                   "(default where the server takes them: a one-token probe decides); words: random words (the chat "
+                   "endpoint's default)")
     p.add_argument("--vocab-size", type=int, help="token ids are drawn below this (default: the plan model's "
                    "config.json vocab_size, else 32000)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
@@ -87,10 +89,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     specs, arrival = _requests(args, route, share)
     if not specs:
         raise InputError(f"no request of the log falls within --duration {args.duration:g} s")
-    prompt_format = args.prompt_format or ("tokens" if args.endpoint == "completions" else "words")
-    if prompt_format == "tokens" and args.endpoint != "completions":
+    if args.prompt_format == "tokens" and args.endpoint != "completions":
         raise InputError("--prompt-format tokens needs --endpoint completions (chat messages are text)")
     base_url = args.base_url.rstrip("/")
+    prompt_format = args.prompt_format or _default_prompt_format(args, base_url)
     # Prompts differ from run to run (a server keeps earlier runs' prompts in its prefix cache); arrivals follow --seed.
     prompt_seed = args.prompt_seed if args.prompt_seed is not None else secrets.randbits(63)
     spec = LoadSpec(base_url=base_url, requests=specs, endpoint=args.endpoint,
@@ -115,6 +117,28 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         _write_profile(args, verify.profile_row(columns, m, plan, share, specs, arrival, command_line(argv), seed),
                        plan)
     return verify.exit_code(results)
+
+
+def _default_prompt_format(args: argparse.Namespace, base_url: str) -> str:
+    """tokens where the server takes token-id prompts (vLLM, SGLang, trtllm-serve do), else words, said so."""
+    if args.endpoint != "completions":
+        return "words"
+    import httpx  # noqa: PLC0415 - only verify's probe needs it
+
+    body: dict = {"prompt": [1, 2, 3], "max_tokens": 1}
+    if args.served_model:
+        body["model"] = args.served_model
+    key = os.environ.get(args.api_key_env)
+    try:
+        answer = httpx.post(base_url + "/v1/completions", json=body, timeout=PROBE_TIMEOUT_S,
+                            headers={"Authorization": f"Bearer {key}"} if key else {})
+    except httpx.HTTPError as err:
+        raise InputError(f"--base-url {base_url}: no answer ({type(err).__name__}: {err})") from None
+    if answer.status_code == 200:
+        return "tokens"
+    print(f"note: the server refused a token-id prompt (HTTP {answer.status_code}): sending words, whose token "
+          "count and prefix-cache hits depend on its tokenizer (the prefix-cache share is checked below)")
+    return "words"
 
 
 def _vocab_size(args: argparse.Namespace, plan: dict) -> int:
