@@ -42,9 +42,9 @@ def _vllm_h200_routes(precision: str) -> pd.DataFrame:
 
 
 def _predict_cli(capsys, row: pd.Series, route: Route) -> dict:
-    args = ["predict", "--gpu", row.gpu, "--engine", row.engine, "--model", route.model, "--precision",
-            row.precision, "--tp", str(int(row.tp)), "--request-rate", repr(route.peak_rps), "--share",
-            str(int(row.replicas)), "--json"]
+    args = ["predict", "--gpu", row.gpu, "--engine", row.engine, "--engine-version", str(row.engine_version),
+            "--config", row.engine_config, "--model", route.model, "--precision", row.precision, "--tp",
+            str(int(row.tp)), "--request-rate", repr(route.peak_rps), "--share", str(int(row.replicas)), "--json"]
     if route.log:
         args += ["--log", route.log]
     else:
@@ -54,12 +54,19 @@ def _predict_cli(capsys, row: pd.Series, route: Route) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("precision", ["fp8", "bf16"])
-def test_the_plan_reports_what_predict_prints_at_each_replicas_share(catalog, capsys, precision):
-    routes = _vllm_h200_routes(precision)
+def _bundled_routes() -> pd.DataFrame:
+    routes = pd.read_csv(EXAMPLE_ROUTES, keep_default_na=False)
+    routes["log"] = routes["log"].map(lambda p: str(REPO / "examples" / p) if p else "")
+    return validate_routes(routes, "routes")
+
+
+@pytest.mark.parametrize("routes", ["fp8", "bf16", "bundled"])
+def test_the_plan_reports_what_predict_prints_at_each_replicas_share(catalog, capsys, bundled_fitted_once, routes):
+    routes = _bundled_routes() if routes == "bundled" else _vllm_h200_routes(routes)
     plan = make_plan(routes, catalog, Assumptions(), check_by_simulation=True).plan
-    assert set(plan["route"]) == {"chat", "code-completion"}
-    for _, row in plan.iterrows():
+    online = plan[plan["traffic"] == "online"]
+    assert set(online["route"]) >= {"chat", "code-completion"}
+    for _, row in online.iterrows():
         assert row.status == "ok", row.notes
         route = Route.from_row(routes[routes["name"] == row.route].iloc[0].to_dict())
         printed = _predict_cli(capsys, row, route)
