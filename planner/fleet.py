@@ -226,8 +226,8 @@ class Candidate:
 
 
 def _capacity_rps(curve: Curve, unit: Unit, tier: Tier, policy: sizing.Policy) -> float:
-    """Requests/s one replica serves of the unit's requests within the tier's SLOs (0 = cannot): the rate at
-    which the latency door says its latency meets them (the same model as the plan's sizing)."""
+    """Requests/s one replica serves of the unit's requests within the tier's SLOs and the utilisation cap
+    (0 = cannot): the rate at which the latency door says its latency meets them (the plan's sizing model)."""
     route = replace(unit.sized, slo=tier.slo, slo_percentile=tier.percentile)
     return sizing.sustainable_rps(curve, route, policy)
 
@@ -276,7 +276,7 @@ def candidate_loads(units: list[Unit], catalog: Catalog, a: Assumptions, levers:
                     continue
                 mu = _capacity_rps(curve, unit, tier, a.policy)
                 if mu > 0:
-                    load = unit.rps / (mu * a.utilisation_cap)
+                    load = unit.rps / mu   # mu is within the utilisation cap already
                     per_tier.append((float(load.max()) * candidate.tp * _unit_price(candidate), candidate, load))
             per_tier.sort(key=lambda item: item[0])
             scored += per_tier[:CANDIDATES_PER_TIER]
