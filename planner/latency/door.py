@@ -177,7 +177,7 @@ class LatencyReport:
         if exact or not self.results:
             return math.nan
         column = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "tpot_s", "e2e": "e2e_s"}[metric]
-        return _pct_ms(np.concatenate([getattr(r, column) for r in self.results]), pct)
+        return pct_ms(np.concatenate([getattr(r, column) for r in self.results]), pct)
 
     def meets(self, route: Route) -> bool:
         """Every SLO of the route at its percentile."""
@@ -270,7 +270,7 @@ def _basis(curve: CurveLike) -> str:
     return basis if isinstance(basis, str) else ("measured" if curve.has_latency else "unverified")
 
 
-def _pct_ms(values_s: np.ndarray, pct: float) -> float:
+def pct_ms(values_s: np.ndarray, pct: float) -> float:
     """Percentile in ms of the served requests (NaN: none served); inf when the tail is unbounded (saturated)."""
     served = values_s[~np.isnan(values_s)]
     if not served.size:
@@ -283,7 +283,7 @@ def _pct_ms(values_s: np.ndarray, pct: float) -> float:
 def _percentiles(result: SimResult, percentiles: Sequence[float]) -> dict[str, float]:
     """ITL equals TPOT here: the simulator emits one token per iteration (no streaming chunks)."""
     values = {"ttft": result.ttft_s, "tpot": result.tpot_s, "itl": result.tpot_s, "e2e": result.e2e_s}
-    return {f"{m}_p{p:g}_ms": _pct_ms(values[m], p) for m in METRICS for p in percentiles}
+    return {f"{m}_p{p:g}_ms": pct_ms(values[m], p) for m in METRICS for p in percentiles}
 
 
 def _intervals(curve: CurveLike, metrics: dict[str, float], per_seed: list[dict[str, float]]

@@ -35,6 +35,7 @@ from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PROFILE_GROUP
 from planner.curves import Curve, GroupKey, fit_group, row_caps
 from planner.frontend import FrontEnd, StreamLoad, stream_load
+from planner.latency.door import pct_ms
 from planner.simulate import SimResult, simulate
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class EngineRun:
         return np.concatenate([r.ttft_s for r in self.runs])
 
     def tpot_ms(self, pct: float) -> float:
-        return _pct_ms(np.concatenate([r.tpot_s for r in self.runs]), pct)
+        return pct_ms(np.concatenate([r.tpot_s for r in self.runs]), pct)
 
     def loads(self) -> list[StreamLoad]:
         """What the front end met in each run (planner.frontend.stream_load)."""
@@ -175,7 +176,7 @@ def _residuals(params: np.ndarray, rows: list[_FitRow]) -> np.ndarray:
     for r in rows:
         ttft = r.ttft_s(front_end)
         for pct, weight, measured in ((50, 1.0, r.measured_ms[0]), (99, P99_WEIGHT, r.measured_ms[1])):
-            predicted = _pct_ms(ttft, pct)
+            predicted = pct_ms(ttft, pct)
             out.append(weight * math.log(max(predicted, 1e-6) / measured) if math.isfinite(predicted) else 10.0)
     return np.array(out)
 
@@ -234,16 +235,6 @@ def _borrow(curve: Curve, donors: Iterable[Curve]) -> Curve:
     return dataclasses.replace(curve, front_end=lent)
 
 
-def _pct_ms(values_s: np.ndarray, pct: float) -> float:
-    """Percentile in ms of the served requests (NaN: rejected); inf when the tail is unbounded (saturated)."""
-    served = values_s[~np.isnan(values_s)]
-    if not served.size:
-        return math.nan
-    with np.errstate(invalid="ignore"):  # inf - inf while interpolating a saturated tail
-        value = float(np.percentile(served, pct)) * 1000
-    return math.inf if math.isnan(value) else value
-
-
 # ---------------------------------------------------------------- validation
 
 METRICS = (("ttft_p50", "ttft_p50_ms"), ("ttft_p99", "ttft_p99_ms"), ("tpot_p50", "tpot_p50_ms"),
@@ -257,8 +248,8 @@ def predict_row(curve: Curve, row: pd.Series) -> dict[str, float]:
     runs = [simulate(served, t, [i] * t.size, [o] * t.size) for t in row_arrivals(row)]
     ttft = np.concatenate([r.ttft_s for r in runs])
     tpot = np.concatenate([r.tpot_s for r in runs])
-    return {"ttft_p50": _pct_ms(ttft, 50), "ttft_p99": _pct_ms(ttft, 99), "tpot_p50": _pct_ms(tpot, 50),
-            "tpot_p99": _pct_ms(tpot, 99), "throughput": float(np.mean([r.n * o / r.makespan_s for r in runs]))}
+    return {"ttft_p50": pct_ms(ttft, 50), "ttft_p99": pct_ms(ttft, 99), "tpot_p50": pct_ms(tpot, 50),
+            "tpot_p99": pct_ms(tpot, 99), "throughput": float(np.mean([r.n * o / r.makespan_s for r in runs]))}
 
 
 def validate_latency(profiles: pd.DataFrame, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
