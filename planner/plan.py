@@ -152,9 +152,16 @@ def load_routes(path: str | Path) -> pd.DataFrame:
 
     `log` paths are resolved against the routes file's folder.
     """
-    routes = validate_routes(load_table(path, ROUTES), str(path))
+    table = load_table(path, ROUTES)
+    lines = row_lines(table)
+    routes = validate_routes(table, str(path))
     base = Path(path).resolve().parent
-    routes["log"] = [str(base / p) if p and not Path(p).is_absolute() else p for p in routes["log"]]
+    given = list(routes["log"])
+    routes["log"] = [str(base / p) if p and not Path(p).is_absolute() else p for p in given]
+    for line, log, resolved in zip(lines, given, routes["log"], strict=True):
+        if log and not Path(resolved).is_file():
+            raise InputError(f"{path}, line {line}, column 'log': request log {log!r} not found "
+                             f"(a path relative to the routes file's folder)")
     return routes
 
 

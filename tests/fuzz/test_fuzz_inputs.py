@@ -68,8 +68,12 @@ def fuzz_file(tmp: Path, name: str, seed: Path, mutations: list, binary: bytes |
     return path
 
 
-def _each(load, seed: Path, name: str, mutations: list) -> None:
+def _each(load, seed: Path, name: str, mutations: list, beside: Path | None = None) -> None:
+    """Fuzz `seed` into a temporary folder (with a copy of the folder `beside`, e.g. the logs a routes file
+    names) and load it: it loads, or fails with one line naming the file."""
     with tempfile.TemporaryDirectory() as folder:
+        if beside is not None:
+            shutil.copytree(beside, Path(folder) / beside.name)
         try:
             path = fuzz_file(Path(folder), name, seed, mutations)
         except UnicodeEncodeError:
@@ -93,7 +97,8 @@ PLAN_ROUTES = ROUTES
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_routes_plan_or_fail_with_one_line(mutations):
     from planner.plan import load_routes, make_plan
-    _each(lambda p: make_plan(load_routes(p), catalog()), ROUTES, "routes.csv", mutations)
+    _each(lambda p: make_plan(load_routes(p), catalog()), ROUTES, "routes.csv", mutations,
+          beside=REPO / "examples" / "traces")
 
 
 @FUZZ

@@ -155,3 +155,12 @@ def test_deploy_context_covers_the_longest_request_of_the_routes_log(catalog):
     _, (inputs, outputs) = route_log_requests(route)
     assert code.max_model_len == int(np.max(inputs + outputs))
     assert code.max_model_len > route.input.at_percentile(99) + route.output.at_percentile(99)
+
+
+def test_a_routes_file_naming_a_missing_log_is_one_line_naming_file_line_and_column(tmp_path, capsys):
+    routes = tmp_path / "routes.csv"
+    routes.write_text(EXAMPLE_ROUTES.read_text(encoding="utf-8"), encoding="utf-8")   # its log is not beside it
+    assert main(["plan", "--routes", str(routes), "--out", str(tmp_path / "plan.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "routes.csv, line 4, column 'log'" in err and "not found" in err
+    assert not (tmp_path / "plan.csv").exists()
