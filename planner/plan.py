@@ -54,6 +54,7 @@ from planner.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, le
 from planner.latency import with_server_latency
 from planner.options import LATENCY_INTERVAL_COLUMNS, OPTION_COLUMNS, Option, evaluate_option, option_label
 from planner.routes import ALLOW_LISTS, Route, parse_diurnal
+from planner.sizing import LogRequests
 from planner.transfer import Transfer
 from planner.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
 from planner.workload import SIM_BATCH_SAMPLE, route_log_requests
@@ -265,7 +266,7 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     """One route's PLAN row and option rows (a module-level function, so process pools can pickle it)."""
     route = Route.from_row(row)
     curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
-    log = route_log_requests(route) if route.traffic == "online" else None
+    log, log_note = _route_log(route)
     options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions, log)
                for curve in curves]
     if check_by_simulation and route.traffic == "online":
@@ -273,7 +274,22 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     elif check_by_simulation and route.traffic == "batch":
         options = _batch_simulation_check(route, options, assumptions)
     rows = [option.to_row() for option in options]
-    return _plan_row(route, rows, catalog, assumptions, held_back), rows
+    plan_row = _plan_row(route, rows, catalog, assumptions, held_back, log)
+    if log_note:
+        plan_row["notes"] = _join(log_note, plan_row["notes"])
+    return plan_row, rows
+
+
+def _route_log(route: Route) -> tuple[LogRequests | None, str]:
+    """The online route's request log, and a note when it names one that cannot be read (a routes table
+    edited or uploaded in the app, whose log is not beside it: load_routes refuses such a file)."""
+    if route.traffic != "online":
+        return None, ""
+    try:
+        return route_log_requests(route), ""
+    except InputError as err:
+        return None, (f"its request log could not be read ({err}): sized on synthetic arrivals at its rate and "
+                      "arrival CV instead")
 
 
 def is_prerelease(version: str) -> bool:
@@ -349,7 +365,7 @@ def _rank_key(row: Mapping[str, Any], traffic: str, a: Assumptions) -> tuple:
 
 
 def _online_simulation_check(route: Route, options: list[Option], a: Assumptions,
-                             replay: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None) -> list[Option]:
+                             replay: LogRequests | None) -> list[Option]:
     """Check the cheapest feasible online options by simulating their whole fleet (SLO attainment); an
     option it adds replicas to is re-priced and its latency re-predicted there (the others unchanged)."""
     if route.slo.empty:
@@ -364,7 +380,7 @@ def _online_simulation_check(route: Route, options: list[Option], a: Assumptions
 
 
 def _simulate_online_option(option: Option, a: Assumptions,
-                            replay: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None) -> Option:
+                            replay: LogRequests | None) -> Option:
     """search_replicas from the sized count; the option takes the simulated fleet and its cost, never fewer
     replicas than its latency sizing (the check may add replicas, not remove the need)."""
     arrivals, lengths = replay if replay is not None else (None, None)
@@ -435,7 +451,7 @@ def _join(*parts: object) -> str:
 # ---------------------------------------------------------------- choosing
 
 def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: Assumptions,
-              held_back: list[str] | None = None) -> dict[str, Any]:
+              held_back: list[str] | None = None, log: LogRequests | None = None) -> dict[str, Any]:
     """The PLAN row of a route from its option rows: the best-ranked feasible one (_rank_key), its runner-up,
     its ranges."""
     base = {"route": route.name, "traffic": route.traffic, "model": route.model}
@@ -448,7 +464,7 @@ def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: 
     runner_up = _runner_up_columns(best, runner)
     notes = _join(best["notes"], f"{len(held_back)} pre-release engine build(s) not considered "
                   f"({', '.join(held_back)}; allow_prerelease)" if held_back else "", runner_up_caveat(runner_up))
-    deployment = {"max_model_len": _max_model_len(route), "profile": _profile_files(route, best, catalog)}
+    deployment = {"max_model_len": _max_model_len(route, log), "profile": _profile_files(route, best, catalog)}
     return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **runner_up, **sim,
             **plan_ranges(best, route.traffic, a), **deployment, "notes": notes}
 
@@ -471,14 +487,13 @@ def runner_up_caveat(row: Mapping[str, Any]) -> str:
 CONTEXT_PERCENTILE = 99.0
 
 
-def _max_model_len(route: Route) -> int:
+def _max_model_len(route: Route, log: LogRequests | None = None) -> int:
     """The route's p99 prompt + p99 output tokens (the longest given quantile, never below the mean), or the
     longest request of its log when that is longer: a server rejects every request past its context."""
     quantiles = math.ceil(route.input.at_percentile(CONTEXT_PERCENTILE) + route.output.at_percentile(CONTEXT_PERCENTILE))
-    logged = route_log_requests(route)
-    if logged is None:
+    if log is None:
         return quantiles
-    _, (inputs, outputs) = logged
+    _, (inputs, outputs) = log
     return max(quantiles, int(np.max(inputs + outputs)))
 
 
