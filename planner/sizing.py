@@ -114,6 +114,7 @@ def clear_cache() -> None:
     """Forget memoised predictions (after refitting curves in place; new Curve objects need not)."""
     for fn in (_concurrency, _offline, _max_batch, _saturated):
         fn.cache_clear()
+    _SHARES.clear()
 
 
 def weakest_provenance(labels: list[str]) -> str:
@@ -222,7 +223,20 @@ def _fewest(meets: Callable[[int], bool], floor: int, ceiling: int) -> int | Non
 def share_latency(curve: CurveLike, route: Route, replicas: int, log: LogRequests | None = None) -> LatencyReport:
     """Latency of one of `replicas` replicas carrying its share of the route's peak rate: its log at that
     peak, every replicas-th request (round robin), else open-loop arrivals at the route's arrival CV and
-    length distribution split at random (planner.latency.OpenLoop.share)."""
+    length distribution split at random (planner.latency.OpenLoop.share).  Memoised per curve, route, count
+    and log file (the app re-plans on every edit; a re-plan of unchanged routes simulates nothing)."""
+    key = (curve, route, replicas, route.log if log is not None else None)
+    if key not in _SHARES:
+        if len(_SHARES) >= PREDICTION_CACHE_SIZE:
+            _SHARES.clear()
+        _SHARES[key] = _share_latency(curve, route, replicas, log)
+    return _SHARES[key]
+
+
+_SHARES: dict[tuple, LatencyReport] = {}
+
+
+def _share_latency(curve: CurveLike, route: Route, replicas: int, log: LogRequests | None) -> LatencyReport:
     percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
     if log is not None:
         times, lengths = log
