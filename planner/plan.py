@@ -498,7 +498,8 @@ def _max_model_len(route: Route, log: LogRequests | None = None) -> int:
 
 
 def _profile_files(route: Route, best: dict[str, Any], catalog: Catalog) -> str:
-    """The profile files of the chosen curve's group, ';'-separated, relative to the project root if bundled."""
+    """The profile files of the chosen curve's group, ';'-separated, relative to the project root if bundled;
+    those with engine settings beside them (env.json: what `deploy` runs) first."""
     frame = catalog.profiles_df
     if "file" not in frame.columns:
         return ""
@@ -508,7 +509,8 @@ def _profile_files(route: Route, best: dict[str, Any], catalog: Catalog) -> str:
     mask = np.ones(len(frame), dtype=bool)
     for column, value in key.items():
         mask &= (frame[column] == value).to_numpy()
-    return ";".join(_relative(Path(f)) for f in sorted(set(frame.loc[mask, "file"])))
+    files = sorted(set(frame.loc[mask, "file"]), key=lambda f: (not (Path(f).parent / "env.json").is_file(), f))
+    return ";".join(_relative(Path(f)) for f in files)
 
 
 def _relative(path: Path) -> str:
