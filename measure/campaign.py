@@ -27,18 +27,18 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from fleetfacts.errors import InputError
-from measure.cli import (
+from measure.engines import make_engine
+from measure.estimate import ENGINE_START_S, Estimator
+from measure.points import Point
+from measure.profile_dir import ProfileDir, pending_points
+from measure.profile_job import (
     ProfileRequest,
-    _add_profile_args,
+    add_profile_args,
     check_folder,
     make_point_estimator,
     resolve,
     row_identity,
 )
-from measure.engines import make_engine
-from measure.estimate import ENGINE_START_S, Estimator
-from measure.points import Point
-from measure.profile_dir import ProfileDir, pending_points
 from measure.sweep import Calibration, Identity
 
 DEFAULT_OUT_ROOT = Path("profiles") / "measured"
@@ -59,7 +59,7 @@ class _RaisingParser(argparse.ArgumentParser):
 
 def profile_parser() -> argparse.ArgumentParser:
     parser = _RaisingParser(prog="measure profile", add_help=False)
-    _add_profile_args(parser)
+    add_profile_args(parser)
     return parser
 
 

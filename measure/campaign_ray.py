@@ -22,8 +22,7 @@ import fleetfacts
 import measure
 from fleetfacts.extras import import_ray
 from measure.campaign import JobPayload
-from measure.campaign_run import JobSink
-from measure.campaign_worker import NODE, Event, run_job
+from measure.campaign_worker import NODE, Event, EventSink, run_job
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,7 @@ def ray_executor(address: str):
     """An executor for campaign_run: connects to (or, for `local`, starts) Ray; MissingExtra without Ray."""
     ray = import_ray()
 
-    def execute(payloads: list[JobPayload], sinks: dict[int, JobSink]) -> None:
+    def execute(payloads: list[JobPayload], sinks: dict[int, EventSink]) -> None:
         _connect(ray, address, payloads)
         try:
             _run(ray, payloads, sinks)
@@ -64,7 +63,7 @@ def _local_gpu_count() -> int:
     return len(gpu_info())
 
 
-def _run(ray: Any, payloads: list[JobPayload], sinks: dict[int, JobSink]) -> None:
+def _run(ray: Any, payloads: list[JobPayload], sinks: dict[int, EventSink]) -> None:
     task = ray.remote(max_retries=0)(stream_job)
     have = ray.cluster_resources()
     running: dict[Any, JobPayload] = {}
@@ -92,14 +91,14 @@ def _missing_resources(payload: JobPayload, have: dict[str, float]) -> str:
             f"--num-gpus N --resources '{{\"{payload.gpu}\": N}}'")
 
 
-def _next_event(ray: Any, generator: Any, running: dict[Any, JobPayload], sinks: dict[int, JobSink]) -> None:
+def _next_event(ray: Any, generator: Any, running: dict[Any, JobPayload], sinks: dict[int, EventSink]) -> None:
     payload = running[generator]
     sink = sinks[payload.index]
     try:
         event = ray.get(next(generator))
     except StopIteration:
         del running[generator]
-        if sink.state.state == "running":
+        if sink.running:
             sink.fail("the task ended without reporting")
         return
     except ray.exceptions.RayError as err:  # a lost node or worker: its streamed points are already written

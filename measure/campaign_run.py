@@ -30,6 +30,7 @@ from measure.campaign import (
     plan_jobs,
     resume_hint,
 )
+from measure.campaign_ray import ray_executor
 from measure.campaign_worker import DONE, ENV, ERROR, NODE, ROW, Event, run_job
 from measure.points import point_from_mapping
 from measure.profile_dir import ProfileDir
@@ -128,6 +129,11 @@ class JobSink:
         self.state.state = RUNNING
         self.status.write()
 
+    @property
+    def running(self) -> bool:
+        """Started, and no done or error event yet."""
+        return self.state.state == RUNNING
+
     def _row(self, row: dict) -> None:
         key = point_from_mapping(row, f"{self.payload.label} row").key()
         if key in self.ok_keys:  # a re-run point already measured: keep the first, count the duplicate
@@ -156,16 +162,14 @@ def run_locally(payloads: list[JobPayload], sinks: dict[int, JobSink]) -> None:
         sink = sinks[payload.index]
         sink.start()
         run_job(payload, sink.handle)
-        if sink.state.state == RUNNING:  # no done/error event: cannot happen unless run_job changes
+        if sink.running:  # no done/error event: cannot happen unless run_job changes
             sink.fail("the job ended without reporting")
 
 
 def make_executor(ray_address: str | None) -> Executor:
     if not ray_address:
         return run_locally
-    from measure.campaign_ray import ray_executor  # noqa: PLC0415 - Ray only when asked for
-
-    return ray_executor(ray_address)
+    return ray_executor(ray_address)   # imports Ray only now
 
 
 # ---------------------------------------------------------------- the command

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from measure.cli import run_record
 from measure.engines import make_engine
 from measure.estimate import ENGINE_START_S
+from measure.profile_job import run_record
 from measure.roofline import roofline_for
 from measure.sweep import Budget, Sweep, one_line
 
@@ -30,6 +30,16 @@ class Event:
 
     kind: str
     data: Any
+
+
+class EventSink(Protocol):
+    """Where one job's events go on the driver (measure.campaign_run.JobSink), whichever executor runs it."""
+
+    @property
+    def running(self) -> bool: ...
+    def start(self) -> None: ...
+    def handle(self, event: Event) -> None: ...
+    def fail(self, reason: str) -> None: ...
 
 
 def run_job(payload: Any, emit: Callable[[Event], None]) -> None:
