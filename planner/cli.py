@@ -19,13 +19,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import ROUTES, atomic_write_bytes, load_plan_rows, slug, terminal_safe, write_csv, write_table
+from fleetfacts.schema import (
+    PROFILE_GROUP,
+    ROUTES,
+    atomic_write_bytes,
+    load_plan_rows,
+    slug,
+    terminal_safe,
+    write_csv,
+    write_table,
+)
 from fleetfacts.specs import bundled_model_specs, gpu_spec, load_model_config, model_facts, model_spec_from_config
 from planner import deploy
 from planner.assumptions import Assumptions
@@ -414,7 +424,8 @@ def _predict_curve(args: argparse.Namespace) -> Curve:
     profiles = load_profiles(args.profiles)
     why = ""
     if not args.model_config:
-        curves = with_server_latency(fit_curves(profiles), profiles)
+        needed = _predict_profiles(profiles, args)
+        curves = with_server_latency(fit_curves(needed), needed)
         try:
             return find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp,
                               args.engine_version, args.config)
@@ -428,6 +439,19 @@ def _predict_curve(args: argparse.Namespace) -> Curve:
 
 # Percentiles `predict --request-rate` prints.
 SHOWN_PERCENTILES = (50, 95, 99)
+
+
+def _predict_profiles(profiles: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """The rows `predict` needs: the asked engine, GPU and model, and every group of that engine with open-loop
+    server rows (the front ends a group without its own borrows from): the same curve as a plan's, fitted in
+    a fraction of the time (every other group is left alone)."""
+    if profiles.empty:
+        return profiles
+    engine = profiles["engine"] == args.engine
+    asked = engine & (profiles["gpu"] == args.gpu) & (profiles["model"] == args.model)
+    rate_groups = profiles.loc[engine & (profiles["mode"] == "rate"), list(PROFILE_GROUP)].drop_duplicates()
+    servers = profiles.merge(rate_groups, on=list(PROFILE_GROUP), how="left", indicator=True)["_merge"] == "both"
+    return profiles[asked | servers.to_numpy()]
 
 
 def _run_predict_open_loop(args: argparse.Namespace) -> int:

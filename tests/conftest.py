@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,9 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 REPO = Path(__file__).resolve().parent.parent
+# The fit cache (planner/fitcache.py) in a folder of this session's own, not the user's ~/.cache; subprocesses
+# the tests start inherit it.
+os.environ["FLEETPLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="fleetplan-test-cache-")
 
 
 @functools.cache

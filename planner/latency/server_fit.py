@@ -34,6 +34,7 @@ from scipy.optimize import least_squares
 from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PROFILE_GROUP
 from planner.curves import Curve, GroupKey, fit_group, row_caps
+from planner.fitcache import memo
 from planner.frontend import FrontEnd, StreamLoad, stream_load
 from planner.latency.door import pct_ms
 from planner.simulate import SimResult, simulate
@@ -208,10 +209,23 @@ def calibrate(curve: Curve, group: pd.DataFrame) -> Curve:
     return dataclasses.replace(curve, front_end=fit_front_end(runs, basis, scale))
 
 
+def _calibrated(curve: Curve, group: pd.DataFrame) -> Curve:
+    """calibrate(), memoised on disk by the group's rows (planner.fitcache: the fit takes ~1 s a group)."""
+    if server_rows(group).empty:
+        return curve
+    content = group.drop(columns=["file"], errors="ignore").to_csv(index=False).encode()
+    def fit() -> dict:
+        front_end = calibrate(curve, group).front_end
+        assert front_end is not None  # the group has server rows
+        return dataclasses.asdict(front_end)
+
+    return dataclasses.replace(curve, front_end=FrontEnd(**memo("server-fit", content, fit)))
+
+
 def with_server_latency(curves: dict[GroupKey, Curve], profiles: pd.DataFrame) -> dict[GroupKey, Curve]:
     """Every curve with its server model: fitted where its group has server rows, else borrowed (labelled)."""
     groups = {GroupKey.from_values(v): g for v, g in profiles.groupby(list(PROFILE_GROUP), sort=True)}
-    fitted = {key: calibrate(curve, groups[key]) if key in groups else curve for key, curve in curves.items()}
+    fitted = {key: _calibrated(curve, groups[key]) if key in groups else curve for key, curve in curves.items()}
     donors = [c for c in fitted.values() if c.front_end is not None]
     return {key: curve if curve.front_end is not None else _borrow(curve, donors) for key, curve in fitted.items()}
 

@@ -1,0 +1,71 @@
+"""An on-disk memo of slow, deterministic fits (the server front-end calibration: ~1 s a group).
+
+A value is stored under a key made of what it is computed from (the caller's content bytes, e.g. a profile
+group's rows) and the code version (a digest of every source file of planner/ and fleetfacts/), so a changed
+profile or a changed model never reads an old entry.  A missing, unreadable or corrupt entry is computed again
+and rewritten (atomically), never trusted; a cache that cannot be written is skipped.
+
+Where: $FLEETPLAN_CACHE_DIR, else ~/.cache/fleetplan.  FLEETPLAN_NO_CACHE=1 turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+CACHE_DIR_ENV = "FLEETPLAN_CACHE_DIR"
+NO_CACHE_ENV = "FLEETPLAN_NO_CACHE"
+ROOT = Path(__file__).resolve().parent.parent
+CODE_PACKAGES = ("planner", "fleetfacts")
+
+
+def cache_dir() -> Path | None:
+    """The cache folder, or None when caching is off."""
+    if os.environ.get(NO_CACHE_ENV, "") not in ("", "0"):
+        return None
+    given = os.environ.get(CACHE_DIR_ENV)
+    return Path(given) if given else Path.home() / ".cache" / "fleetplan"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A digest of every source file of the packages a fit depends on (any edit invalidates every entry)."""
+    digest = hashlib.sha256()
+    for package in CODE_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def memo(kind: str, content: bytes, compute: Callable[[], Any]) -> Any:
+    """compute(), or its JSON value stored for (kind, content, code version)."""
+    folder = cache_dir()
+    if folder is None:
+        return compute()
+    key = hashlib.sha256(f"{kind}\n{code_version()}\n".encode() + content).hexdigest()
+    path = folder / kind / f"{key}.json"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(stored, dict) and stored.get("key") == key and "value" in stored:
+            return stored["value"]
+    except (OSError, ValueError):
+        pass  # missing or corrupt: compute it again
+    value = compute()
+    _store(path, {"key": key, "value": value})
+    return value
+
+
+def _store(path: Path, record: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: no cache, same answers
