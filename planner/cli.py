@@ -425,12 +425,15 @@ def _predict_curve(args: argparse.Namespace) -> Curve:
     why = ""
     if not args.model_config:
         needed = _predict_profiles(profiles, args)
-        curves = with_server_latency(fit_curves(needed), needed)
         try:
-            return find_curve(curves, args.engine, args.gpu, args.model, args.precision, args.tp,
-                              args.engine_version, args.config)
-        except NoCurveError as err:
-            why = str(err)
+            return find_curve(with_server_latency(fit_curves(needed), needed), args.engine, args.gpu, args.model,
+                              args.precision, args.tp, args.engine_version, args.config)
+        except NoCurveError:
+            try:  # say what is available: every group (fitted only on this path)
+                find_curve(fit_curves(profiles), args.engine, args.gpu, args.model, args.precision, args.tp,
+                           args.engine_version, args.config)
+            except NoCurveError as err:
+                why = str(err)
     try:  # no fitted curve (or --model-config given): predict by transfer from the facts
         return _transferred_curve(args, profiles, args.model_config)
     except NoCurveError as err:
