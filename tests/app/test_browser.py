@@ -33,6 +33,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 # Streamlit starts in a few seconds; the first page also fits the bundled profiles.
 SERVER_START_TIMEOUT_S = 60
 PAGE_TIMEOUT_MS = 60_000
+# Seconds a freshly drawn table may take to lay out its columns before its width is judged.
+LAYOUT_SETTLE_S = 5.0
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 if not CHROMIUM.exists():
@@ -225,8 +227,13 @@ def test_at_1440_px_decisions_fit_the_download_equals_the_cli_plan_and_charts_ke
         page.screenshot(path=str(DOCS_SCREENSHOT))
     page.locator('[data-testid="stDataFrame"] .dvn-scroller').first.wait_for()  # the grid, once drawn
     decisions = page.locator('[data-testid="stDataFrame"]').first
-    scroll, visible = decisions.evaluate(
-        "el => { const s = el.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }")
+    deadline = time.monotonic() + LAYOUT_SETTLE_S  # a grid redrawn after the checked plan lays out its columns
+    while True:
+        scroll, visible = decisions.evaluate(
+            "el => { const s = el.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }")
+        if scroll <= visible or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(250)
     assert scroll <= visible, f"the decision table scrolls sideways at {REVIEW_WIDTH_PX} px: {scroll} > {visible}"
     assert page.get_by_text("Details per route").count() == 1
 
