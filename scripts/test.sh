@@ -13,4 +13,4 @@ python3 -m venv .venv
 .venv/bin/ruff check .
 .venv/bin/lint-imports       # [tool.importlinter] in pyproject.toml: planner's layers; measure and planner meet only in fleetfacts
 .venv/bin/mypy                # [tool.mypy]: fleetfacts/, measure/, planner/
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --durations=25 "$@"   # the 25 slowest tests in the log

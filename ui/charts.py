@@ -406,8 +406,9 @@ def _dominates_none(table: pd.DataFrame) -> pd.Series:
 
 def operating_points(options: pd.DataFrame, plan: pd.DataFrame, route: str,
                      per_route: int = MAX_OPTIONS_PER_ROUTE) -> pd.DataFrame:
-    """Where the plan runs each option of a route (its operating concurrency, predicted mean TPOT
-    and replica tok/s, as the plan computed them); `recommended` marks the plan's choice."""
+    """Where the plan runs each option of a route at the route's peak: the requests in flight per replica,
+    the predicted TPOT at the SLO percentile and the output tok/s per GPU it serves (peak utilisation x the
+    low end of a replica's capacity, as the plan sized it); `recommended` marks the plan's choice."""
     shown = _route_options(options, route, per_route)
     ok = plan[(plan["route"] == route) & (plan["status"] == "ok")].to_dict("records")
     choice = plan_option(ok[0]) if ok else None
@@ -416,7 +417,8 @@ def operating_points(options: pd.DataFrame, plan: pd.DataFrame, route: str,
         "option": shown["option"].values, "engine": shown["engine"].values,
         "concurrency": pd.to_numeric(shown["operating_concurrency"], errors="coerce").values,
         "tpot_ms": tpot.values, "tok_s_per_user": (MS_PER_S / tpot).values,
-        "tok_s_per_gpu": (pd.to_numeric(shown["replica_output_tok_per_s"], errors="coerce")
+        "tok_s_per_gpu": (pd.to_numeric(shown["peak_utilisation"], errors="coerce")
+                          * pd.to_numeric(shown["replica_output_tok_per_s_low"], errors="coerce")
                           / shown["tp"].astype(float)).values,
         "total_usd_per_month": shown["total_usd_per_month"].astype(float).values,
         "recommended": (shown["option"] == choice).values})
