@@ -30,13 +30,17 @@ ASSUMPTION_NOTES = {
     "batch_billing": "per-use = batch GPUs billed only while a job runs; always-on = reserved all month",
     "batch_billing_granularity_hours": "assumption: each job run billed in whole hours (0 = billed exactly)",
     "batch_efficiency": "assumption: share of a batch job's wall time spent at predicted throughput",
-    "default_service_cv2": "assumption: service-time CV^2 when a route gives no output-length p50 "
-                           "(1 = as variable as an exponential)",
     "allow_prerelease": "False = pre-release and development engine builds (0.20+main, 1.0rc1, ...) are not "
                         "recommended; their profiles still show in charts",
     "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
                                 "(measured or transferred) rank behind those with one",
 }
+
+
+# Assumptions that plans written earlier carry but nothing uses any more: read and ignored.
+# default_service_cv2 set the service-time variability of the G/G/c sizing, gone since online routes are
+# sized on the simulated latency (planner.latency).
+RETIRED = frozenset({"default_service_cv2"})
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,6 @@ class Assumptions:
     batch_billing: str = "per-use"
     batch_billing_granularity_hours: float = 1.0
     batch_efficiency: float = 0.9
-    default_service_cv2: float = 1.0
     allow_prerelease: bool = False
     allow_unverified_latency: bool = False
 
@@ -65,7 +68,6 @@ class Assumptions:
         _check_range("slo_attainment", self.slo_attainment, 0.0, 1.0, low_open=True)
         _check_range("batch_billing_granularity_hours", self.batch_billing_granularity_hours, 0.0, math.inf)
         _check_range("batch_efficiency", self.batch_efficiency, 0.0, 1.0, low_open=True)
-        _check_range("default_service_cv2", self.default_service_cv2, 0.0, math.inf)
         if self.pricing_type not in PRICING_TYPES:
             raise InputError(f"pricing_type: expected one of {', '.join(PRICING_TYPES)}, got {self.pricing_type!r}")
         if self.batch_billing not in BATCH_BILLING:
@@ -78,6 +80,7 @@ class Assumptions:
     def from_dict(cls, data: dict[str, Any]) -> Assumptions:
         """Rebuild from to_dict() output; unknown keys or wrong types raise InputError."""
         names = {f.name: f for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k not in RETIRED}
         unknown = sorted(set(data) - set(names))
         if unknown:
             raise InputError(f"assumptions: unknown key(s) {', '.join(unknown)}; expected {', '.join(names)}")
@@ -88,7 +91,7 @@ class Assumptions:
 
     @property
     def policy(self) -> sizing.Policy:
-        return sizing.Policy(self.utilisation_cap, self.batch_efficiency, self.default_service_cv2)
+        return sizing.Policy(self.utilisation_cap, self.batch_efficiency)
 
     def describe(self) -> list[tuple[str, Any, str]]:
         """(name, value, what it means) for display beside a plan."""

@@ -336,11 +336,6 @@ class Route:
         """Output tokens at the SLO percentile."""
         return self.output.at_percentile(self.slo_percentile)
 
-    @cached_property
-    def output_cv2(self) -> float | None:
-        """Squared CV of output lengths (None without a median)."""
-        return self.output.cv2()
-
     def allowed(self, column: str) -> list[str]:
         """The items of an allow-list column (engines, gpus, precisions, tps, configs); [] = all allowed."""
         return split_list(dict(self.allow_lists).get(column))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -30,6 +29,7 @@ from planner import queueing
 from planner.curves import CurveLike
 from planner.latency import PERCENTILES, LatencyReport, Lengths, OpenLoop, Replay, predict
 from planner.routes import Route
+from planner.simulate import bisect_replicas
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,11 @@ class Policy:
     """Sizing assumptions (set from planner.assumptions.Assumptions).
 
     utilisation_cap: highest peak utilisation allowed; batch_efficiency: share of
-    a batch job's wall time spent at predicted throughput; default_service_cv2:
-    squared CV of service time when a route gives no output-length percentiles.
+    a batch job's wall time spent at predicted throughput.
     """
 
     utilisation_cap: float = 0.95
     batch_efficiency: float = 0.9
-    default_service_cv2: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -199,25 +197,12 @@ def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy
         return reports[replicas].meets(route)
 
     ceiling = max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * floor)
-    replicas = _fewest(meets, floor, ceiling)
+    replicas = bisect_replicas(lambda r: r >= floor and meets(r), floor, ceiling)
     if replicas is None:
-        return _infeasible_at_ceiling(reports[ceiling], alone, capacity, route, ceiling)
+        return _infeasible_at_ceiling(reports[max(reports)], alone, capacity, route, max(reports))
     return _online_sizing(curve, route, tp, replicas, reports[replicas], capacity, alone)
 
 
-
-
-def _fewest(meets: Callable[[int], bool], floor: int, ceiling: int) -> int | None:
-    """Smallest r in [floor, ceiling] with meets(r) (latency falls as replicas are added); None if none."""
-    if not meets(ceiling):
-        return None
-    low, high = floor - 1, floor
-    while not meets(high):
-        low, high = high, min(high * 2, ceiling)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if meets(mid) else (mid, high)
-    return high
 
 
 def share_latency(curve: CurveLike, route: Route, replicas: int, log: LogRequests | None = None) -> LatencyReport:
@@ -275,15 +260,15 @@ def _capacity(curve: CurveLike, route: Route) -> Any:
 
 def _online_sizing(curve: CurveLike, route: Route, tp: int, replicas: int, report: LatencyReport, capacity: Any,
                    alone: _Point) -> Sizing:
-    pct = route.slo_percentile
     peak = route.peak_rps * route.output_len / (replicas * capacity.low)
-    return Sizing(
-        feasible=True, reason="", replicas=replicas, gpus=replicas * tp,
-        concurrency=report.in_flight_p99, replica_tok_s=capacity.output_tok_per_s, replica_tok_s_low=capacity.low,
-        replica_tok_s_high=capacity.high, ttft_ms=report.value("ttft", pct), tpot_ms=report.value("tpot", pct),
-        e2e_ms=report.value("e2e", pct), utilisation=peak / route.peak_to_mean, peak_utilisation=peak,
-        job_hours=math.nan, provenance=weakest_provenance([capacity.provenance, alone.pct.provenance]),
-        note=_latency_note(curve, capacity), latency=report)
+    nan = math.nan
+    sized = Sizing(
+        feasible=True, reason="", replicas=replicas, gpus=replicas * tp, concurrency=nan,
+        replica_tok_s=capacity.output_tok_per_s, replica_tok_s_low=capacity.low, replica_tok_s_high=capacity.high,
+        ttft_ms=nan, tpot_ms=nan, e2e_ms=nan, utilisation=peak / route.peak_to_mean, peak_utilisation=peak,
+        job_hours=nan, provenance=weakest_provenance([capacity.provenance, alone.pct.provenance]),
+        note=_latency_note(curve, capacity))
+    return with_latency(sized, report, route)
 
 
 def with_latency(sized: Sizing, report: LatencyReport, route: Route) -> Sizing:

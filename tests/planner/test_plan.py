@@ -269,6 +269,12 @@ def test_assumptions_round_trip_and_validation():
         "engineer_usd_per_hour"]
 
 
+def test_a_plan_written_before_an_assumption_retired_still_reads():
+    older = {**Assumptions().to_dict(), "default_service_cv2": 1.0}   # the G/G/c sizing's, gone since issue 22
+    assert Assumptions.from_dict(older) == Assumptions()
+    assert "default_service_cv2" not in Assumptions().to_dict()
+
+
 def test_reading_something_that_is_not_a_plan(tmp_path):
     plain = tmp_path / "plain.csv"
     plain.write_text("name,model\nx,y\n")
