@@ -13,7 +13,7 @@ from measure import server_metrics, verify
 from measure.envinfo import command_line
 from measure.loadgen import LoadSpec, run_load_sync
 from measure.profile_dir import ProfileDir, default_out_dir
-from measure.stats import metric_columns
+from measure.stats import Measurement, metric_columns
 
 # Token ids are drawn below this when the model's vocabulary is unknown (Llama-2's 32k: valid for most models).
 DEFAULT_VOCAB_SIZE = 32000
@@ -151,7 +151,7 @@ def _vocab_size(args: argparse.Namespace, plan: dict) -> int:
 
 
 def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arrival: str, specs: tuple,
-                  m: object, results: list[verify.Verdict], server: dict | None, prompt_seed: int) -> None:
+                  m: Measurement, results: list[verify.Verdict], server: dict | None, prompt_seed: int) -> None:
     """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments (JSON lines)."""
     if not args.record:
         return
@@ -159,8 +159,7 @@ def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arr
               "plan_replicas": share.plan_replicas, "rate_rps": share.rate_rps, "arrival": arrival,
               "requests": len(specs), "argv": vars(args) | {"record": str(args.record)},
               "verdicts": [v.row() for v in results], "server": server,
-              "measured": {"ttft_ms": getattr(m, "ttft_ms", []), "tpot_ms": getattr(m, "tpot_ms", []),
-                           "e2e_ms": getattr(m, "e2e_ms", [])}}
+              "measured": {"ttft_ms": m.ttft_ms, "tpot_ms": m.tpot_ms, "e2e_ms": m.e2e_ms}}
     server_metrics.append_record(args.record, record)
     print(f"run recorded in {args.record}")
 

@@ -20,7 +20,7 @@ from fleetfacts.specs import context_window
 from planner import costs, sizing
 from planner.assumptions import Assumptions
 from planner.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
-from planner.latency import TIER_ANALYTIC
+from planner.latency import TIER_ANALYTIC, latency_basis
 from planner.queueing import QueueingError
 from planner.routes import Route
 
@@ -123,8 +123,7 @@ class Option:
     @property
     def latency_basis(self) -> str:
         """measured, transferred or unverified (planner.curves.Curve.latency_basis)."""
-        basis = getattr(self.curve, "latency_basis", None)
-        return basis if isinstance(basis, str) else ("measured" if self.curve.has_latency else "unverified")
+        return latency_basis(self.curve)
 
     @property
     def replicas(self) -> int:

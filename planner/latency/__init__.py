@@ -13,6 +13,7 @@ from planner.latency.door import (
     Load,
     OpenLoop,
     Replay,
+    latency_basis,
     predict,
 )
 from planner.latency.server_fit import (
@@ -27,5 +28,5 @@ from planner.latency.server_fit import (
 )
 
 __all__ = ["METRICS", "PERCENTILES", "TIER_ANALYTIC", "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "LatencyReport",
-           "Lengths", "Load", "OpenLoop", "Replay", "calibrate", "latency_summary", "load_shares", "predict",
+           "Lengths", "Load", "OpenLoop", "Replay", "calibrate", "latency_basis", "latency_summary", "load_shares", "predict",
            "predict_row", "server_rows", "validate_latency", "with_server_latency"]

@@ -238,7 +238,7 @@ def _open_loop(curve: CurveLike, load: OpenLoop, lengths: Lengths, percentiles: 
     low, high = _intervals(curve, metrics, per_seed)
     tok_s = float(np.mean([float(np.sum(r.output_len)) / r.makespan_s for r in runs]))
     in_flight = float(np.mean([_in_flight_p99(r) for r in runs]))
-    return LatencyReport(load.describe(), load.rate_rps, TIER_SIMULATED, _basis(curve), tok_s, metrics, low, high,
+    return LatencyReport(load.describe(), load.rate_rps, TIER_SIMULATED, latency_basis(curve), tok_s, metrics, low, high,
                          in_flight, tuple(runs))
 
 
@@ -247,25 +247,26 @@ def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> L
     metrics = _percentiles(result, percentiles)
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s
-    return LatencyReport(load.describe(), load.rate_rps, TIER_REPLAYED, _basis(curve), tok_s, metrics, low, high,
+    return LatencyReport(load.describe(), load.rate_rps, TIER_REPLAYED, latency_basis(curve), tok_s, metrics, low, high,
                          _in_flight_p99(result), (result,))
 
 
 def _closed(curve: CurveLike, load: Closed, lengths: Lengths) -> LatencyReport:
     pred = curve.predict_concurrency(lengths.input.mean, lengths.output.mean, load.concurrency)
     means = {"ttft": pred.ttft_ms, "tpot": pred.tpot_ms, "itl": pred.tpot_ms, "e2e": pred.e2e_ms}
-    metrics = {f"{m}_p{p:g}_ms": float(v) for m, v in means.items() for p in (50,)}
+    metrics = {f"{m}_p{p:g}_ms": float(v) for m, v in means.items() for p in PERCENTILES}  # the mean at each
     ratio = pred.low / pred.output_tok_per_s if pred.output_tok_per_s > 0 else 1.0
     low = {k: v * ratio for k, v in metrics.items()}
     high = {k: v / ratio if ratio > 0 else math.inf for k, v in metrics.items()}
     rate = load.concurrency / (pred.e2e_ms / 1000) if pred.e2e_ms > 0 else math.nan
-    return LatencyReport(load.describe() + " (means)", rate, TIER_ANALYTIC, _basis(curve), pred.output_tok_per_s,
+    return LatencyReport(load.describe() + " (means)", rate, TIER_ANALYTIC, latency_basis(curve), pred.output_tok_per_s,
                          metrics, low, high, float(load.concurrency))
 
 
 # ---------------------------------------------------------------- helpers
 
-def _basis(curve: CurveLike) -> str:
+def latency_basis(curve: CurveLike) -> str:
+    """What a curve's latency rests on: measured, transferred (a borrowed front end) or unverified."""
     basis = getattr(curve, "latency_basis", None)
     return basis if isinstance(basis, str) else ("measured" if curve.has_latency else "unverified")
 
