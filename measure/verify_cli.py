@@ -83,6 +83,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         raise InputError("--duration must be > 0 and --max-requests >= 1")
     plan = verify.plan_row(args.plan, args.route)
     route = verify.route_row(args.routes, args.route)
+    if args.record:  # a record that cannot be written is said now, not after the run
+        try:
+            Path(args.record).parent.mkdir(parents=True, exist_ok=True)
+            with open(args.record, "a", encoding="utf-8"):
+                pass
+        except OSError as err:
+            raise InputError(f"--record {args.record}: cannot write ({err.strerror or err})") from None
     if not 0 < args.scale <= MAX_SCALE:
         raise InputError(f"--scale must be > 0 and <= {MAX_SCALE:g}, got {args.scale:g}")
     share = verify.share_of(route, plan, args.replicas, args.scale)

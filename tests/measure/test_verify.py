@@ -123,6 +123,13 @@ def test_verify_refuses_bad_input_in_one_line(tmp_path, capsys, calibration_free
     code = main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
                  "http://127.0.0.1:9", "--replicas", "3"])
     assert code == 2 and "--replicas must be between 1 and the plan's 1" in capsys.readouterr().err
+    for extra, said in ((["--scale", "0"], "--scale must be > 0"), (["--vocab-size", "1"], "--vocab-size must be"),
+                        (["--record", str(tmp_path / "a-file" / "x.jsonl")], "--record")):
+        (tmp_path / "a-file").write_text("")   # a file where the record's folder would be
+        code = main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
+                     "http://127.0.0.1:9", "--prompt-format", "tokens", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.fixture
