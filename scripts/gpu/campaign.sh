@@ -8,9 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is session 5's (issue 13 section 1: server latency under open-loop load, bf16 and FP8, with
-# the server's own /metrics per point); what sessions 1-4 ran is in profiles/measured/h200/RUNS.md and in git
-# history.
+# The job list is 2026-12-04's (issue 24: MHA and MoE architectures); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -104,38 +102,17 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-[ -f .tok/llama-3.1-8b/tokenizer.json ] || python3 -P -m measure tokenizer --model-dir profiles/models/llama-3.1-8b \
-  --out .tok/llama-3.1-8b >> "$log" 2>&1
-if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'); import prometheus_fastapi_instrumentator" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl >> "$log" 2>&1
-  python3 -m pip show prometheus-client aiohttp starlette fastapi uvicorn 2>/dev/null | grep -E "^(Name|Version|Location)" >> "$log"
-  PYTHONPATH=/tmp/site python3 -c "import vllm.entrypoints.openai.api_server" >> "$log" 2>&1 \
-    && echo "== vllm.entrypoints.openai.api_server imports" >> "$log"
-fi
-# Session 5 (issue 13 section 1). Every --server point also writes the server's /metrics deltas to
-# server_metrics.jsonl in its profile folder (measure/server_metrics.py).
-srv=(--server --prompt-format tokens --served-model llama-3.1-8b)
-# 1. bf16, defaults: 4 shapes x 6 Poisson rates + gamma CV 2/4 (36 points), then 4 repeats (gamma CV 1 = Poisson).
-#    Done in session 5 (profiles/measured/h200/vllm-llama-3.1-8b-bf16-tp1-server-openloop, 40 rows); set
-#    BF16_OPENLOOP=1 to run it again (copy the committed folder to /tmp/prof/bf16-openloop first to resume it).
-[ "${BF16_OPENLOOP:-0}" = 1 ] && MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-openloop 150 llama-3.1-8b bf16 \
-  "$code/scripts/gpu/shapes-server-openloop-bf16.csv" "${srv[@]}"
-# 2. FP8 (online quantisation, defaults): the reduced grid (16 points, ~55% loads first).
-MODEL_PATH=$PWD/.tok/llama-3.1-8b profile fp8-openloop 200 llama-3.1-8b fp8 \
-  "$code/scripts/gpu/shapes-server-openloop-fp8.csv" "${srv[@]}"
-# 3. The same server settings through vLLM's own client (`vllm bench serve`, fresh server) at 3 of those points;
-#    burstiness 0.25 = gamma CV 2. Session 5 ran the first load only (bench/session5-vllm-bench-serve-bf16-1.*).
-serve_bench vllm-bench-serve-bf16 150 \
-  "--random-input-len 256 --random-output-len 256 --request-rate 24 --num-prompts 200" \
-  "--random-input-len 256 --random-output-len 256 --request-rate 15 --burstiness 0.25 --num-prompts 120" \
-  "--random-input-len 2048 --random-output-len 256 --request-rate 7 --num-prompts 70"
-# 4. bf16 again in a fresh server: one ~55% point per shape (run-to-run spread), then 512/256 at c=1, 16, 64.
-MODEL_PATH=$PWD/.tok/llama-3.1-8b profile bf16-repeat 110 llama-3.1-8b bf16 \
-  "$code/scripts/gpu/shapes-server-openloop-repeat.csv" "${srv[@]}"
-# 5. If time is left: the load generator's own capacity on this host (CPU only, ~30 s).
-[ "$(left)" -gt 60 ] && { [ -f /tmp/bench/loadgen-capacity.txt ] || timeout $(( $(left) - 20 )) python3 -P \
-  "$code/benchmarks/loadgen_capacity.py" --concurrency 128 256 512 > /tmp/bench/loadgen-capacity.txt 2>&1; \
-  cat /tmp/bench/loadgen-capacity.txt >> "$log"; }
+# 2026-12-04 (issue 24: architectures beyond dense GQA). Offline points, dummy weights, vLLM defaults; the
+# session-5 server job list is in git history (commit da5a04c).
+# 1. Full multi-head attention, dense: Llama-2-7B (32 KV heads = 32 query heads), the default preset's offline
+#    points with prompts cut to its 4096-token context.
+profile mha-llama-2-7b 200 llama-2-7b bf16 "$code/scripts/gpu/shapes-default-4k.csv"
+# 2. Mixture of experts, many small experts: Qwen3-30B-A3B (128 experts, 8 per token, GQA-4), default preset.
+profile moe-qwen3-30b-a3b 250 qwen3-30b-a3b bf16 default
+# 3. Llama-3.1-8B FP8 (online quantisation, defaults) again in a fresh engine: six default-preset points.
+profile fp8-repeat 200 llama-3.1-8b fp8 "$code/scripts/gpu/shapes-fp8-repeat.csv"
+# 4. If time is left: few large experts, Mixtral-8x7B (8 experts, 2 per token), default preset (resumable).
+profile moe-mixtral-8x7b 250 mixtral-8x7b bf16 default
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
