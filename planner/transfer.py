@@ -686,9 +686,17 @@ def _vllm_reserve_gib(groups: list[GroupData]) -> float:
     return max(0.0, float(np.median(reserves))) if reserves else 0.0
 
 
+# Engines whose calibration pools dense profiles only. The step model streams every expert's weights each step,
+# which an MoE engine at small batches does not (it reads the experts its tokens route to); until that term
+# exists, one vLLM MoE profile pulled vLLM's pooled weight-bandwidth share above the datasheet (1.42x). Such MoE
+# profiles are still fitted as their own curves, and predicted in `validate --transfer`'s architecture check.
+DENSE_ONLY_CALIBRATION = frozenset({"vllm"})
+
+
 def calibrate_engine(data: list[GroupData], engine: str) -> Calibration:
     """`calibrate` with the TP coefficients borrowed from TP_DONOR when the engine has no TP > 1 data."""
-    own = [d for d in data if d.key.engine == engine]
+    own = [d for d in data if d.key.engine == engine
+           and not (engine in DENSE_ONLY_CALIBRATION and d.target.model.is_moe)]
     donor = TP_DONOR.get(engine)
     if donor and own and all(d.target.tp == 1 for d in own) and any(d.key.engine == donor for d in data):
         lent = calibrate(data, donor)

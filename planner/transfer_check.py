@@ -57,7 +57,7 @@ class Experiment:
 
 def experiments(data: list[GroupData]) -> list[Experiment]:
     """Every experiment the data supports (see the module docstring)."""
-    return (_vllm_model_experiments() + _vllm_precision_experiments()
+    return (_vllm_model_experiments() + _vllm_precision_experiments() + _vllm_architecture_experiments(data)
             + _trtllm_experiments(data, "model", _model_family(bundled_model_specs()))
             + _trtllm_experiments(data, "gpu", lambda d: d.key.gpu)
             + _gpu_pair_experiments(data) + _tp_experiments(data))
@@ -81,7 +81,34 @@ def _vllm_model_experiment(source: str, target: str) -> Experiment:
 def _vllm_precision_experiments() -> list[Experiment]:
     return [Experiment("precision", "vllm", "llama-3.1-8b fp8 on h200",
                        lambda d: d.key.model == "llama-3.1-8b" and d.key.precision == "fp8" and _default(d),
-                       lambda d: d.key.precision == "bf16", "bf16 profiles (llama-3.1-8b, qwen2.5-7b)")]
+                       lambda d: d.key.precision == "bf16", "bf16 profiles (every model)")]
+
+
+def architecture(model: ModelSpec) -> str:
+    """The attention/MLP family a model's speed physics belongs to: "moe", "mha dense" (as many KV heads as query
+    heads) or "gqa dense"."""
+    if model.is_moe:
+        return "moe"
+    return "mha dense" if model.num_kv_heads >= model.num_attention_heads else "gqa dense"
+
+
+def _vllm_architecture_experiments(data: list[GroupData]) -> list[Experiment]:
+    """Leave one architecture out: each family's bf16 H200 profiles predicted from the other families' bf16 ones."""
+    specs = bundled_model_specs()
+    family = {d.key.model: architecture(specs[d.key.model]) for d in data
+              if d.key.engine == "vllm" and d.key.model in specs}
+    out = []
+    for arch in sorted(set(family.values())):
+        models = sorted(m for m, f in family.items() if f == arch)
+        others = sorted(m for m, f in family.items() if f != arch)
+        if not others:
+            continue
+        out.append(Experiment(
+            "architecture", "vllm", f"{arch} ({', '.join(models)}) bf16 on h200",
+            lambda d, arch=arch: family.get(d.key.model) == arch and d.key.precision == "bf16" and _default(d),
+            lambda d, arch=arch: family.get(d.key.model, arch) != arch and d.key.precision == "bf16",
+            f"bf16 profiles of {', '.join(others)}"))
+    return out
 
 
 def _default(d: GroupData) -> bool:

@@ -270,6 +270,25 @@ def test_validate_transfer_runs_every_kind_of_experiment(bundled):
     assert "summary" in "\n".join(C.format_validation(table, pd.DataFrame()))
 
 
+def test_architectures_are_told_apart_from_their_configs():
+    specs = bundled_model_specs()
+    assert C.architecture(specs["llama-2-7b"]) == "mha dense"
+    assert C.architecture(specs["llama-3.1-8b"]) == "gqa dense"
+    assert C.architecture(specs["qwen3-30b-a3b"]) == "moe" and C.architecture(specs["mixtral-8x7b"]) == "moe"
+
+
+def test_leaving_an_architecture_out_calibrates_only_on_the_others(bundled):
+    _, data = bundled
+    exps = [e for e in C.experiments(data) if e.kind == "architecture"]
+    specs = bundled_model_specs()
+    assert {e.target.split(" (")[0] for e in exps} == {"gqa dense", "mha dense", "moe"}
+    for exp in exps:
+        targets = {d.key.model for d in data if d.key.engine == "vllm" and exp.is_target(d)}
+        train = {d.key.model for d in data if d.key.engine == "vllm" and not exp.is_target(d) and exp.may_calibrate(d)}
+        assert targets and train and not targets & train
+        assert {C.architecture(specs[m]) for m in targets}.isdisjoint({C.architecture(specs[m]) for m in train})
+
+
 def test_an_experiment_never_calibrates_on_its_targets(bundled):
     _, data = bundled
     seen: list[str] = []
