@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
 import numpy as np
@@ -21,6 +23,7 @@ import streamlit as st
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.assumptions import Assumptions
+from planner.curves import GroupKey
 from planner.exports import baseline_diff, workbook_bytes
 from planner.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
@@ -40,6 +43,18 @@ PRICE_RANGE = (0.25, 4.0)
 PROVENANCE_NOTE = ("**measured**: run by this project (command recorded) · **published**: vendor or project "
                    "documents (URL and date) · **predicted**: fitted curve inside the measured range, with an "
                    "interval · **extrapolated**: outside it, wider interval — treat with care")
+
+
+T = TypeVar("T")
+
+
+def picked(widget: Callable[..., object], label: str, options: Sequence[T], **kwargs: Any) -> T:
+    """`widget(label, options, **kwargs)` (st.selectbox, st.radio) typed as what it returns: one of `options`.
+
+    Streamlit types these widgets with an overload for empty options (`Sequence[Never]` -> None); under
+    python_version 3.10 typing has no Never, so mypy picks that overload for every call. Pass non-empty options.
+    """
+    return cast(T, widget(label, options, **kwargs))
 
 
 # ---------------------------------------------------------------- cached computations
@@ -87,7 +102,7 @@ def throughput_data(model: str, input_len: int, output_len: int, mode: str, gpus
     return charts.throughput_table(inputs.curves, model, input_len, output_len, mode, keys), points
 
 
-def curve_keys(inputs: Catalog, model: str, gpus: tuple[str, ...], newest: bool) -> list:
+def curve_keys(inputs: Catalog, model: str, gpus: tuple[str, ...], newest: bool) -> list[GroupKey]:
     keys = [k for k in inputs.curves if k.model == model and (not gpus or k.gpu in gpus)]
     return charts.newest_versions(keys) if newest else keys
 
@@ -146,9 +161,11 @@ def current_settings() -> scenario.Settings:
     ss = st.session_state
     rate = None if ss.engineer_usd_per_hour == ASSUMED.engineer_usd_per_hour else float(ss.engineer_usd_per_hour)
     return scenario.Settings(provider=ss.provider, pricing_type=ss.pricing_type, engineer_usd_per_hour=rate,
-                       **{name: tuple(ss[name]) for name in scenario.ALLOW_SETTINGS},
-                       traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor),
-                       **{name: bool(ss[name]) for name in scenario.BOOL_SETTINGS})
+                             engines=tuple(ss.engines), gpus=tuple(ss.gpus), precisions=tuple(ss.precisions),
+                             configs=tuple(ss.configs),
+                             traffic_growth=float(ss.traffic_growth), gpu_price_factor=float(ss.gpu_price_factor),
+                             allow_prerelease=bool(ss.allow_prerelease),
+                             allow_unverified_latency=bool(ss.allow_unverified_latency))
 
 
 def providers(prices: pd.DataFrame) -> list[str]:
@@ -352,7 +369,7 @@ def request_log_importer(inputs: Catalog) -> None:
     tpot = cols[2].number_input("TPOT SLO, ms", min_value=1.0, value=50.0, step=5.0, key="log_tpot")
     pct = cols[3].selectbox("SLO percentile", [95.0, 99.0], key="log_pct")
     upload = st.session_state.get("log_upload")
-    if st.button("Add the log's routes", key="log_add", disabled=upload is None):
+    if st.button("Add the log's routes", key="log_add", disabled=upload is None) and upload is not None:
         try:
             derived, lines = scenario.routes_from_log_upload(upload.getvalue(), upload.name, model, ttft_slo_ms=ttft,
                                                        tpot_slo_ms=tpot, slo_percentile=pct)
@@ -580,12 +597,13 @@ def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFr
     st.altair_chart(charts.sensitivity_chart(table))
 
 
-def curve_controls(result: PlanResult, routes: pd.DataFrame, key: str) -> tuple[str, tuple[str, ...]]:
+def curve_controls(result: PlanResult, routes: pd.DataFrame, key: str) -> tuple[str, tuple[str, ...], bool]:
     """Model and GPU pickers shared by the curve charts; defaults from the plan."""
     inputs = bundled_inputs()
     models = sorted({k.model for k in inputs.curves})
     planned = [m for m in routes["model"] if m in models]
-    model = st.selectbox("Model", models, index=models.index(planned[0]) if planned else 0, key=f"{key}_model")
+    model = picked(st.selectbox, "Model", models, index=models.index(planned[0]) if planned else 0,
+                   key=f"{key}_model")
     gpus_for_model = sorted({k.gpu for k in inputs.curves if k.model == model})
     chosen = [g for g in result.plan["gpu"].dropna().unique() if g in gpus_for_model] or gpus_for_model[:1]
     gpus = st.multiselect("GPUs", gpus_for_model, default=chosen, key=f"{key}_gpus_{model}")
@@ -599,15 +617,15 @@ def throughput_curves(result: PlanResult, routes: pd.DataFrame) -> None:
     with left:
         model, gpus, newest = curve_controls(result, routes, "curves")
     with right:
-        mode = st.radio("x axis", ["offline", "concurrency"], horizontal=True, key="curves_mode",
-                        format_func=lambda m: "batch size" if m == "offline" else "concurrency")
+        mode = picked(st.radio, "x axis", ["offline", "concurrency"], horizontal=True, key="curves_mode",
+                      format_func=lambda m: "batch size" if m == "offline" else "concurrency")
     shapes = charts.available_shapes(bundled_inputs().profiles_df, model, mode) or \
         charts.available_shapes(bundled_inputs().profiles_df, model, "offline")
     if not shapes:
         st.info(f"No profile points for {model}.")
         return
-    shape = st.selectbox("Input / output tokens", shapes, key=f"curves_shape_{model}_{mode}",
-                         format_func=lambda s: f"{s[0]} in / {s[1]} out")
+    shape = picked(st.selectbox, "Input / output tokens", shapes, key=f"curves_shape_{model}_{mode}",
+                   format_func=lambda s: f"{s[0]} in / {s[1]} out")
     fitted, points = throughput_data(model, shape[0], shape[1], mode, gpus, newest)
     st.caption("Lines: fitted iteration-time model (dashed where extrapolated) with its ~90% band. Points: "
                "circles measured by this project, squares published. Tokens/s are per GPU.")

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
 from planner.costs import breakeven_updates, monthly_total_vs_updates
-from planner.curves import engine_label, group_key, version_order
+from planner.curves import GroupKey, engine_label, group_key, version_order
 from planner.options import option_label, plan_option
 
 PROVENANCE = ("measured", "published", "predicted", "extrapolated")
@@ -71,13 +72,13 @@ def available_shapes(profiles: pd.DataFrame, model: str, mode: str = "offline") 
     return [(int(i), int(o)) for i, o in counts.index]
 
 
-def newest_versions(keys: Iterable) -> list:
+def newest_versions(keys: Iterable[GroupKey]) -> list[GroupKey]:
     """Only the newest engine version of each (engine, config, gpu, model, precision, tp).
 
     The config is part of the slot: tuned and default settings are not versions of each
     other, so the newest tuned curve is drawn beside the newest default one.
     """
-    newest: dict[tuple, object] = {}
+    newest: dict[tuple[str, str, str, str, str, int], GroupKey] = {}
     for key in keys:
         slot = (key.engine, key.config, key.gpu, key.model, key.precision, key.tp)
         if slot not in newest or version_order(key.engine_version) > version_order(newest[slot].engine_version):
@@ -508,9 +509,9 @@ def breakeven_table(options: pd.DataFrame, route: str, updates: Sequence[float])
     """Monthly total vs model updates/month for the cheapest feasible option of each engine on a route."""
     ok = options[(options["route"] == route) & options["feasible"].astype(bool)]
     best = ok.sort_values("total_usd_per_month", kind="stable").groupby("engine", sort=True).head(1)
-    rows = []
+    rows: list[dict[str, object]] = []
     for _, option in best.iterrows():
-        totals = monthly_total_vs_updates(option, updates)
+        totals = monthly_total_vs_updates(option, list(updates))
         rows.extend({"engine": option["engine"], "option": option["option"], "updates_per_month": float(u),
                      "total_usd_per_month": float(t), "provenance": option["provenance"]}
                     for u, t in zip(updates, totals, strict=True))
@@ -602,7 +603,7 @@ def sensitivity_chart(table: pd.DataFrame, growth_now: float = 1.0, price_now: f
 
 # ---------------------------------------------------------------- fleet: GPUs over the day, $ by lever
 
-GPU_COLOURS = "tableau10"
+GPU_COLOURS: Final = "tableau10"  # Final: its Literal type is one of the schemes alt.Scale accepts
 # Waterfall bars: the totals grey, a step that lowers the total green, one that raises it red.
 WATERFALL_KINDS = ("total", "saving", "cost", "no change")
 WATERFALL_COLOURS = ("#7f7f7f", "#2ca02c", "#d62728", "#c7c7c7")

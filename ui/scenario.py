@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -194,9 +195,9 @@ def read_csv_upload(data: bytes, schema: Schema, where: str) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{where}: not a readable CSV file ({first})") from None
-    lines = text_record_lines(text, comments)
-    if len(lines) == len(raw):
-        raw.index = pd.Index(lines, name="line")
+    line_numbers = text_record_lines(text, comments)
+    if len(line_numbers) == len(raw):
+        raw.index = pd.Index(line_numbers, name="line")
     return validate_frame(raw, schema, where)
 
 
@@ -246,7 +247,8 @@ def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
         path = Path(folder) / name
         path.write_bytes(data)
         try:
-            routes, lines = log_to_routes(path, model=model, **slos)
+            # fmt, route and strict named (their defaults) so that mypy sees **slos fills none of them.
+            routes, lines = log_to_routes(path, fmt=None, route=None, strict=False, model=model, **slos)
         except InputError as err:
             raise InputError(str(err).replace(str(path), name)) from None
     return routes, [line.replace(str(path), name) for line in lines]
@@ -427,7 +429,7 @@ def settings_from_query(params: Mapping[str, object], base: Settings | None = No
         raw = params[key]
         raw = raw[-1] if isinstance(raw, (list, tuple)) else raw
         try:
-            settings = replace(settings, **{name: _parse_setting(name, str(raw))})
+            settings = with_setting(settings, name, _parse_setting(name, str(raw)))
         except (InputError, ValueError) as err:
             warnings.append(f"link parameter {key}={raw!r} ignored: {err}")
     return settings, warnings
@@ -447,12 +449,19 @@ def drop_unknown(settings: Settings, known: Mapping[str, Sequence[str]],
         if not unknown:
             continue
         kept = tuple(v for v in values if v not in unknown)
-        settings = replace(settings, **{name: kept})
+        settings = with_setting(settings, name, kept)
         source = f"link parameter {QUERY_KEYS[name]}" if where == "link" else f"{where}: setting {name}"
         effect = f"allowed: {', '.join(kept)}" if kept else f"no {name} restriction applied"
         warnings.append(f"{source}: unknown {', '.join(unknown)} ignored ({effect}; known: "
                         f"{', '.join(known.get(name, ())) or 'none'})")
     return settings, warnings
+
+
+def with_setting(settings: Settings, name: str, value: object) -> Settings:
+    """`settings` with its field `name` set to `value` (of that field's type)."""
+    # The field is named at run time, so mypy cannot match the value to the field's type.
+    change: dict[str, Any] = {name: value}
+    return replace(settings, **change)
 
 
 def _parse_setting(name: str, raw: str) -> object:
@@ -540,7 +549,8 @@ def _settings(raw: object, where: str) -> Settings:
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InputError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    # Values from a JSON document: Settings (its __post_init__, or TypeError below) checks them.
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     try:
         return Settings(**values)
     except TypeError as err:
@@ -573,7 +583,7 @@ def compare_plans(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     their totals are not like for like."""
     planned = {name: frozenset(plan.loc[plan["status"] == "ok", "route"]) for name, plan in plans.items()}
     same_routes = len(set(planned.values())) <= 1
-    columns = {}
+    columns: dict[tuple[str, str], Sequence[object]] = {}
     for name, plan in plans.items():
         indexed = plan.set_index("route")
         totals = plan_totals(plan)
