@@ -101,14 +101,19 @@ def _vllm_architecture_experiments(data: list[GroupData]) -> list[Experiment]:
     for arch in sorted(set(family.values())):
         models = sorted(m for m, f in family.items() if f == arch)
         others = sorted(m for m, f in family.items() if f != arch)
-        if not others:
-            continue
-        out.append(Experiment(
-            "architecture", "vllm", f"{arch} ({', '.join(models)}) bf16 on h200",
-            lambda d, arch=arch: family.get(d.key.model) == arch and d.key.precision == "bf16" and _default(d),
-            lambda d, arch=arch: family.get(d.key.model, arch) != arch and d.key.precision == "bf16",
-            f"bf16 profiles of {', '.join(others)}"))
+        if others:
+            out.append(_architecture_experiment(arch, family, models, others))
     return out
+
+
+def _architecture_experiment(arch: str, family: dict[str, str], models: list[str], others: list[str]) -> Experiment:
+    def is_target(d: GroupData) -> bool:
+        return family.get(d.key.model) == arch and d.key.precision == "bf16" and _default(d)
+
+    def may(d: GroupData) -> bool:
+        return family.get(d.key.model, arch) != arch and d.key.precision == "bf16"
+    return Experiment("architecture", "vllm", f"{arch} ({', '.join(models)}) bf16 on h200", is_target, may,
+                      f"bf16 profiles of {', '.join(others)}")
 
 
 def _default(d: GroupData) -> bool:
