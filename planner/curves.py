@@ -48,6 +48,7 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.roofline import kv_cache_tokens, replica_memory_bytes, weights_read_s
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
 from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, load_gpu_specs, load_model_specs, weight_bytes
+from planner.fitcache import memo_frame
 from planner.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
@@ -659,12 +660,21 @@ def load_profiles(directory: str | Path | None = None) -> pd.DataFrame:
     if not root.exists():
         raise InputError(f"{root}: profiles directory not found")
     paths = sorted(p for p in root.rglob("*.csv") if not p.name.startswith("_"))
-    frame = load_tables(paths, PROFILE)
+    frame = _validated_tables(paths)
     # A replica is tp GPUs in this planner; pipeline-parallel groups (tp x pp GPUs) are not sized yet.
     staged = frame["pp"].fillna(1) > 1
     if staged.any():
         log.info("skipping %d pipeline-parallel profile rows (pp > 1): not modelled yet", int(staged.sum()))
     return frame[(frame["status"] == "ok") & ~staged].reset_index(drop=True)
+
+
+def _validated_tables(paths: list[Path]) -> pd.DataFrame:
+    """load_tables(paths, PROFILE), read from the fit cache when the files' bytes were validated before."""
+    try:
+        content = b"".join(str(p).encode() + b"\0" + p.read_bytes() + b"\0" for p in paths)
+    except OSError:
+        return load_tables(paths, PROFILE)  # unreadable: its own one-line error, uncached
+    return memo_frame("profiles", content, lambda: load_tables(paths, PROFILE))
 
 
 def group_key(row: pd.Series) -> GroupKey:

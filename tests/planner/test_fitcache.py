@@ -64,3 +64,21 @@ def test_a_changed_row_is_another_entry(server_group, tmp_path):
 
 def test_the_code_version_is_a_digest_of_the_source():
     assert len(fitcache.code_version()) == 64 and fitcache.code_version() == fitcache.code_version()
+
+
+def test_validated_profiles_are_read_back_and_a_changed_or_corrupt_file_is_validated_again(tmp_path, monkeypatch):
+    monkeypatch.setenv(fitcache.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    source = next(p for p in sorted((fitcache.ROOT / "profiles" / "measured").rglob("profile.csv")))
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "profile.csv").write_bytes(source.read_bytes())
+    first = load_profiles(folder)
+    (entry,) = (tmp_path / "cache" / "profiles").glob("*.pkl")
+    with monkeypatch.context() as patched:
+        patched.setattr("planner.curves.load_tables", lambda *a: pytest.fail("validated again instead of read back"))
+        assert load_profiles(folder).equals(first)
+    entry.write_bytes(b"not a pickle")
+    assert load_profiles(folder).equals(first)
+    text = (folder / "profile.csv").read_text()
+    (folder / "profile.csv").write_text(text.replace(",ok,", ",failed,", 1))
+    assert len(load_profiles(folder)) == len(first) - 1
