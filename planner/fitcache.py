@@ -47,13 +47,21 @@ def code_version() -> str:
     return digest.hexdigest()
 
 
-def memo(kind: str, content: bytes, compute: Callable[[], Any]) -> Any:
-    """compute(), or its JSON value stored for (kind, content, code version)."""
+def _entry(kind: str, content: bytes, suffix: str) -> tuple[str, Path] | None:
+    """(key, file) of the entry for (kind, content, code version); None when caching is off."""
     folder = cache_dir()
     if folder is None:
-        return compute()
+        return None
     key = hashlib.sha256(f"{kind}\n{code_version()}\n".encode() + content).hexdigest()
-    path = folder / kind / f"{key}.json"
+    return key, folder / kind / f"{key}{suffix}"
+
+
+def memo(kind: str, content: bytes, compute: Callable[[], Any]) -> Any:
+    """compute(), or its JSON value stored for (kind, content, code version)."""
+    entry = _entry(kind, content, ".json")
+    if entry is None:
+        return compute()
+    key, path = entry
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(stored, dict) and stored.get("key") == key and "value" in stored:
@@ -61,17 +69,16 @@ def memo(kind: str, content: bytes, compute: Callable[[], Any]) -> Any:
     except (OSError, ValueError):
         pass  # missing or corrupt: compute it again
     value = compute()
-    _store(path, {"key": key, "value": value})
+    _store(path, lambda tmp: tmp.write_text(json.dumps({"key": key, "value": value}), encoding="utf-8"))
     return value
 
 
 def memo_frame(kind: str, content: bytes, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """compute(), or the table stored for (kind, content, code version); an exception in compute is not stored."""
-    folder = cache_dir()
-    if folder is None:
+    entry = _entry(kind, content, ".pkl")
+    if entry is None:
         return compute()
-    key = hashlib.sha256(f"{kind}\n{code_version()}\n".encode() + content).hexdigest()
-    path = folder / kind / f"{key}.pkl"
+    _, path = entry
     try:
         stored = pd.read_pickle(path)
         if isinstance(stored, pd.DataFrame):
@@ -79,21 +86,16 @@ def memo_frame(kind: str, content: bytes, compute: Callable[[], pd.DataFrame]) -
     except Exception:  # noqa: BLE001 - missing, truncated or foreign: compute it again
         pass
     frame = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        frame.to_pickle(tmp)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: no cache, same answers
+    _store(path, frame.to_pickle)
     return frame
 
 
-def _store(path: Path, record: dict) -> None:
+def _store(path: Path, write: Callable[[Path], Any]) -> None:
+    """write(a temporary file), then rename it onto `path` (readers never see half an entry)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record), encoding="utf-8")
+        write(tmp)
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only home: no cache, same answers
