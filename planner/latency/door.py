@@ -273,12 +273,17 @@ def latency_basis(curve: CurveLike) -> str:
 
 def pct_ms(values_s: np.ndarray, pct: float) -> float:
     """Percentile in ms of the served requests (NaN: none served); inf when the tail is unbounded (saturated)."""
+    return pcts_ms(values_s, (pct,))[0]
+
+
+def pcts_ms(values_s: np.ndarray, pcts: Sequence[float]) -> tuple[float, ...]:
+    """pct_ms at several percentiles, with one sort of the values."""
     served = values_s[~np.isnan(values_s)]
     if not served.size:
-        return math.nan
+        return tuple(math.nan for _ in pcts)
     with np.errstate(invalid="ignore"):  # inf - inf while interpolating a saturated tail
-        value = float(np.percentile(served, pct)) * 1000
-    return math.inf if math.isnan(value) else value
+        values = np.percentile(served, list(pcts)) * 1000
+    return tuple(math.inf if math.isnan(v) else float(v) for v in values)
 
 
 def _percentiles(result: SimResult, percentiles: Sequence[float]) -> dict[str, float]:

@@ -36,7 +36,7 @@ from fleetfacts.schema import PROFILE_GROUP
 from planner.curves import Curve, GroupKey, fit_group, row_caps
 from planner.fitcache import memo
 from planner.frontend import FrontEnd, StreamLoad, stream_load
-from planner.latency.door import pct_ms
+from planner.latency.door import pct_ms, pcts_ms
 from planner.simulate import SimResult, simulate
 
 log = logging.getLogger(__name__)
@@ -175,9 +175,8 @@ def _residuals(params: np.ndarray, rows: list[_FitRow]) -> np.ndarray:
     front_end = _front_end(params)
     out = []
     for r in rows:
-        ttft = r.ttft_s(front_end)
-        for pct, weight, measured in ((50, 1.0, r.measured_ms[0]), (99, P99_WEIGHT, r.measured_ms[1])):
-            predicted = pct_ms(ttft, pct)
+        p50, p99 = pcts_ms(r.ttft_s(front_end), (50, 99))
+        for predicted, weight, measured in ((p50, 1.0, r.measured_ms[0]), (p99, P99_WEIGHT, r.measured_ms[1])):
             out.append(weight * math.log(max(predicted, 1e-6) / measured) if math.isfinite(predicted) else 10.0)
     return np.array(out)
 
