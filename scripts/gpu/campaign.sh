@@ -102,17 +102,13 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-# 2026-12-04 (issue 24: architectures beyond dense GQA). Offline points, dummy weights, vLLM defaults; the
-# session-5 server job list is in git history (commit da5a04c).
-# 1. Full multi-head attention, dense: Llama-2-7B (32 KV heads = 32 query heads), the default preset's offline
-#    points with prompts cut to its 4096-token context.
-profile mha-llama-2-7b 200 llama-2-7b bf16 "$code/scripts/gpu/shapes-default-4k.csv"
-# 2. Mixture of experts, many small experts: Qwen3-30B-A3B (128 experts, 8 per token, GQA-4), default preset.
-profile moe-qwen3-30b-a3b 250 qwen3-30b-a3b bf16 default
-# 3. Llama-3.1-8B FP8 (online quantisation, defaults) again in a fresh engine: six default-preset points.
-profile fp8-repeat 200 llama-3.1-8b fp8 "$code/scripts/gpu/shapes-fp8-repeat.csv"
-# 4. If time is left: few large experts, Mixtral-8x7B (8 experts, 2 per token), default preset (resumable).
+# 2026-12-04, second session (issue 24: a second MoE and a clean repeat of the first). Offline points, dummy
+# weights, vLLM defaults; the first session's list (Llama-2-7B, Qwen3-30B-A3B, FP8 repeat) is in git history
+# (commit f7d86a0).
+# 1. Few large experts: Mixtral-8x7B (8 experts, 2 per token, GQA-8, 93 GB of bf16 weights), default preset.
 profile moe-mixtral-8x7b 250 mixtral-8x7b bf16 default
+# 2. Qwen3-30B-A3B in a fresh engine: the two suspect points, each after a short point at the same batch.
+profile moe-qwen3-repeat 200 qwen3-30b-a3b bf16 "$code/scripts/gpu/shapes-moe-repeat.csv"
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
