@@ -105,10 +105,11 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
 # 2026-12-04, second session (issue 24: a second MoE and a clean repeat of the first). Offline points, dummy
 # weights, vLLM defaults; the first session's list (Llama-2-7B, Qwen3-30B-A3B, FP8 repeat) is in git history
 # (commit f7d86a0).
-# 1. Few large experts: Mixtral-8x7B (8 experts, 2 per token, GQA-8, 93 GB of bf16 weights), default preset.
-profile moe-mixtral-8x7b 250 mixtral-8x7b bf16 default
-# 2. Qwen3-30B-A3B in a fresh engine: the two suspect points, each after a short point at the same batch.
+# 1. Qwen3-30B-A3B in a fresh engine: the two suspect points, each after a short point at the same batch.
 profile moe-qwen3-repeat 200 qwen3-30b-a3b bf16 "$code/scripts/gpu/shapes-moe-repeat.csv"
+# 2. Few large experts: Mixtral-8x7B (8 experts, 2 per token, GQA-8, 93 GB of bf16 weights), default preset (a part-done profile carried
+#    into /tmp/prof is resumed).
+profile moe-mixtral-8x7b 250 mixtral-8x7b bf16 default
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
