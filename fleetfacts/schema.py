@@ -131,8 +131,9 @@ PROFILE = Schema(
         Column("max_num_batched_tokens", "int", False, "engine's token budget per step", minimum=1),
         Column("roofline_frac", "float", False, "measured decode speed over the memory-bandwidth bound",
                minimum=0),
-        Column("status", "enum", False, "ok, or failed with the reason in `error`", choices=("ok", "failed"),
-               default="ok"),
+        Column("status", "enum", False, "ok; failed (reason in `error`); or suspect: measured but not steady "
+               "speed, e.g. first-use kernel compilation, the reason in `notes` (kept, never fitted)",
+               choices=("ok", "failed", "suspect"), default="ok"),
         Column("error", "str", False, "why a failed point failed"),
         Column("provenance", "enum", True, "measured (by this project) or published",
                choices=("measured", "published")),

@@ -196,3 +196,21 @@ def test_find_curve_prefers_the_default_config_and_falls_back_to_others():
     assert find_curve(fake_curves(tuned), "vllm", "h100", "llama-3.1-8b") is tuned
     with pytest.raises(NoCurveError, match=r"config=fast.*\[tuned\]"):
         find_curve(both, "vllm", "h100", "llama-3.1-8b", config="fast")
+
+
+def test_suspect_rows_are_kept_in_the_file_but_never_fitted(tmp_path):
+    rows = synthetic_profile_rows("vllm", "h100")
+    rows[0] = {**rows[0], "output_tok_per_s": rows[0]["output_tok_per_s"] / 3, "status": "suspect",
+               "notes": "suspect: first-use kernel compilation"}
+    pd.DataFrame(rows).to_csv(tmp_path / "p.csv", index=False)
+    loaded = curves.load_profiles(tmp_path)
+    assert len(loaded) == len(rows) - 1 and (loaded["status"] == "ok").all()
+    (curve,) = fit_curves(loaded).values()
+    clean = fit_curves(curves.load_profiles(_write(tmp_path / "clean", rows[1:])))
+    assert_allclose(curve.fit.theta, next(iter(clean.values())).fit.theta)
+
+
+def _write(directory: Path, rows: list[dict]) -> Path:
+    directory.mkdir()
+    pd.DataFrame(rows).to_csv(directory / "p.csv", index=False)
+    return directory
