@@ -44,6 +44,10 @@ IMAGES = {"vllm": "vllm/vllm-openai:v{version}", "trtllm": "nvcr.io/nvidia/tenso
 # Metric the HPA scales on: requests running per pod (vLLM's Prometheus gauge, exposed to the HPA through a
 # metrics adapter such as prometheus-adapter); its target is the plan's operating concurrency per replica.
 HPA_METRIC = "vllm:num_requests_running"
+# What would end a generated file's comment line (or hide text in it) if written raw: C0 and C1 controls
+# (newline, carriage return, NUL, ESC ...), DEL, YAML's other line breaks (NEL, LS, PS), bidirectional
+# overrides and the byte-order mark.  User text (route names, file names) in comments is escaped instead.
+COMMENT_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 HUB_RE = re.compile(r"huggingface\.co/([\w.-]+/[\w.-]+)")
 ANNOTATION = "fleetplan.io/"
 
@@ -158,8 +162,14 @@ def provenance(target: Target, settings: EngineSettings) -> list[str]:
             "verified on hardware)"]
 
 
+def comment_safe(text: str) -> str:
+    """`text` with every character that could end or disguise a comment line shown as an escape ('\\n')."""
+    return COMMENT_UNSAFE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def _comment(lines: list[str]) -> str:
-    return "".join(f"# {line}\n" for line in lines)
+    """'#' lines for a shell script or YAML file, each line's text escaped so it stays one comment line."""
+    return "".join(f"# {comment_safe(line)}\n" for line in lines)
 
 
 # ------------------------------------------------------------------ vLLM
@@ -268,8 +278,9 @@ def trtllm_files(target: Target, settings: EngineSettings, model_path: str) -> l
     engine_dir = None
     if trtllm_flow(target.engine_version) == "engine":
         engine_dir = f"engines/{target.name}"
-        lines.append(f"# TensorRT-LLM {target.engine_version} (< {TRTLLM_LLM_API_VERSION}): convert and build an "
-                     "engine (run from a TensorRT-LLM source checkout of that version), then serve it")
+        lines.append(_comment([f"TensorRT-LLM {target.engine_version} (< {TRTLLM_LLM_API_VERSION}): convert and "
+                               "build an engine (run from a TensorRT-LLM source checkout of that version), then "
+                               "serve it"]).rstrip("\n"))
         lines += trtllm_build_commands(target, options, model_path, f"checkpoints/{target.name}", engine_dir)
     serve = shlex.join(["trtllm-serve", *trtllm_serve_args(target, model_path, options_name, engine_dir)])
     lines.append(f"exec {serve}")
