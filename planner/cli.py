@@ -54,6 +54,7 @@ from planner.fanout import route_map
 from planner.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
 from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import Lengths, OpenLoop, Replay, latency_summary, predict, validate_latency, with_server_latency
+from planner.outputs import check_output, write_files
 from planner.plan import (
     assumptions_path,
     load_inputs,
@@ -173,7 +174,8 @@ def _assumptions_from_args(args: argparse.Namespace):
 
 
 def refuse_overwriting_inputs(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]) -> None:
-    """InputError when an output would replace an input file (or two outputs are one file)."""
+    """InputError when an output would replace an input file (or two outputs are one file), or cannot take a
+    file (planner.outputs.check_output: a device, pipe or folder, a missing folder, a name too long)."""
     seen: dict[Path, str] = {}
     for flag, value in inputs.items():
         if value:
@@ -181,6 +183,7 @@ def refuse_overwriting_inputs(outputs: dict[str, str | Path | None], inputs: dic
     for flag, value in outputs.items():
         if not value:
             continue
+        check_output(flag, value)
         path = Path(value).resolve()
         if path in seen:
             raise InputError(f"{flag} {value}: is also {seen[path]}; refusing to overwrite an input (choose another "
@@ -838,11 +841,8 @@ def _run_deploy(args: argparse.Namespace) -> int:
     if not args.out:
         print("\n".join(f"# ==> {f.name} <==\n{f.text}" for f in files), end="")
         return 0
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        (out / f.name).write_text(f.text, encoding="utf-8")
-        print(f"wrote {out / f.name}")
+    for path in write_files("--out", args.out, ((f.name, f.text) for f in files)):
+        print(terminal_safe(f"wrote {path}"))
     return 0
 
 

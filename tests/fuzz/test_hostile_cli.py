@@ -10,6 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -17,6 +18,7 @@ from fleetfacts.schema import load_plan_rows, write_csv
 from planner import deploy
 from planner.cli import main
 from tests.conftest import REPO, cli_fits_bundled_once
+from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
 
 # Programs a generated deployment script runs, replaced by no-ops so a test can run the script itself.
 FAKE_PROGRAMS = ("vllm", "trtllm-serve", "trtllm-build", "python")
@@ -129,3 +131,75 @@ def test_a_plan_file_name_with_a_newline_stays_in_the_comment(plan, tmp_path):
     out = tmp_path / "deploy"
     assert main(["deploy", "--plan", str(copy), "--format", "vllm", "--out", str(out)]) == 0
     _check_scripts(sorted(out.glob("*.sh")), tmp_path)
+
+
+# ------------------------------------------------------------------ 2. outputs that are not regular files
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> dict[str, Path]:
+    """Small synthetic profiles, prices, ops and two routes (fast to plan and to solve as a fleet)."""
+    root = tmp_path_factory.mktemp("synthetic")
+    paths = write_synthetic_inputs(root)
+    routes = root / "routes.csv"
+    pd.DataFrame([online_route("chat"), batch_route("nightly")]).to_csv(routes, index=False)
+    log = root / "log.csv"
+    log.write_text("timestamp,prompt_tokens,completion_tokens\n2024-01-01T00:00:00,10,5\n2024-01-01T00:00:01,10,5\n")
+    return {**paths, "routes": routes, "log": log, "root": root}
+
+
+def _data(files: dict[str, Path]) -> list[str]:
+    return ["--profiles", str(files["profiles"]), "--prices", str(files["prices"]), "--ops", str(files["ops"])]
+
+
+def _special_outputs(folder: Path) -> dict[str, Path]:
+    """Things that exist and are not regular files: a named pipe, a link to a device, a folder."""
+    fifo = folder / "pipe.csv"
+    os.mkfifo(fifo)
+    device = folder / "full.csv"
+    device.symlink_to("/dev/full")
+    directory = folder / "dir.csv"
+    directory.mkdir()
+    return {"fifo": fifo, "device": device, "dir": directory}
+
+
+def _commands(files: dict[str, Path], out: Path) -> dict[str, list[str]]:
+    scratch = files["root"] / "scratch"
+    scratch.mkdir(exist_ok=True)
+    return {"plan": ["plan", "--routes", str(files["routes"]), "--out", str(out), "--no-simulate", *_data(files)],
+            "xlsx": ["plan", "--routes", str(files["routes"]), "--out", str(scratch / "p.csv"), "--no-simulate",
+                     "--xlsx", str(out), *_data(files)],
+            "fleet": ["fleet", "--routes", str(files["routes"]), "--out", str(out), "--no-simulate", *_data(files)],
+            "traffic": ["traffic", "--log", str(files["log"]), "--out", str(out)]}
+
+
+@pytest.mark.parametrize("command", ["plan", "xlsx", "fleet", "traffic"])
+@pytest.mark.parametrize("kind", ["fifo", "device", "dir"])
+def test_an_output_that_is_not_a_regular_file_is_refused(synthetic, tmp_path, capsys, command, kind):
+    out = _special_outputs(tmp_path)[kind]
+    assert main(_commands(synthetic, out)[command]) == 2
+    err = _one_line_error(capsys)
+    assert str(out) in err and "regular file" in err
+    assert out.is_symlink() if kind == "device" else not out.is_file()
+
+
+@pytest.mark.parametrize("command", ["plan", "fleet", "traffic"])
+def test_a_file_name_too_long_for_the_file_system_is_one_line(synthetic, tmp_path, capsys, command):
+    out = tmp_path / ("x" * 300 + ".csv")
+    assert main(_commands(synthetic, out)[command]) == 2
+    assert "too long" in _one_line_error(capsys)
+
+
+def test_deploy_out_onto_a_file_or_device_is_one_line(plan, tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("keep me")
+    assert main(["deploy", "--plan", str(plan), "--format", "vllm", "--out", str(target)]) == 2
+    assert "not a folder" in _one_line_error(capsys) and target.read_text() == "keep me"
+    out = tmp_path / "deploy"
+    out.mkdir()
+    name = deploy.Target.from_row(next(r for r in load_plan_rows(plan).to_dict("records") if r["engine"] == "vllm"),
+                                  str(plan), 2).name
+    os.mkfifo(out / f"{name}.vllm.sh")
+    assert main(["deploy", "--plan", str(plan), "--format", "vllm", "--out", str(out)]) == 2
+    assert "regular file" in _one_line_error(capsys)
+    assert main(["deploy", "--plan", str(plan), "--format", "vllm", "--out", str(tmp_path / ("d" * 300))]) == 2
+    assert "too long" in _one_line_error(capsys)
