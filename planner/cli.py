@@ -232,9 +232,10 @@ def _run_plan(args: argparse.Namespace) -> int:
 
 
 def _print_lines(lines: list[str]) -> None:
+    """Print lines that carry user strings (route names): terminal controls shown as escapes, no markup."""
     console = _console()
     for line in lines:
-        console.print(line, markup=False, highlight=False)
+        console.print(terminal_safe(line), markup=False, highlight=False)
 
 
 def _console():

@@ -203,3 +203,16 @@ def test_deploy_out_onto_a_file_or_device_is_one_line(plan, tmp_path, capsys):
     assert "regular file" in _one_line_error(capsys)
     assert main(["deploy", "--plan", str(plan), "--format", "vllm", "--out", str(tmp_path / ("d" * 300))]) == 2
     assert "too long" in _one_line_error(capsys)
+
+
+# ------------------------------------------------------------------ 3. fleet prints route names escaped
+
+def test_fleet_prints_route_names_with_terminal_controls_escaped(synthetic, tmp_path, capsys):
+    routes = tmp_path / "routes.csv"
+    pd.DataFrame([online_route("chat\x1b]0;pwned\x07\x1b[2J\u202e"), batch_route("night\x9b31m")]).to_csv(
+        routes, index=False)
+    assert main(["fleet", "--routes", str(routes), "--out", str(tmp_path / "fleet.csv"), "--no-simulate",
+                 *_data(synthetic)]) == 0
+    out = capsys.readouterr().out
+    assert "chat" in out and "\\x1b" in out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\u202e")
