@@ -7,7 +7,7 @@ own curve, never merged with the defaults' one.  A continuous-batching engine
 iteration that decodes `b` sequences of mean context `c` tokens and prefills
 `p` prompt tokens of prompts `I` tokens long takes
 
-    t(b, c, p) = t0 + a*b + k*b*c + q*p + r*p*I            [seconds]
+    t(b, c, p) = t0 + a*b + k*b*c + q*p + r*p*I + m*cover(b + p)      [seconds]
 
 t0: fixed cost per step (weights read once: the memory-bandwidth floor, plus
 launch overhead); a: per-sequence cost; k: KV-cache read per token of context;
@@ -16,7 +16,14 @@ sixth parameter h is the engine's per-request overhead (scheduling, input and
 output processing), paid once per request.  A seventh, g, is the extra cost
 per sequence beyond the engine's largest CUDA-graph batch (vLLM captures
 graphs up to 512 sequences by default; larger decode batches run piecewise,
-which measurably costs more per sequence on the H200).
+which measurably costs more per sequence on the H200).  An eighth, m, is a
+mixture-of-experts model's expert weights read once (all experts): a step
+whose n tokens are each routed to k of E experts reads the distinct experts
+touched, expected E*cover(n) with cover(n) = 1 - (1 - k/E)^n (uniform
+routing, the stated default assumption; trained routers are less uniform).
+At batch 1 a decode step reads k experts, at large batches all of them.  For
+a dense model cover is 0 and m is not fitted; for an MoE model t0 keeps the
+rest (attention, router, shared experts, LM head, launch overhead).
 
 Every quantity a profile measures -- the duration of an offline batch, the
 mean end-to-end time of a request at fixed concurrency, the mean TPOT and
@@ -47,14 +54,22 @@ from fleetfacts.arrivals import arrival_cv
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.roofline import kv_cache_tokens, replica_memory_bytes, weights_read_s
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
-from fleetfacts.specs import GpuSpec, ModelSpec, kv_bytes_per_token, load_gpu_specs, load_model_specs, weight_bytes
+from fleetfacts.specs import (
+    GpuSpec,
+    ModelSpec,
+    bytes_per_value,
+    kv_bytes_per_token,
+    load_gpu_specs,
+    load_model_specs,
+    weight_bytes,
+)
 from planner.fitcache import memo_frame
 from planner.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
 BUNDLED_PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
-PARAM_NAMES = ("t0", "a", "k", "q", "r", "h", "g")
+PARAM_NAMES = ("t0", "a", "k", "q", "r", "h", "g", "m")
 N_PARAMS = len(PARAM_NAMES)
 
 # Run-to-run noise of vLLM throughput on an H200 is about +-2%: no fit is trusted to be tighter.
@@ -186,10 +201,33 @@ class Caps:
     kv_cache_tokens: int
     max_batched_tokens: int
     cuda_graph_max_batch: int = 10**9
+    expert_share: float = 0.0  # MoE: experts per token / routed experts (k/E); 0 for a dense model
 
     def max_batch(self, input_len: float, output_len: float) -> int:
         by_kv = int(self.kv_cache_tokens // max(input_len + KV_ADMISSION_OUTPUT_SHARE * output_len, 1.0))
         return max(1, min(self.max_num_seqs, by_kv))
+
+
+def expert_cover(expert_share: float, tokens: float) -> float:
+    """Expected share of an MoE layer's experts that `tokens` tokens touch when each is routed to k of E
+    experts uniformly at random (expert_share = k/E): 1 - (1 - k/E)^tokens; 0 for a dense model."""
+    if expert_share <= 0.0 or tokens <= 0.0:
+        return 0.0
+    return 1.0 - (1.0 - min(expert_share, 1.0)) ** tokens
+
+
+def model_expert_share(model: ModelSpec) -> float:
+    """k/E of an MoE model (Caps.expert_share); 0 for a dense one."""
+    return model.experts_per_token / model.num_experts if model.is_moe and model.num_experts else 0.0
+
+
+def expert_weight_bytes(model: ModelSpec, precision: str) -> float:
+    """Bytes of an MoE model's routed experts at `precision` (every expert: params - active + k experts'
+    worth); 0 for a dense model."""
+    if model_expert_share(model) <= 0.0 or model.num_experts <= model.experts_per_token:
+        return 0.0
+    per_expert = (model.params - model.active_params) / (model.num_experts - model.experts_per_token)
+    return per_expert * model.num_experts * bytes_per_value(precision)
 
 
 # ---------------------------------------------------------------- features
@@ -198,7 +236,14 @@ class Caps:
 def _step_features(caps: Caps, batch: float, context: float, prefill_tokens: float,
                    prefill_context: float) -> np.ndarray:
     return np.array([1.0, batch, batch * context, prefill_tokens, prefill_tokens * prefill_context, 0.0,
-                     max(0.0, batch - caps.cuda_graph_max_batch)])
+                     max(0.0, batch - caps.cuda_graph_max_batch),
+                     expert_cover(caps.expert_share, batch + prefill_tokens)])
+
+
+def _prefill_step_features(caps: Caps, steps: float, chunk: float, input_len: float) -> np.ndarray:
+    """`steps` prefill-only iterations of `chunk` prompt tokens each, of prompts `input_len` long."""
+    return steps * np.array([1.0, 0.0, 0.0, chunk, chunk * input_len, 0.0, 0.0,
+                             expert_cover(caps.expert_share, chunk)])
 
 
 def offline_features(caps: Caps, n: int, input_len: float, output_len: float) -> np.ndarray:
@@ -218,7 +263,7 @@ def offline_features(caps: Caps, n: int, input_len: float, output_len: float) ->
 
 def _wave_features(caps: Caps, w: int, input_len: float, output_len: float) -> np.ndarray:
     prefill_steps = math.ceil(w * input_len / caps.max_batched_tokens)
-    prefill = np.array([prefill_steps, 0.0, 0.0, w * input_len, w * input_len * input_len, 0.0, 0.0])
+    prefill = _prefill_step_features(caps, prefill_steps, w * input_len / prefill_steps, input_len)
     decode = (output_len - 1) * _step_features(caps, w, input_len + output_len / 2, 0.0, 0.0)
     return prefill + decode
 
@@ -263,7 +308,7 @@ def closed_loop_features(caps: Caps, concurrency: float, n: int, input_len: floa
     run[5] += n
     steps = math.ceil(w * input_len / caps.max_batched_tokens)
     chunk = w * input_len / steps
-    ttft = (steps + 1) / 2 * np.array([1.0, 0.0, 0.0, chunk, chunk * input_len, 0.0, 0.0])
+    ttft = (steps + 1) / 2 * _prefill_step_features(caps, 1.0, chunk, input_len)
     ttft[5] = (w + 1) / 2
     wave_with_overheads = wave.copy()
     wave_with_overheads[5] = w
@@ -287,7 +332,13 @@ def _caps_for(group: pd.DataFrame, key: GroupKey) -> Caps:
     budget = _first_number(group, "max_num_batched_tokens") or DEFAULT_MAX_BATCHED_TOKENS.get(key.engine, 8192)
     kv = _first_number(group, "kv_cache_tokens") or _estimate_kv_tokens(key)
     graphs = DEFAULT_CUDA_GRAPH_MAX_BATCH.get(key.engine, 10**9)
-    return Caps(int(seqs), int(kv), int(budget), graphs)
+    model = _model_spec(key.model)
+    return Caps(int(seqs), int(kv), int(budget), graphs, model_expert_share(model) if model else 0.0)
+
+
+def _model_spec(model: str) -> ModelSpec | None:
+    specs = _specs()
+    return specs[1].get(model) if specs is not None else None
 
 
 def _first_number(group: pd.DataFrame, column: str) -> float | None:
@@ -309,16 +360,27 @@ def _estimate_kv_tokens(key: GroupKey) -> int:
     return max(1, int(tokens))
 
 
-def _t0_floor(key: GroupKey) -> float:
-    """Roofline floor of the fixed step cost: weights read once per step over the memory bandwidth."""
+@dataclass(frozen=True)
+class Floors:
+    """Roofline floors (seconds per step) of t0 (weights other than routed experts) and m (all routed experts)."""
+
+    t0: float = 0.0
+    m: float = 0.0
+
+
+def _roofline_floors(key: GroupKey) -> Floors:
+    """Weights read once per step over the memory bandwidth, split into routed experts (m) and the rest (t0)."""
     specs = _specs()
     if specs is None:
-        return 0.0
+        return Floors()
     gpus, models = specs
     gpu, model = gpus.get(key.gpu), models.get(key.model)
     if gpu is None or model is None:
-        return 0.0
-    return weights_read_s(weight_bytes(model, key.precision), gpu.mem_bandwidth_tb_s, key.tp)
+        return Floors()
+    experts = expert_weight_bytes(model, key.precision)
+    total = weight_bytes(model, key.precision)
+    return Floors(weights_read_s(total - experts, gpu.mem_bandwidth_tb_s, key.tp),
+                  weights_read_s(experts, gpu.mem_bandwidth_tb_s, key.tp))
 
 
 @lru_cache(maxsize=1)
@@ -350,7 +412,8 @@ def row_caps(point: pd.Series, caps: Caps) -> Caps:
         value = point.get(column)
         return int(value) if _ok(value) and float(value) >= 1 else default
     return Caps(reported("max_num_seqs", caps.max_num_seqs), reported("kv_cache_tokens", caps.kv_cache_tokens),
-                reported("max_num_batched_tokens", caps.max_batched_tokens), caps.cuda_graph_max_batch)
+                reported("max_num_batched_tokens", caps.max_batched_tokens), caps.cuda_graph_max_batch,
+                caps.expert_share)
 
 
 def _point_observations(p: pd.Series, caps: Caps, row: int) -> list[Observation]:
@@ -432,26 +495,35 @@ class Fit:
     free: tuple[bool, ...]
     n_obs: int
 
+    @property
+    def is_full(self) -> bool:
+        """Fitted to data that separates the fixed step cost (t0 free), not to saturated throughputs alone."""
+        return bool(self.free[0])
 
-def fit_observations(obs: list[Observation], t0_floor: float, full: bool, noise: float = NOISE_FLOOR) -> Fit:
+
+def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: float = NOISE_FLOOR) -> Fit:
     """Bounded linear least squares on relative errors; `full=False` fits (a, k, q) only.
 
-    In the reduced fit t0 is placed at the roofline over an assumed achievable
+    In the reduced fit t0 and m are placed at the roofline over an assumed achievable
     bandwidth and r = h = 0: a table of saturated throughputs cannot separate them.
+    m (routed experts' weights) is fitted only when some observation sees it (an MoE model).
     """
     phi = np.array([o.phi for o in obs])
     target = np.array([o.seconds for o in obs])
     weight = np.array([o.weight for o in obs])
-    free = (True,) * N_PARAMS if full else (False, True, True, True, False, False, False)
+    moe = bool(np.any(phi[:, -1] > 0))
+    free = (*((True,) * (N_PARAMS - 1)), moe) if full else (False, True, True, True, False, False, False, False)
     fixed = np.zeros(N_PARAMS)
     if not full:
-        fixed[0] = t0_floor / ACHIEVABLE_BANDWIDTH_FRACTION
+        fixed[0], fixed[-1] = (floors.t0 / ACHIEVABLE_BANDWIDTH_FRACTION,
+                               floors.m / ACHIEVABLE_BANDWIDTH_FRACTION if moe else 0.0)
     mask = np.array(free)
     design = phi[:, mask] * (weight / target)[:, None]
     rhs = weight * (1.0 - (phi[:, ~mask] @ fixed[~mask]) / target)
     scale = np.linalg.norm(design, axis=0)
     scale[scale == 0] = 1.0
-    lower = np.where(np.array(PARAM_NAMES)[mask] == "t0", t0_floor, 0.0) * scale
+    floor_of = {"t0": floors.t0, "m": floors.m}
+    lower = np.array([floor_of.get(name, 0.0) for name in np.array(PARAM_NAMES)[mask]]) * scale
     result = lsq_linear(design / scale, rhs, bounds=(lower, np.inf), method="bvls")
     theta = fixed.copy()
     theta[mask] = result.x / scale
@@ -526,10 +598,14 @@ class Curve:
     def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
                     prefill_context: float = 0.0) -> float:
         """Seconds of one engine iteration (the simulator's clock)."""
-        t0, a, k, q, r, _, g = self._theta_tuple
+        t0, a, k, q, r, _, g, _ = self._theta_tuple
         over = batch - self.caps.cuda_graph_max_batch
         return (t0 + a * batch + k * batch * context + q * prefill_tokens + r * prefill_tokens * prefill_context
-                + (g * over if over > 0 else 0.0))
+                + (g * over if over > 0 else 0.0) + self.expert_read_s(batch + prefill_tokens))
+
+    def expert_read_s(self, tokens: float) -> float:
+        """Seconds a step of `tokens` tokens spends reading routed experts' weights (0 for a dense model)."""
+        return float(self.fit.theta[7]) * expert_cover(self.caps.expert_share, tokens)
 
     @property
     def _theta_tuple(self) -> tuple[float, ...]:
@@ -690,7 +766,7 @@ def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
     if len(obs) < (7 if rich else 4):
         log.info("%s: %d usable observations, too few to fit; exact shapes only", key.label(), len(obs))
         return None
-    fit = fit_observations(obs, _t0_floor(key), full=rich, noise=repeat_noise(group))
+    fit = fit_observations(obs, _roofline_floors(key), full=rich, noise=repeat_noise(group))
     provenance = "measured" if (group["provenance"] == "measured").all() else "published"
     has_latency = any(o.kind != "throughput" for o in obs)
     note = "" if rich else "fitted to saturated throughputs only (t0 from the roofline, assumed 80% of datasheet bandwidth)"
@@ -809,7 +885,7 @@ def _loo_errors(key: GroupKey, group: pd.DataFrame) -> list[float] | None:
     caps = _caps_for(group, key)
     obs = observations(group, caps)
     rich = _is_rich(group, obs)
-    floor = _t0_floor(key)
+    floor = _roofline_floors(key)
     errors = []
     for held in {o.row for o in obs if o.kind == "throughput"}:
         train = [o for o in obs if o.row != held]

@@ -94,6 +94,7 @@ class _PerBatch(dict):
 StepFn = Callable[[int, float, float, float], float]
 StepTimeFn = Callable[..., float]  # a curve's step_time_s(batch, context, prefill_tokens=0, prefill_context=0)
 JumpFn = Callable[[int, float, int], float]
+ExpertFn = Callable[[float], float]  # an MoE curve's expert_read_s(tokens in the step)
 StepsToFn = Callable[[int, float, float], int]
 
 
@@ -133,18 +134,37 @@ def step_model(curve: CurveLike) -> StepModel:
     overhead = float(getattr(curve, "request_overhead_s", 0.0) or 0.0)
     caps = (int(curve.max_num_seqs), int(curve.kv_cache_tokens), budget)
     lag = bool(getattr(curve, "async_scheduling", False))
-    f = _served_step_time(curve)
+    experts = _expert_read(curve)
+    f = _served_step_time(curve, experts)
     affine = _affine_parts(f)
     if affine is None:
         log.info("step time of %s is not affine in context: simulating with direct calls (slower)",
                  getattr(curve, "key", curve))
-        return StepModel(*_direct_closures(f), overhead, *caps, affine=False, async_scheduling=lag)
-    return StepModel(*_affine_closures(*affine), overhead, *caps, affine=True, async_scheduling=lag)
+        return StepModel(*_direct_closures(_with_experts(f, experts)), overhead, *caps, affine=False,
+                         async_scheduling=lag)
+    return StepModel(*_affine_closures(*affine, experts), overhead, *caps, affine=True, async_scheduling=lag)
 
 
-def _served_step_time(curve: CurveLike) -> StepTimeFn:
-    """The curve's step time, its prefill part scaled by the server's prefill_scale when it has one."""
-    f = curve.step_time_s
+def _expert_read(curve: CurveLike) -> ExpertFn | None:
+    """An MoE curve's expert-read seconds per step of n tokens (planner.curves), else None: that term is
+    not affine in the step's tokens, so the closed forms add it apart."""
+    fn = getattr(curve, "expert_read_s", None)
+    return fn if callable(fn) and float(fn(1.0)) > 0.0 else None
+
+
+def _with_experts(f: StepTimeFn, experts: ExpertFn | None) -> StepTimeFn:
+    if experts is None:
+        return f
+    return lambda b, c, p=0.0, pc=0.0: float(f(b, c, p, pc)) + experts(b + p)
+
+
+def _served_step_time(curve: CurveLike, experts: ExpertFn | None = None) -> StepTimeFn:
+    """The curve's step time less its expert reads (`experts`), its prefill part scaled by the server's
+    prefill_scale when it has one."""
+    f: StepTimeFn = curve.step_time_s
+    if experts is not None:
+        whole = f
+        f = lambda b, c, p=0.0, pc=0.0: float(whole(b, c, p, pc)) - experts(b + p)  # noqa: E731
     front_end = getattr(curve, "front_end", None)
     scale = float(front_end.prefill_scale) if front_end is not None else 1.0
     if scale == 1.0:
@@ -173,9 +193,17 @@ def _affine_parts(f: StepTimeFn) -> tuple[_PerBatch, _PerBatch, float, float] | 
     return base, per_ctx, q, r
 
 
-def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float) -> tuple[StepFn, JumpFn, StepsToFn]:
-    def step(b: int, ctx: float, p: float, pw: float) -> float:
-        return base[b] + per_ctx[b] * ctx + q * p + r * pw
+def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float, experts: ExpertFn | None = None
+                     ) -> tuple[StepFn, JumpFn, StepsToFn]:
+    if experts is not None:  # a pure-decode step of b sequences reads experts(b): part of its base
+        affine_base, base = base, _PerBatch(lambda b: affine_base[b] + experts(b))
+
+        def step(b: int, ctx: float, p: float, pw: float) -> float:
+            extra = experts(b + p) - experts(b) if p else 0.0
+            return base[b] + per_ctx[b] * ctx + q * p + r * pw + extra
+    else:
+        def step(b: int, ctx: float, p: float, pw: float) -> float:
+            return base[b] + per_ctx[b] * ctx + q * p + r * pw
 
     def jump(b: int, ctx: float, n: int) -> float:
         return n * (base[b] + per_ctx[b] * (ctx + 0.5 * b * (n - 1)))

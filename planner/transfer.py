@@ -4,7 +4,9 @@ Every parameter of the iteration-time model (planner.curves: t = t0 + a*b + k*b*
 h per request, g per sequence beyond the CUDA-graph batch) is written as physical quantities
 times engine-specific coefficients c (seconds per unit of each quantity):
 
-    t0 = c_weights * W_read / (tp BW) + c_step * L + c_tp_latency * 2L [tp > 1]
+    t0 = c_weights * (W_read - W_experts) / (tp BW) + c_step * L + c_tp_latency * 2L [tp > 1]
+         + c_moe_step * L [MoE]
+    m  = c_weights * W_experts / (tp BW)
     a  = c_decode_flops * G_decode + c_seq * L + c_tp_bytes * X + c_expert_tokens * E
     k  = c_kv * KV_token / (tp BW)
     q  = c_prefill_flops * G_prefill + c_tp_bytes * X + c_expert_tokens * E
@@ -13,14 +15,18 @@ times engine-specific coefficients c (seconds per unit of each quantity):
 
 W_read: weight bytes streamed per decode step, each part at the precision it is stored in (a
 quantised checkpoint keeps its LM head and embeddings in 16 bits; a natively MXFP4 checkpoint such as
-gpt-oss stores only its experts in 4 bits).  G_decode: seconds of GEMM FLOPs per decoded token at the
+gpt-oss stores only its experts in 4 bits).  W_experts: the routed experts' share of it (0 for a dense
+model); a step reads them in proportion to the experts its tokens touch (planner.curves, m), with the
+same bandwidth efficiency as every other weight: no coefficient of its own.  G_decode: seconds of GEMM FLOPs per decoded token at the
 datasheet dense peak of the precision each part is computed in (the LM head in 16 bits; MXFP4 experts
 with 16-bit activations on GPUs without FP4 tensor cores, 8-bit on Blackwell); G_prefill the same
 without the LM head, which runs once per prompt (G_head, in h).  BW, F: datasheet memory bandwidth and
 dense tensor FLOPS; KV_token: KV-cache bytes per token; X = 2L * 2(tp-1)/tp * hidden * 2 bytes /
 interconnect bandwidth: one token's share of the two all-reduces per layer; L: layers (fixed
 per-layer costs: kernel launches and small-kernel latency); E = L * experts per token / tp: routed
-(token, expert) pairs of an MoE layer stack (dispatch, combine and small grouped GEMMs).
+(token, expert) pairs of an MoE layer stack (dispatch, combine and small grouped GEMMs); c_moe_step the
+fixed cost an MoE layer adds to every step (router, top-k, token sorting and the fused-MoE launches).
+Both MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
 1/c_weights is then the fraction of datasheet bandwidth an engine achieves, 1/c_decode_flops the
 fraction of peak FLOPs, and so on.
 
@@ -85,6 +91,8 @@ from planner.curves import (
     Range,
     _caps_for,
     _point_observations,
+    expert_weight_bytes,
+    model_expert_share,
     row_caps,
     version_order,
 )
@@ -92,7 +100,7 @@ from planner.curves import (
 log = logging.getLogger(__name__)
 
 COEF_NAMES = ("weights", "step", "tp_latency", "decode_flops", "seq", "tp_bytes", "kv", "prefill_flops",
-              "attn_flops", "request", "graph", "expert_tokens")
+              "attn_flops", "request", "graph", "expert_tokens", "moe_step")
 N_COEF = len(COEF_NAMES)
 _C = {name: i for i, name in enumerate(COEF_NAMES)}
 # Weak priors on the physical efficiencies (as seconds per unit): datasheet bandwidth achieved at 80%
@@ -109,7 +117,7 @@ PRIOR_WEIGHT = 2.0
 # kernels and the dequantisation of weights as they are read.
 EFFECT_COEFS = {
     "version": ("weights", "step", "decode_flops", "seq", "kv", "prefill_flops", "attn_flops", "request",
-                "expert_tokens"),
+                "expert_tokens", "moe_step"),
     "arch": ("weights", "step", "decode_flops", "kv", "prefill_flops", "attn_flops"),
     "precision": ("weights", "decode_flops", "prefill_flops", "expert_tokens"),
 }
@@ -241,20 +249,30 @@ def read_weight_bytes(t: Target) -> float:
     return sum(p.total * bytes_per_value(p.stored) for p in (*_body_parts(t), head))
 
 
+def routed_expert_bytes(t: Target) -> float:
+    """Bytes of every routed expert as stored (MXFP4 experts in 4 bits); 0 for a dense model."""
+    parts = _body_parts(t)
+    if len(parts) > 1:
+        return parts[0].total * bytes_per_value(parts[0].stored)
+    return expert_weight_bytes(t.model, t.precision)
+
+
 def _gemm_s(parts: Iterable[WeightPart], t: Target) -> float:
     """Seconds of 2 FLOPs per active weight at the datasheet dense peak of each part's compute precision."""
     return sum(2.0 * p.active / (t.gpu.dense_tflops(p.computed) * 1e12 * t.tp) for p in parts)
 
 
 def physics_matrix(t: Target) -> np.ndarray:
-    """P (7 x N_COEF): theta = P @ c for this target (see the module docstring)."""
+    """P (N_PARAMS x N_COEF): theta = P @ c for this target (see the module docstring)."""
     bw = t.gpu.mem_bandwidth_tb_s * 1e12
     bf16_flops = t.gpu.bf16_dense_tflops * 1e12 * t.tp  # attention runs in 16 bits
     m = t.model
     body, head = _body_parts(t), weight_parts(t)[1]
     kv_layers = m.num_layers if m.kv_layers is None else m.kv_layers
     p = np.zeros((N_PARAMS, N_COEF))
-    p[0, _C["weights"]] = read_weight_bytes(t) / (t.tp * bw)
+    experts = routed_expert_bytes(t)
+    p[0, _C["weights"]] = (read_weight_bytes(t) - experts) / (t.tp * bw)
+    p[7, _C["weights"]] = experts / (t.tp * bw)
     p[0, _C["step"]] = float(m.num_layers)
     p[0, _C["tp_latency"]] = 2.0 * m.num_layers if t.tp > 1 else 0.0
     p[1, _C["decode_flops"]] = _gemm_s([*body, head], t)
@@ -268,6 +286,7 @@ def physics_matrix(t: Target) -> np.ndarray:
     p[6, _C["graph"]] = 1.0
     if m.is_moe:  # routed (token, expert) pairs per token on one GPU: dispatch, combine, small grouped GEMMs
         p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = m.num_layers * m.experts_per_token / t.tp
+        p[0, _C["moe_step"]] = float(m.num_layers)
     return p
 
 
@@ -316,7 +335,7 @@ def trtllm_bench_caps(t: Target, input_len: float, output_len: float) -> Caps:
     tokens = kv_cache_tokens(memory, resident_weight_bytes(t), kv_bytes_per_token(
         t.model, kv_precision(t.engine, t.precision)), free_fraction=KV_FREE_MEMORY_FRACTION)
     return Caps(_bench_round_batch(raw_bs), max(1, int(tokens)), _bench_round_tokens(raw_tokens),
-                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(t.engine, 10**9))
+                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(t.engine, 10**9), model_expert_share(t.model))
 
 
 def _bench_round_batch(raw: float) -> int:
@@ -392,7 +411,7 @@ def _one_group(key: GroupKey, group: pd.DataFrame, target: Target) -> GroupData 
 
 def _group_caps(group: pd.DataFrame, key: GroupKey, target: Target) -> Caps:
     """The group's caps, with the KV tokens an unreported profile had from the engine's own memory rule."""
-    caps = _caps_for(group, key)
+    caps = replace(_caps_for(group, key), expert_share=model_expert_share(target.model))
     if pd.to_numeric(group["kv_cache_tokens"], errors="coerce").notna().any():
         return caps
     tokens = kv_cache_tokens(target.gpu.memory_gib * GIB * target.tp, resident_weight_bytes(target),
@@ -686,23 +705,60 @@ def _vllm_reserve_gib(groups: list[GroupData]) -> float:
     return max(0.0, float(np.median(reserves))) if reserves else 0.0
 
 
-# Engines whose calibration pools dense profiles only. The step model streams every expert's weights each step,
-# which an MoE engine at small batches does not (it reads the experts its tokens route to); until that term
-# exists, one vLLM MoE profile pulled vLLM's pooled weight-bandwidth share above the datasheet (1.42x). Such MoE
-# profiles are still fitted as their own curves, and predicted in `validate --transfer`'s architecture check.
-DENSE_ONLY_CALIBRATION = frozenset({"vllm"})
+# The coefficients only MoE layers have. MoE profiles calibrate these alone, with every other coefficient held
+# at the dense profiles' values: pooled into one fit, two vLLM MoE profiles (and their first-use kernel
+# compilation, which no dense model pays) moved the shared weight-bandwidth coefficient past the datasheet and
+# doubled the worst dense prediction error (validate --transfer, 2026-12-04).
+MOE_COEFS = ("expert_tokens", "moe_step")
+# Engines calibrated that way. TensorRT-LLM's published MoE tables (Llama 4, Qwen3-235B, gpt-oss) pool better
+# with its dense ones (validate --transfer: worst GPU-out error 113% pooled, 186% in two stages).
+SEPARATE_MOE_CALIBRATION = frozenset({"vllm"})
 
 
 def calibrate_engine(data: list[GroupData], engine: str) -> Calibration:
+    """For SEPARATE_MOE_CALIBRATION engines, dense profiles calibrate the engine (`_calibrate_dense`), then its
+    MoE profiles the MoE coefficients (`_with_moe_coefficients`); other engines (or one with MoE profiles only)
+    calibrate on all their profiles at once."""
+    own = [d for d in data if d.key.engine == engine]
+    if engine not in SEPARATE_MOE_CALIBRATION:
+        return _calibrate_dense(own, data, engine)
+    dense = [d for d in own if not d.target.model.is_moe]
+    moe = [d for d in own if d.target.model.is_moe]
+    calibration = _calibrate_dense(dense or own, data, engine)
+    return _with_moe_coefficients(calibration, moe) if dense and moe else calibration
+
+
+def _calibrate_dense(own: list[GroupData], data: list[GroupData], engine: str) -> Calibration:
     """`calibrate` with the TP coefficients borrowed from TP_DONOR when the engine has no TP > 1 data."""
-    own = [d for d in data if d.key.engine == engine
-           and not (engine in DENSE_ONLY_CALIBRATION and d.target.model.is_moe)]
     donor = TP_DONOR.get(engine)
     if donor and own and all(d.target.tp == 1 for d in own) and any(d.key.engine == donor for d in data):
         lent = calibrate(data, donor)
         fixed = {name: float(lent.coef[_C[name]]) for name in TP_COEFS}
         return calibrate(own, engine, fixed, borrowed=tuple(f"{n} from {donor}" for n in TP_COEFS))
     return calibrate(own, engine)
+
+
+def _with_moe_coefficients(calibration: Calibration, moe: list[GroupData]) -> Calibration:
+    """MOE_COEFS fitted to the MoE groups' relative residuals under `calibration` (non-negative least
+    squares), every other coefficient and effect unchanged."""
+    slots = [_C[name] for name in MOE_COEFS]
+    rows, rhs = [], []
+    for d in moe:
+        coef, p = calibration.coef_for(d.target), physics_matrix(d.target)
+        for o in d.obs:
+            rows.append([o.weight * float(o.phi @ p[:, j]) / o.seconds for j in slots])
+            rhs.append(o.weight * (1.0 - float(o.phi @ p @ coef) / o.seconds))
+    a, b = np.array(rows), np.array(rhs)
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    x = lsq_linear(a / scale, b, bounds=(0.0, np.inf), method="bvls").x / scale
+    resid = a @ x - b
+    sigma = max(NOISE_FLOOR, math.sqrt(float(resid @ resid) / max(len(b) - len(slots), 1)))
+    coef, cov = calibration.coef.copy(), calibration.cov.copy()
+    coef[slots] = x
+    cov[np.ix_(slots, slots)] = sigma**2 * np.linalg.pinv(a.T @ a)
+    groups = [*calibration.groups, *(d.label for d in moe)]
+    return replace(calibration, coef=coef, cov=cov, groups=tuple(groups))
 
 
 # ---------------------------------------------------------------- transferred curves
@@ -722,7 +778,7 @@ def transfer_caps(calibration: Calibration, target: Target) -> Caps:
         raise NoCurveError(f"{target.model.model} {target.precision} does not fit {target.tp} x {target.gpu.gpu} "
                            f"({weights / GIB:.0f} GiB of weights, {target.gpu.memory_gib:g} GiB per GPU)")
     return Caps(DEFAULT_MAX_NUM_SEQS.get(engine, 1024), int(tokens), DEFAULT_MAX_BATCHED_TOKENS.get(engine, 8192),
-                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(engine, 10**9))
+                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(engine, 10**9), model_expert_share(target.model))
 
 
 def transferred_curve(calibration: Calibration, target: Target, transfer_error: float,

@@ -58,6 +58,7 @@ class Experiment:
 def experiments(data: list[GroupData]) -> list[Experiment]:
     """Every experiment the data supports (see the module docstring)."""
     return (_vllm_model_experiments() + _vllm_precision_experiments() + _vllm_architecture_experiments(data)
+            + _vllm_moe_model_experiments(data)
             + _trtllm_experiments(data, "model", _model_family(bundled_model_specs()))
             + _trtllm_experiments(data, "gpu", lambda d: d.key.gpu)
             + _gpu_pair_experiments(data) + _tp_experiments(data))
@@ -104,6 +105,25 @@ def _vllm_architecture_experiments(data: list[GroupData]) -> list[Experiment]:
         if others:
             out.append(_architecture_experiment(arch, family, models, others))
     return out
+
+
+def _vllm_moe_model_experiments(data: list[GroupData]) -> list[Experiment]:
+    """Leave one MoE model out: its bf16 H200 profiles predicted from every other bf16 profile, the other MoE
+    models' included (how a user's new MoE model is planned: from config.json and the pooled profiles)."""
+    specs = bundled_model_specs()
+    moes = sorted({d.key.model for d in data if d.key.engine == "vllm" and d.key.model in specs
+                   and specs[d.key.model].is_moe})
+    return [_model_out_experiment(model, [m for m in moes if m != model]) for model in moes if len(moes) > 1]
+
+
+def _model_out_experiment(model: str, other_moes: list[str]) -> Experiment:
+    def is_target(d: GroupData) -> bool:
+        return d.key.model == model and d.key.precision == "bf16" and _default(d)
+
+    def may(d: GroupData) -> bool:
+        return d.key.model != model and d.key.precision == "bf16"
+    return Experiment("moe model", "vllm", f"{model} bf16 on h200", is_target, may,
+                      f"bf16 profiles of every other model (MoE: {', '.join(other_moes)})")
 
 
 def _architecture_experiment(arch: str, family: dict[str, str], models: list[str], others: list[str]) -> Experiment:

@@ -237,7 +237,7 @@ def _borrow(curve: Curve, donors: Iterable[Curve]) -> Curve:
     effect of one GPU) goes only to the same GPU; another GPU keeps its curve's prefill cost.
     """
     same_engine = [d for d in donors if d.key.engine == curve.key.engine]
-    if not same_engine or not all(curve.fit.free):
+    if not same_engine or not curve.fit.is_full:
         return curve
     closest = max(same_engine, key=lambda d: (d.key.gpu == curve.key.gpu, d.key.model == curve.key.model,
                                               d.key.precision == curve.key.precision))

@@ -41,3 +41,19 @@ class CurvedStepCurve(SimCurve):
                     prefill_context: float = 0.0) -> float:
         return (self.t0 + self.a * batch + 1e-6 * batch * math.sqrt(max(context, 0.0)) + self.q * prefill_tokens
                 + self.r * prefill_tokens * prefill_context)
+
+
+@dataclass(frozen=True, eq=False)
+class MoeCurve(SimCurve):
+    """SimCurve plus routed experts read as planner.curves models them: m * (1 - (1 - k/E)^tokens)."""
+
+    m: float = 9e-3
+    expert_share: float = 8 / 128
+
+    def expert_read_s(self, tokens: float) -> float:
+        return self.m * (1.0 - (1.0 - self.expert_share) ** tokens) if tokens > 0 else 0.0
+
+    def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
+                    prefill_context: float = 0.0) -> float:
+        return (super().step_time_s(batch, context, prefill_tokens, prefill_context)
+                + self.expert_read_s(batch + prefill_tokens))

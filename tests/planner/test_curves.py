@@ -15,7 +15,7 @@ from planner import curves
 from planner.curves import Caps, GroupKey, NoCurveError, find_curve, fit_curves, leave_one_out
 from tests.planner.fakes import TUNED_SPEEDUP, FakeCurve, fake_curves, key, synthetic_profile_rows, write_tuned_profile
 
-TRUE_THETA = np.array([6.5e-3, 4.0e-5, 1.5e-8, 6.0e-6, 1.0e-10, 2.0e-4, 2.0e-5])  # t0, a, k, q, r, h, g
+TRUE_THETA = np.array([6.5e-3, 4.0e-5, 1.5e-8, 6.0e-6, 1.0e-10, 2.0e-4, 2.0e-5, 0.0])  # t0, a, k, q, r, h, g, m (dense)
 CAPS = Caps(max_num_seqs=1024, kv_cache_tokens=900_000, max_batched_tokens=16384, cuda_graph_max_batch=512)
 KEY = dict(engine="vllm", engine_version="0.26.0", gpu="h200", model="llama-3.1-8b", precision="bf16", tp=1)
 
@@ -214,3 +214,33 @@ def _write(directory: Path, rows: list[dict]) -> Path:
     directory.mkdir()
     pd.DataFrame(rows).to_csv(directory / "p.csv", index=False)
     return directory
+
+
+# ---------------------------------------------------------------- MoE: expert weights read per step
+
+MOE_CAPS = Caps(1024, 900_000, 16384, 512, expert_share=8 / 128)
+
+
+def test_expert_cover_is_k_experts_at_one_token_and_all_of_them_at_large_batches():
+    assert curves.expert_cover(8 / 128, 1) == pytest.approx(8 / 128)
+    assert curves.expert_cover(8 / 128, 512) == pytest.approx(1.0, abs=1e-12)
+    assert curves.expert_cover(0.0, 512) == 0.0  # dense
+    covers = [curves.expert_cover(2 / 8, n) for n in (1, 2, 4, 8, 16)]
+    assert covers == sorted(covers) and covers[0] == 0.25
+
+
+def test_an_moe_fit_recovers_the_expert_read_from_batch_sweeps():
+    theta = np.array([1.5e-3, 2.0e-5, 1.8e-8, 1.4e-5, 5.0e-10, 0.0, 0.0, 1.5e-2])  # m above its roofline floor
+    rows = []
+    for i, o, n in [(512, 256, b) for b in (1, 2, 4, 16, 64, 256)] + [(2048, 512, b) for b in (1, 8, 32, 128)] \
+            + [(8192, 64, 1), (8192, 64, 64), (256, 1024, 256)]:
+        seconds = curves.offline_features(MOE_CAPS, n, i, o) @ theta
+        rows.append({**_row("offline", i, o, batch_size=n, output_tok_per_s=n * o / seconds),
+                     "model": "qwen3-30b-a3b"})
+    profile = validate_frame(pd.DataFrame(rows).astype(str), PROFILE, "synthetic")
+    (curve,) = fit_curves(profile).values()
+    assert curve.caps.expert_share == pytest.approx(8 / 128)  # from the model's config.json
+    assert_allclose(curve.fit.theta[[0, 7]], theta[[0, 7]], rtol=1e-3)  # the fixed cost and the experts apart
+    # Batch 1 reads 8 of 128 experts: its step is far below t0 + m, while batch 256 reads them all.
+    assert curve.step_time_s(1, 600) < theta[0] + 0.1 * theta[7]
+    assert curve.step_time_s(256, 600) > theta[0] + theta[7]

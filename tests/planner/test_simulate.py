@@ -11,7 +11,7 @@ from fleetfacts.errors import InputError
 from planner import simulate as sim
 from planner.routes import Route, Slo
 from planner.workload import gamma, poisson
-from tests.planner.sim_fakes import CurvedStepCurve, SimCurve
+from tests.planner.sim_fakes import CurvedStepCurve, MoeCurve, SimCurve
 
 ROUTE = {"name": "chat", "rate_rps": 20.0, "peak_to_mean": 1.0, "arrival_cv": 1.0, "input_len_mean": 800.0,
          "input_len_p50": 600.0, "input_len_p95": 2000.0, "input_len_p99": 3000.0, "output_len_mean": 150.0,
@@ -37,7 +37,7 @@ def alone_e2e(curve, i: int, o: int, overhead: float = 0.0) -> tuple[float, floa
     return ttft, ttft + sum(curve.step_time_s(1, i + j) for j in range(1, o))
 
 
-@pytest.mark.parametrize("curve", [SimCurve(), CurvedStepCurve()], ids=["affine", "not-affine"])
+@pytest.mark.parametrize("curve", [SimCurve(), CurvedStepCurve(), MoeCurve()], ids=["affine", "not-affine", "moe"])
 @pytest.mark.parametrize("i, o", [(1000, 50), (1, 1), (20_000, 7), (300, 1), (5, 2000)])
 def test_one_request_alone_has_the_curves_latency(curve, i, o):
     result = sim.simulate(curve, [3.0], [i], [o])
@@ -130,8 +130,8 @@ def test_jsq_beats_round_robin_on_mean_latency_with_heavy_tailed_outputs(seed):
     assert np.mean(jsq.e2e_s) < np.mean(rr.e2e_s)
 
 
-def test_affine_closed_forms_match_direct_calls():
-    curve = SimCurve()
+@pytest.mark.parametrize("curve", [SimCurve(), MoeCurve()], ids=["dense", "moe"])
+def test_affine_closed_forms_match_direct_calls(curve):
     model = sim.step_model(curve)
     assert model.affine and not sim.step_model(CurvedStepCurve()).affine
     step, jump, steps_to = sim._direct_closures(curve.step_time_s)

@@ -118,7 +118,7 @@ def test_tp_without_an_interconnect_figure_is_refused():
     no_link = dataclasses.replace(GPUS["l40s"], nvlink_gb_s=None, pcie_gb_s=None)
     with pytest.raises(NoCurveError, match="no interconnect bandwidth"):
         T.physics_matrix(T.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 2))
-    assert T.physics_matrix(T.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 1)).shape == (7, T.N_COEF)
+    assert T.physics_matrix(T.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 1)).shape == (T.N_PARAMS, T.N_COEF)
 
 
 # ---------------------------------------------------------------- calibration: parameter recovery
@@ -396,3 +396,36 @@ def test_plan_offers_transferred_options_only_where_no_profile_covers_them():
     assert {"l40s", "a100", "b200"} <= {gpu for _, gpu, _, _ in transferred}
     off = make_plan(routes.iloc[:1], bundled_catalog("off"))
     assert off.plan.iloc[0]["status"] == "infeasible"
+
+
+# ---------------------------------------------------------------- MoE physics and calibration
+
+def test_an_moe_step_reads_its_experts_in_proportion_to_the_experts_touched():
+    moe, dense = T.physics_matrix(target("qwen3-30b-a3b")), T.physics_matrix(target("llama-3.1-8b"))
+    w = T._C["weights"]
+    assert dense[7, w] == 0.0 and moe[7, w] > 0.0
+    # The routed experts are most of a 30B-A3B model's bytes; the rest (attention, LM head) is read every step.
+    assert moe[7, w] > 5 * moe[0, w]
+    assert moe[0, w] + moe[7, w] == pytest.approx(T.read_weight_bytes(target("qwen3-30b-a3b"))
+                                                  / (GPUS["h200"].mem_bandwidth_tb_s * 1e12))
+    assert T.transfer_caps(T.calibrate_engine(T.group_data(load_profiles()), "vllm"),
+                           target("qwen3-30b-a3b")).expert_share == pytest.approx(8 / 128)
+
+
+def test_vllm_moe_profiles_calibrate_only_the_moe_coefficients(bundled):
+    _, data = bundled
+    dense = [d for d in data if not (d.key.engine == "vllm" and d.target.model.is_moe)]
+    assert len(dense) < len(data)  # the bundled data has vLLM MoE profiles
+    pooled, dense_only = T.calibrate_engine(data, "vllm"), T.calibrate_engine(dense, "vllm")
+    shared = [i for name, i in T._C.items() if name not in T.MOE_COEFS]
+    np.testing.assert_allclose(pooled.coef[shared], dense_only.coef[shared])
+    assert pooled.coef[T._C["moe_step"]] > 0 and len(pooled.groups) > len(dense_only.groups)
+
+
+def test_each_moe_model_is_also_predicted_from_the_other_moe_models(bundled):
+    _, data = bundled
+    moe_out = [e for e in C.experiments(data) if e.kind == "moe model"]
+    assert {e.target for e in moe_out} == {"mixtral-8x7b bf16 on h200", "qwen3-30b-a3b bf16 on h200"}
+    for exp in moe_out:
+        train = [d for d in data if d.key.engine == "vllm" and exp.may_calibrate(d)]
+        assert any(d.target.model.is_moe for d in train) and not any(exp.is_target(d) for d in train)
