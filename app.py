@@ -24,7 +24,7 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.assumptions import Assumptions
 from planner.curves import GroupKey
-from planner.exports import baseline_diff, workbook_bytes
+from planner.exports import baseline_diff, printable, workbook_bytes
 from planner.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from ui import charts, scenario, tables
@@ -481,7 +481,7 @@ def summary(result: PlanResult, seconds: float, settings: scenario.Settings) -> 
     cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
                    border=True)
     timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
-    st.caption(f"Totals cover {plan_coverage(result.plan)} · {range_text(result.plan)} · checked by simulation, "
+    st.caption(f"Totals cover {printable(plan_coverage(result.plan))} · {range_text(result.plan)} · checked by simulation, "
                f"as `python -m planner plan`")
     st.caption(f"{timing} · changes are against the previous plan · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
@@ -529,7 +529,8 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}
     for r in result.plan[result.plan["status"] != "ok"].itertuples():
-        st.error(f"Route '{r.route}' (row {rows.get(r.route, '?')}) cannot be planned: {r.notes}. "
+        st.error(f"Route '{printable(str(r.route))}' (row {rows.get(r.route, '?')}) cannot be planned: "
+                 f"{printable(str(r.notes))}. "
                  f"To fix: {fix_hint(str(r.notes))}")
 
 
@@ -575,13 +576,13 @@ def cost_by_option(result: PlanResult) -> None:
 
 
 def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
-    route = st.selectbox("Route", list(result.plan["route"]), key="breakeven_route")
+    route = st.selectbox("Route", list(result.plan["route"]), key="breakeven_route", format_func=printable)
     now = float(routes.set_index("name")["model_updates_per_month"].get(route, 0.0))
     crossing = charts.engine_breakeven(result.options, route)
     top = max(8.0, 2 * now, 1.5 * crossing if crossing else 0.0)
     table = charts.breakeven_table(result.options, route, list(np.linspace(0, top, 41)))
     if table["engine"].nunique() < 2:
-        st.info(f"Only one engine is feasible for '{route}'; there is nothing to break even against.")
+        st.info(f"Only one engine is feasible for '{printable(route)}'; there is nothing to break even against.")
     st.caption("Monthly total vs model updates per month for the cheapest feasible option of each engine: "
                "GPU cost plus amortised adoption is the intercept, the cost of one update the slope. Where "
                "the lines cross is the decision.")
@@ -657,7 +658,7 @@ def head_to_head() -> None:
 
 
 def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
-    route = st.selectbox("Shape of route", list(routes["name"]), key="frontier_route")
+    route = st.selectbox("Shape of route", list(routes["name"]), key="frontier_route", format_func=printable)
     row = routes.set_index("name").loc[route]
     model, gpus, newest = curve_controls(result, routes.set_index("name").loc[[route]].reset_index(), "frontier")
     table = frontier_data(model, float(row["input_len_mean"]), float(row["output_len_mean"]), gpus, newest)
@@ -678,18 +679,18 @@ def pareto_data(options: pd.DataFrame, plan: pd.DataFrame, route: str, input_len
 
 
 def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
-    route = st.selectbox("Route", list(routes["name"]), key="pareto_route")
+    route = st.selectbox("Route", list(routes["name"]), key="pareto_route", format_func=printable)
     row = routes.set_index("name").loc[route]
     table, points = pareto_data(result.options, result.plan, route, float(row["input_len_mean"]),
                                 float(row["output_len_mean"]))
     if table.empty:
-        st.info(f"No feasible option for '{route}' to draw.")
+        st.info(f"No feasible option for '{printable(route)}' to draw.")
         return
     slo = float(row["tpot_slo_ms"])
     slo_note = (f" The red line is the TPOT SLO as speed per user (a p{row['slo_percentile']:g} bound, the curves "
                 "are means): an option runs at or right of it." if math.isfinite(slo) else " The route has no TPOT SLO.")
     st.caption(f"Throughput per GPU against speed per user for the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible "
-               f"options of '{route}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
+               f"options of '{printable(route)}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
                f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
     st.altair_chart(charts.pareto_chart(table, points, slo))
@@ -792,7 +793,7 @@ def fleet_note(s: dict) -> str:
     if s["kept_route_by_route"]:
         notes.append("the program's fleet was not cheaper once simulated: every route kept on its own option")
     if s["unplanned_routes"]:
-        notes.append(f"not in the fleet (no feasible option): {', '.join(s['unplanned_routes'])}")
+        notes.append(f"not in the fleet (no feasible option): {printable(', '.join(s['unplanned_routes']))}")
     notes.append(f"solved in {s['solve_s']:.1f} s")
     return " · ".join(notes)
 

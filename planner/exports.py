@@ -7,13 +7,15 @@ difference when there is one).
     Path("plan.xlsx").write_bytes(workbook_bytes(result, diff))
 
 Every text cell of a workbook is written as a string (never a formula) and formula-escaped like
-the CSV, so a route named `=HYPERLINK(...)` stays text in a spreadsheet.
+the CSV, so a route named `=HYPERLINK(...)` stays text in a spreadsheet; control characters (ESC,
+NUL, ...), which a worksheet cannot hold, are written as visible escapes (`\\x1b`), see `printable`.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -26,6 +28,9 @@ TOTAL_COLUMNS = ("route", "status", "gpus", "gpus_low", "gpus_high", "gpu_usd_pe
                  "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")
 SUMMED = TOTAL_COLUMNS[2:]
 FLEET = "fleet total"
+# Control characters a worksheet cannot hold (and a table should not print raw): C0 except tab, line feed and
+# carriage return, plus DEL and the C1 range.  A backslash is escaped too, so an escape reads back unambiguously.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 DIFF_COLUMNS = ("route", "change", "engine_before", "engine_now", "gpus_before", "gpus_now", "gpus_change",
                 "usd_per_month_before", "usd_per_month_now", "usd_per_month_change")
 
@@ -38,6 +43,14 @@ def plan_totals_table(plan: pd.DataFrame) -> pd.DataFrame:
     fleet = {"route": FLEET, "status": plan_coverage(plan),
              **{c: round(float(pd.to_numeric(ok[c], errors="coerce").sum()), 2) for c in SUMMED}}
     return pd.concat([rows, pd.DataFrame([fleet])], ignore_index=True)
+
+
+def printable(text: str) -> str:
+    """`text` with every control character (ESC, NUL, ...) as a visible `\\xNN` escape, and then every
+    backslash of it doubled (so the escape is unambiguous); text without control characters is unchanged."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\\", "\\\\"))
 
 
 def _engine(row: dict[str, Any]) -> str:
@@ -181,4 +194,4 @@ def _cell(value: object) -> object:
         return value
     if hasattr(value, "item"):  # numpy scalar
         return _cell(value.item())
-    return escape_formula(str(value))
+    return escape_formula(printable(str(value)))

@@ -15,6 +15,7 @@ from pandas.io.formats.style import Styler
 
 from fleetfacts.schema import escape_formula
 from planner.curves import engine_label
+from planner.exports import printable
 from ui.charts import recommendation_table
 
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
@@ -97,13 +98,18 @@ def styled(frame: pd.DataFrame, formats: Mapping[str, str] | None = None) -> Sty
     headers present) and an empty cell wherever a value is missing, never "None".
 
     Text that would start a spreadsheet formula gets a leading apostrophe in the data itself
-    (issue 14 §11): the table toolbar's "Download as CSV" exports the cell data, not what is shown."""
+    (issue 14 §11): the table toolbar's "Download as CSV" exports the cell data, not what is shown.
+    Control characters (a route named with ESC or NUL) show as visible escapes (`planner.exports.printable`)."""
     formats = {k: v for k, v in (FORMATS if formats is None else formats).items() if k in frame.columns}
     safe = frame.copy()
     for column in safe.columns:
         if not pd.api.types.is_numeric_dtype(safe[column]) and not pd.api.types.is_bool_dtype(safe[column]):
-            safe[column] = safe[column].map(escape_formula)
+            safe[column] = safe[column].map(_safe_text)
     return safe.style.format(na_rep="").format(formats, na_rep="")
+
+
+def _safe_text(value: object) -> object:
+    return escape_formula(printable(value)) if isinstance(value, str) else value
 
 
 def comparison_formats(frame: pd.DataFrame) -> dict[str, str]:

@@ -84,3 +84,21 @@ def test_a_20k_route_upload_is_refused_quickly_with_the_bound_named(app):
     assert time.perf_counter() - started < 30
     _no_trace(app)
     assert any(f"up to {MAX_APP_ROUTES}" in m for m in _messages(app)), _messages(app)
+
+
+@pytest.mark.parametrize("name", ["esc\x1b[31mred", "nul\x00byte"])
+def test_a_route_named_with_esc_or_nul_plans_downloads_and_shows_escaped(app, downloads, name):
+    """Issue 25 item 1: the workbook download built on the raw name (openpyxl refuses control characters)."""
+    import io
+
+    import openpyxl
+
+    from tests.app.test_app import NO_EDITS, shown
+    app.session_state["routes_editor"] = {**NO_EDITS, "edited_rows": {0: {"name": name}}}
+    app.run()
+    _no_trace(app)
+    escaped = name.replace("\x1b", "\\x1b").replace("\x00", "\\x00")
+    book = openpyxl.load_workbook(io.BytesIO(downloads["plan-current.xlsx"]))
+    assert [c.value for c in book["plan"]["A"]][1] == escaped
+    assert escaped in set(book["totals"]["A"][i].value for i in range(1, 5))
+    assert shown(app, "runner-up")["route"].iloc[0] == escaped
