@@ -8,10 +8,12 @@ small cached functions with every input passed as an argument.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
@@ -338,21 +340,24 @@ def routes_importer() -> None:
     except InputError as err:
         remember_message("routes_upload", "error", f"{err}. The routes table is unchanged.")
     else:
+        frame, warnings = scenario.resolve_logs(frame, EXAMPLE_ROUTES.parent, upload.name)
         set_base("routes", frame)
-        remember_message("routes_upload", "success", f"Imported {len(frame)} routes from {upload.name}.")
+        remember_message("routes_upload", "success", f"Imported {len(frame)} routes from {upload.name}.", warnings)
     show_message("routes_upload")
 
 
-def remember_message(key: str, kind: str, text: str) -> None:
-    st.session_state[f"{key}_message"] = (kind, text)
+def remember_message(key: str, kind: str, text: str, warnings: Sequence[str] = ()) -> None:
+    st.session_state[f"{key}_message"] = (kind, text, tuple(warnings))
 
 
 def show_message(key: str) -> None:
-    kind, text = st.session_state.get(f"{key}_message", (None, ""))
+    kind, text, warnings = st.session_state.get(f"{key}_message", (None, "", ()))
     if kind == "error":
         st.error(text)
     elif kind == "success":
         st.success(text)
+    for warning in warnings:
+        st.warning(warning)
 
 
 def request_log_importer(inputs: Catalog) -> None:
@@ -413,41 +418,65 @@ def table_editor(name: str, schema, caption: str) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- plan
 
+@dataclass(frozen=True)
+class Shown:
+    """The plan on the page: how long it took (NaN: an earlier plan kept after an error) and, when the
+    simulation check did not confirm it, why not ('' = checked by simulation, as `python -m planner plan`)."""
+
+    result: PlanResult
+    seconds: float
+    unchecked: str = ""
+
+
+ANALYTICAL = "analytical sizing only: the simulation check has not run on these inputs"
+
+
 def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-         settings: scenario.Settings, checked: bool = True) -> tuple[PlanResult | None, float]:
-    """Re-plan (cached); on a planning error show it and keep the last good plan."""
+         settings: scenario.Settings, checked: bool = True) -> Shown | None:
+    """Re-plan (cached); on a planning error show it and keep the last good plan, labelled for what it is."""
     try:
         result, seconds = replan(routes, prices, ops, settings, checked)
     except InputError as err:
-        st.error(f"{err}. Showing the last plan that worked.")
-        return st.session_state.get("good_result"), math.nan
+        return failed_plan(str(err), checked)
     except Exception as err:  # the UI edge: a planner bug must not show a traceback in the room
         log.exception("planning failed")
-        st.error(f"Planning failed ({type(err).__name__}: {err}). Showing the last plan that worked.")
-        return st.session_state.get("good_result"), math.nan
-    st.session_state.good_result = result
-    return result, seconds
+        return failed_plan(f"Planning failed ({type(err).__name__}: {err})", checked)
+    shown = Shown(result, seconds, "" if checked else ANALYTICAL)
+    st.session_state.good_result = shown
+    return shown
+
+
+def failed_plan(message: str, checked: bool) -> Shown | None:
+    """The last plan that worked after `message` (an error) is shown; a failed simulation check labels it."""
+    good = st.session_state.get("good_result")
+    st.error(f"{message}. Showing the last plan that worked" + (
+        " (analytical, NOT checked by simulation)." if good is not None and good.unchecked else "."))
+    if good is None:
+        return None
+    reason = f"the simulation check failed: {message}" if checked and good.unchecked else good.unchecked
+    return dataclasses.replace(good, seconds=math.nan, unchecked=reason)
 
 
 def checked_plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings,
-                 head) -> tuple[PlanResult | None, float]:
+                 head) -> Shown | None:
     """The plan the CLI makes (simulation check included).  A combination of inputs not checked yet
     first shows the analytical plan, labelled unchecked, while the check runs; then the checked one."""
     ss = st.session_state
     key = input_key(routes, prices, ops, settings)
     if key not in ss.setdefault("checked_keys", set()):
-        quick, _ = plan(routes, prices, ops, settings, checked=False)
+        quick = plan(routes, prices, ops, settings, checked=False)
         pending = head.empty()
         if quick is not None:
             with pending.container():
                 st.warning(UNCHECKED_NOTE)
-                st.dataframe(tables.styled(tables.decision_table(quick.plan)), hide_index=True, placeholder="")
+                st.dataframe(tables.styled(tables.decision_table(quick.result.plan)), hide_index=True,
+                             placeholder="")
         with st.spinner(f"Checking the plan by simulation ({len(routes)} routes: continuous batching on each "
                         f"route's traffic)…", show_time=True):
-            result, seconds = plan(routes, prices, ops, settings, checked=True)
+            shown = plan(routes, prices, ops, settings, checked=True)
         pending.empty()
         ss.checked_keys.add(key)
-        return result, seconds
+        return shown
     return plan(routes, prices, ops, settings, checked=True)
 
 
@@ -465,28 +494,39 @@ def input_key(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, set
     return digest.hexdigest()
 
 
-def summary(result: PlanResult, seconds: float, settings: scenario.Settings) -> None:
+def summary(shown: Shown, settings: scenario.Settings) -> None:
+    result, seconds = shown.result, shown.seconds
     totals = scenario.plan_totals(result.plan)
     change = totals_change(totals)
+    mark = " · NOT CHECKED" if shown.unchecked else ""
+    unchecked_help = f"Not checked by simulation ({shown.unchecked})." if shown.unchecked else None
     cols = st.columns(5)
-    cols[0].metric("Fleet $/month", f"${totals['total_usd_per_month']:,.0f}", border=True, delta_color="inverse",
-                   delta=money_delta(change, "total_usd_per_month"))
-    cols[1].metric("GPUs", f"{totals['gpus']:,.0f}", border=True, delta_color="inverse",
-                   delta=f"{change['gpus']:+,.0f}" if change and change["gpus"] else None)
-    cols[2].metric("GPU $/month", f"${totals['gpu_usd_per_month']:,.0f}", border=True, delta_color="inverse",
-                   delta=money_delta(change, "gpu_usd_per_month"))
+    cols[0].metric(f"Fleet $/month{mark}", f"${totals['total_usd_per_month']:,.0f}", border=True,
+                   delta_color="inverse", delta=money_delta(change, "total_usd_per_month"), help=unchecked_help)
+    cols[1].metric(f"GPUs{mark}", f"{totals['gpus']:,.0f}", border=True, delta_color="inverse",
+                   delta=f"{change['gpus']:+,.0f}" if change and change["gpus"] else None, help=unchecked_help)
+    cols[2].metric(f"GPU $/month{mark}", f"${totals['gpu_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "gpu_usd_per_month"), help=unchecked_help)
     cols[3].metric("Engineering $/month", f"${totals['eng_usd_per_month']:,.0f}", border=True, delta_color="inverse",
                    delta=money_delta(change, "eng_usd_per_month"),
                    help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption.")
     cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
                    border=True)
     timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
-    st.caption(f"Totals cover {printable(plan_coverage(result.plan))} · {range_text(result.plan)} · checked by simulation, "
-               f"as `python -m planner plan`")
+    st.caption(f"Totals cover {printable(plan_coverage(result.plan))} · {range_text(result.plan)} · "
+               + check_text(shown.unchecked))
     st.caption(f"{timing} · changes are against the previous plan · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
                f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
                f"×{settings.traffic_growth:g} · engineer ${result.assumptions.engineer_usd_per_hour:,.0f}/h")
+
+
+def check_text(unchecked: str) -> str:
+    """What the totals' caption says of the simulation check."""
+    if not unchecked:
+        return "checked by simulation, as `python -m planner plan`"
+    return (f"**NOT checked by simulation** ({printable(unchecked)}): analytical sizing, which can differ from "
+            "`python -m planner plan`")
 
 
 def range_text(plan: pd.DataFrame) -> str:
@@ -800,10 +840,16 @@ def fleet_note(s: dict) -> str:
 
 # ---------------------------------------------------------------- export, share, compare
 
-def export_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
+def export_section(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
                    settings: scenario.Settings, inputs: Catalog) -> None:
     st.subheader("Take it away")
     name = st.session_state.scenario_name or "scenario"
+    result = shown.result
+    if shown.unchecked:  # the files say it too: every row's notes, and the file names
+        result = scenario.unchecked_plan(result, shown.unchecked)
+        name = f"{name}-NOT-CHECKED"
+        st.warning(f"The downloads hold a plan **not checked by simulation** ({printable(shown.unchecked)}); "
+                   "every row's notes and the file names say so.")
     diff = baseline_section(result)
     left, middle, scenario_col, right = st.columns([1, 1, 1, 2])
     left.download_button("Download plan CSV", scenario.plan_csv_bytes(result), file_name=f"plan-{slugify(name)}.csv",
@@ -889,15 +935,16 @@ def main() -> None:
     settings = current_settings()
     routes = routes_section(inputs)
     prices, ops = costs_section()
-    result, seconds = checked_plan(routes, prices, ops, settings, head)
-    if result is None:
+    shown = checked_plan(routes, prices, ops, settings, head)
+    if shown is None:
         st.info("Fix the error above to see a plan.")
         st.stop()
+    result = shown.result
     with head:
-        summary(result, seconds, settings)
+        summary(shown, settings)
         recommendation_section(result, routes)
     charts_section(result, routes, prices, ops, settings)
-    export_section(result, routes, prices, ops, settings, inputs)
+    export_section(shown, routes, prices, ops, settings, inputs)
     compare_section(result, save)
     st.query_params.from_dict(scenario.settings_to_query(settings))
 

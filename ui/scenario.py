@@ -41,6 +41,7 @@ from fleetfacts.schema import (
 )
 from planner.assumptions import Assumptions
 from planner.curves import engine_label
+from planner.exports import printable
 from planner.fleet import FleetResult, Levers, waterfall_fleets, waterfall_table
 from planner.plan import Catalog, PlanResult, make_plan, plan_coverage, plan_csv_text, validate_routes
 from planner.traffic import log_to_routes
@@ -252,6 +253,43 @@ def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
         except InputError as err:
             raise InputError(str(err).replace(str(path), name)) from None
     return routes, [line.replace(str(path), name) for line in lines]
+
+
+def resolve_logs(routes: pd.DataFrame, folder: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
+    """An uploaded routes table with each relative `log` path resolved against `folder` (the bundled examples
+    folder, where `examples/routes.csv` names its logs), and one warning per log that is not there.
+
+    An upload has no folder of its own, so a relative path could not be read and the route would be sized on
+    synthetic arrivals without a word; such a route still is (the planner says so in its notes), and the
+    warning says it here.  Paths leading out of `folder` (`../`) are not followed.  Absolute paths are kept."""
+    routes = routes.copy()
+    base = folder.resolve()
+    warnings, resolved = [], []
+    for name, given in zip(routes["name"], routes["log"], strict=True):
+        path = Path(str(given)) if isinstance(given, str) and given else None
+        if path is None or path.is_absolute():
+            resolved.append(given)
+            continue
+        candidate = (base / path).resolve()
+        if candidate.is_relative_to(base) and candidate.is_file():
+            resolved.append(str(candidate))
+            continue
+        resolved.append(given)
+        warnings.append(f"{where}: route '{printable(str(name))}': request log {printable(str(given))!r} is not in "
+                        f"the bundled examples folder, so the app cannot replay it: the route is sized on synthetic "
+                        f"arrivals at its rate and arrival CV, not on its log (for the log itself: "
+                        f"`python -m planner plan --routes FILE` with the log beside the routes file)")
+    routes["log"] = resolved
+    return routes, warnings
+
+
+def unchecked_plan(result: PlanResult, reason: str) -> PlanResult:
+    """`result` with every route's notes led by 'NOT CHECKED BY SIMULATION (reason)': how a plan the
+    simulation check did not confirm travels in a download (CSV and workbook)."""
+    plan = result.plan.copy()
+    lead = f"NOT CHECKED BY SIMULATION ({reason})"
+    plan["notes"] = [lead if pd.isna(n) or not str(n).strip() else f"{lead}; {n}" for n in plan["notes"]]
+    return replace(result, plan=plan)
 
 
 def merge_routes(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

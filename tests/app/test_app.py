@@ -12,6 +12,7 @@ import openpyxl
 import pandas as pd
 import pyarrow as pa
 import pytest
+import streamlit as st
 from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.testing.v1 import AppTest
 
@@ -465,10 +466,64 @@ def test_pre_release_builds_are_recommended_only_when_allowed(app):
 
 
 def test_the_unverified_latency_switch_sets_the_assumption_the_plan_is_made_with(app):
-    assert app.session_state["good_result"].assumptions.allow_unverified_latency is False
+    assert app.session_state["good_result"].result.assumptions.allow_unverified_latency is False
     app.toggle(key="allow_unverified_latency").set_value(True).run()
     assert_clean(app)
-    assert app.session_state["good_result"].assumptions.allow_unverified_latency is True
+    assert app.session_state["good_result"].result.assumptions.allow_unverified_latency is True
     assert app.query_params["unverified"] in (["1"], "1")
     app.toggle(key="allow_unverified_latency").set_value(False).run()
-    assert app.session_state["good_result"].assumptions.allow_unverified_latency is False
+    assert app.session_state["good_result"].result.assumptions.allow_unverified_latency is False
+
+
+# ---------------------------------------------------------------- issue 25 item 2: the check, and saying so
+
+def cli_totals(tmp_path: Path) -> tuple[str, str]:
+    """GPUs and fleet $/month of `python -m planner plan` on examples/routes.csv, as the cards show them."""
+    out = tmp_path / "cli-plan.csv"
+    assert cli_main(["plan", "--routes", str(REPO / "examples" / "routes.csv"), "--out", str(out)]) == 0
+    ok = pd.read_csv(out).query("status == 'ok'")
+    return f"{ok['gpus'].sum():,.0f}", f"${ok['total_usd_per_month'].sum():,.0f}"
+
+
+def test_uploading_the_bundled_routes_plans_what_the_cli_plans(app, tmp_path, bundled_fitted_once):
+    """The upload has no folder, so its relative `log` was not read and the code route was sized on synthetic
+    arrivals (CV 13): the app showed other totals than the CLI under 'checked by simulation'."""
+    app.file_uploader(key="routes_upload").set_value(("routes.csv", ROUTES_CSV, "text/csv")).run()
+    assert_clean(app)
+    assert not app.warning, [w.value for w in app.warning]
+    gpus, usd = cli_totals(tmp_path)
+    assert (metric(app, "GPUs"), metric(app, "Fleet $/month")) == (gpus, usd)
+    assert any("checked by simulation, as" in c.value for c in app.caption)
+
+
+def test_an_uploaded_log_that_is_not_bundled_is_named_in_a_warning(app):
+    data = ROUTES_CSV.replace(b"traces/azure_llm_2023_code.csv", b"traces/elsewhere.csv")
+    app.file_uploader(key="routes_upload").set_value(("mine.csv", data, "text/csv")).run()
+    assert_clean(app)
+    warnings = [w.value for w in app.warning]
+    assert any("code-completion" in w and "elsewhere.csv" in w and "synthetic arrivals" in w for w in warnings), warnings
+    notes = recommendation(app).loc["code-completion", "notes"]
+    assert "synthetic arrivals" in notes
+
+
+def test_a_failed_simulation_check_says_so_in_the_cards_the_caption_and_the_download(monkeypatch, downloads):
+    import planner.plan
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulator down")
+
+    st.cache_data.clear()  # plans checked by earlier tests would hide the failure
+    monkeypatch.setattr(planner.plan, "_online_simulation_check", broken)
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    finally:
+        st.cache_data.clear()
+    assert_clean(at)
+    assert any("simulator down" in e.value for e in at.error)
+    assert {m.label for m in at.metric} >= {"Fleet $/month · NOT CHECKED", "GPUs · NOT CHECKED"}
+    captions = " ".join(c.value for c in at.caption)
+    assert "NOT checked by simulation" in captions and "checked by simulation, as" not in captions
+    name = next(n for n in downloads if n.endswith(".csv"))
+    assert "not-checked" in name
+    notes = pd.read_csv(io.BytesIO(downloads[name]))["notes"]
+    assert notes.str.startswith("NOT CHECKED BY SIMULATION").all()

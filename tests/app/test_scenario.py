@@ -178,3 +178,15 @@ def test_drop_unknown_allow_values_warns_per_setting():
     _, from_file = drop_unknown(Settings(precisions=("int3",)), known, "peak.json")
     assert from_file == ["peak.json: setting precisions: unknown int3 ignored (no precisions restriction applied; "
                          "known: fp8)"]
+
+
+def test_resolve_logs_reads_only_inside_the_examples_folder(tmp_path):
+    from ui.scenario import resolve_logs
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "a.csv").write_text("x")
+    (tmp_path.parent / "secret.csv").write_text("x")
+    routes = pd.DataFrame({"name": ["in", "out", "none", "absolute"],
+                           "log": ["traces/a.csv", "../secret.csv", "", "/abs/log.csv"]})
+    resolved, warnings = resolve_logs(routes, tmp_path, "up.csv")
+    assert list(resolved["log"]) == [str(tmp_path / "traces" / "a.csv"), "../secret.csv", "", "/abs/log.csv"]
+    assert len(warnings) == 1 and "'out'" in warnings[0] and "synthetic arrivals" in warnings[0]
