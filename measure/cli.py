@@ -180,10 +180,12 @@ def run_profile(args: argparse.Namespace, argv: list[str]) -> int:
         print_schedule(pending, req.points, est, notes, engine.modes, Calibration.from_rows(profile.rows(), est.point_s))
         return EXIT_OK
     engine.version()  # fails fast (exit 2, install hint) when the engine package is missing
-    if not [p for p in pending if p.mode in engine.modes]:
-        stderr(f"nothing to do: every point of {args.shapes} this engine runs is in {profile.csv_path}")
-        return EXIT_OK
-    return _sweep(args, argv, req, profile, pending, est, engine)
+    with profile.lock():  # one run per folder; what is pending is read again under the lock
+        pending = pending_points(req.points, profile.point_status(), args.retry_failed)
+        if not [p for p in pending if p.mode in engine.modes]:
+            stderr(f"nothing to do: every point of {args.shapes} this engine runs is in {profile.csv_path}")
+            return EXIT_OK
+        return _sweep(args, argv, req, profile, pending, est, engine)
 
 
 def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[Point], est: Estimator,

@@ -8,12 +8,15 @@ leaves a row the planner cannot read.  env.json keeps one record per run
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import io
 import json
 import logging
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -29,6 +32,9 @@ PROFILE_FILE = "profile.csv"
 # Where a torn last row (a kill or a full disk during a write) is set aside, beside profile.csv.
 TORN_SUFFIX = ".torn"
 ENV_FILE = "env.json"
+# Held (fcntl.flock) by the run writing a folder, so a second run on it fails at once instead of measuring
+# and writing the same points twice.  The file stays; the lock goes with the process (a kill frees it).
+LOCK_FILE = ".measure.lock"
 # Significant digits kept for floats in profile.csv: far finer than run-to-run noise.
 FLOAT_DIGITS = 7
 
@@ -61,6 +67,18 @@ class ProfileDir:
 
     def exists(self) -> bool:
         return self.csv_path.is_file()
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder's lock for a run; InputError at once when another run holds it."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / LOCK_FILE, "a+b") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise InputError(f"{self.path}: another `measure profile` run is writing this folder "
+                                 "now; wait for it to end (then --resume), or pass another --out") from None
+            yield
 
     def rows(self) -> list[dict]:
         """Rows already written (raw strings); a torn last line (no line end: a kill or a full disk) is ignored.

@@ -1,0 +1,51 @@
+"""Issue 25: `python -m measure` run by a careless or hostile user (concurrent runs, bad inputs, huge campaigns,
+a server that fails everything).  Each case is a one-line `error: ...` or an honest message, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from measure.cli import EXIT_USAGE, main
+from tests.conftest import REPO
+from tests.measure.test_faults import profile_args, read_rows, shapes, stub  # noqa: F401 - fixtures
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+# ------------------------------------------------------------------ 4. two runs on one folder
+
+def test_a_second_run_on_a_folder_being_written_fails_at_once(stub, shapes, tmp_path, capsys):  # noqa: F811
+    url, _ = stub({6: "hang"})
+    out = tmp_path / "p"
+    first = subprocess.Popen([sys.executable, "-m", "measure", *profile_args(shapes, out, url, "--request-timeout",
+                                                                              "60")], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((out / "profile.csv").is_file() and read_rows(out)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rows = read_rows(out)
+        assert len(rows) == 1  # the first run is on its second point, which hangs
+        started = time.monotonic()
+        assert main(profile_args(shapes, out, url, "--resume", "--request-timeout", "1")) == EXIT_USAGE
+        assert time.monotonic() - started < 10
+        err = _one_line_error(capsys)
+        assert str(out) in err and "another" in err
+        assert read_rows(out) == rows
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_the_folder_is_free_again_after_a_run(stub, shapes, tmp_path, capsys):  # noqa: F811
+    url, _ = stub()
+    out = tmp_path / "p"
+    assert main(profile_args(shapes, out, url)) == 0
+    assert main(profile_args(shapes, out, url, "--resume")) == 0
+    assert "nothing to do" in capsys.readouterr().err
