@@ -497,7 +497,7 @@ def input_key(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, set
 def summary(shown: Shown, settings: scenario.Settings) -> None:
     result, seconds = shown.result, shown.seconds
     totals = scenario.plan_totals(result.plan)
-    change = totals_change(totals)
+    change = totals_change(result.plan)
     mark = " · NOT CHECKED" if shown.unchecked else ""
     unchecked_help = f"Not checked by simulation ({shown.unchecked})." if shown.unchecked else None
     cols = st.columns(5)
@@ -511,14 +511,24 @@ def summary(shown: Shown, settings: scenario.Settings) -> None:
                    delta=money_delta(change, "eng_usd_per_month"),
                    help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption.")
     cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
-                   border=True)
+                   border=True, delta=planned_delta(change), delta_color="normal",
+                   help="Against the previous plan: red and down when fewer routes are planned (one turned "
+                        "infeasible or was removed); the $ and GPU changes compare only routes planned in both.")
     timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
     st.caption(f"Totals cover {printable(plan_coverage(result.plan))} · {range_text(result.plan)} · "
                + check_text(shown.unchecked))
-    st.caption(f"{timing} · changes are against the previous plan · prices: "
+    st.caption(f"{timing} · {change_scope(change)} · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
                f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
                f"×{settings.traffic_growth:g} · engineer ${result.assumptions.engineer_usd_per_hour:,.0f}/h")
+
+
+def change_scope(change: dict[str, float] | None) -> str:
+    """What the cards' changes compare."""
+    if change is None:
+        return "changes are against the previous plan"
+    return (f"changes are against the previous plan, over the {change['common']:.0f} routes planned in both"
+            + (" (a route gained or lost is in 'Routes planned', not in the $)" if change["planned"] else ""))
 
 
 def check_text(unchecked: str) -> str:
@@ -540,13 +550,23 @@ def range_text(plan: pd.DataFrame) -> str:
             f"the low or high end of their throughput interval")
 
 
-def totals_change(totals: dict[str, float]) -> dict[str, float] | None:
-    """Totals minus those of the previous, different plan in this session (None before any change)."""
+def totals_change(plan: pd.DataFrame) -> dict[str, float] | None:
+    """The change from the previous, different plan in this session over the routes planned in both
+    (scenario.plan_change; None before any change)."""
     ss = st.session_state
-    if ss.get("last_totals") != totals:
-        ss.prev_totals, ss.last_totals = ss.get("last_totals"), totals
-    previous = ss.get("prev_totals")
-    return None if previous is None else {k: totals[k] - previous[k] for k in totals}
+    now = scenario.route_totals(plan)
+    if ss.get("last_routes_planned") != now or ss.get("last_routes") != list(plan["route"]):
+        ss.prev_routes_planned = ss.get("last_routes_planned")
+        ss.last_routes_planned, ss.last_routes = now, list(plan["route"])
+    previous = ss.get("prev_routes_planned")
+    return None if previous is None else scenario.plan_change(now, previous)
+
+
+def planned_delta(change: dict[str, float] | None) -> str | None:
+    """'-1' when a route turned infeasible (st.metric shows it red and down), '+1' when one became feasible."""
+    if not change or not change["planned"]:
+        return None
+    return f"{change['planned']:+.0f}"
 
 
 def money_delta(change: dict[str, float] | None, name: str) -> str | None:

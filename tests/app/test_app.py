@@ -527,3 +527,18 @@ def test_a_failed_simulation_check_says_so_in_the_cards_the_caption_and_the_down
     assert "not-checked" in name
     notes = pd.read_csv(io.BytesIO(downloads[name]))["notes"]
     assert notes.str.startswith("NOT CHECKED BY SIMULATION").all()
+
+
+def test_a_route_turning_infeasible_is_a_red_routes_planned_delta_never_a_green_saving(app):
+    """Issue 25 item 3: chat at a 1 ms TPOT SLO is infeasible; its dollars leaving the totals were shown as a
+    green saving.  The $ and GPU changes compare the routes planned in both runs only."""
+    edit_route(app, 0, tpot_slo_ms=1.0)
+    assert_clean(app)
+    planned = metric_element(app, "Routes planned")
+    assert (planned.value, planned.delta) == ("3 of 4", "-1")
+    assert (planned.proto.direction, planned.proto.color) == (MetricProto.MetricDirection.DOWN,
+                                                              MetricProto.MetricColor.RED)
+    for label in ("Fleet $/month", "GPUs", "GPU $/month", "Engineering $/month"):
+        card = metric_element(app, label)
+        assert not card.delta or card.proto.color != MetricProto.MetricColor.GREEN, (label, card.delta)
+    assert any("over the 3 routes planned in both" in c.value for c in app.caption)
