@@ -57,6 +57,7 @@ from planner.latency import Lengths, OpenLoop, Replay, latency_summary, predict,
 from planner.outputs import check_output, write_files
 from planner.plan import (
     assumptions_path,
+    check_plan_file,
     load_inputs,
     load_routes,
     make_plan,
@@ -793,6 +794,7 @@ def _deploy_arguments(p: argparse.ArgumentParser) -> None:
 
 def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
     """(CSV line, row) of the plan rows to deploy; raises InputError when none is."""
+    check_plan_file(args.plan)
     plan = load_plan_rows(args.plan)
     rows = [(i + 2 + _comment_lines(args.plan), r) for i, r in enumerate(plan.to_dict("records"))]
     if args.route:

@@ -53,6 +53,7 @@ from planner.assumptions import Assumptions
 from planner.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, leave_one_out, load_profiles
 from planner.latency import with_server_latency
 from planner.options import LATENCY_INTERVAL_COLUMNS, OPTION_COLUMNS, Option, evaluate_option, option_label
+from planner.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
 from planner.routes import ALLOW_LISTS, Route, parse_diurnal
 from planner.sizing import LogRequests
 from planner.transfer import Transfer
@@ -67,7 +68,8 @@ BUNDLED_OPS = DATA_DIR / "engine_ops.csv"
 ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
 SECONDS_PER_HOUR = 3600.0
 __all__ = ["Catalog", "PlanResult", "RouteMap", "assumptions_path", "candidate_curves", "load_inputs", "load_routes",
-           "make_plan", "plan_coverage", "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan"]
+           "make_plan", "plan_coverage", "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan",
+           "check_plan_file"]
 
 # ---------------------------------------------------------------- catalog
 
@@ -723,10 +725,13 @@ def assumptions_document(result: PlanResult) -> dict[str, Any]:
 
 
 def write_plan(result: PlanResult, path: str | Path) -> Path:
-    """Write the plan CSV and its assumptions JSON beside it (both atomic); returns the JSON's path."""
+    """Write the plan CSV and its assumptions JSON beside it (both atomic); returns the JSON's path.  The JSON
+    records the CSV's SHA-256, so readers refuse a CSV from another run (planner.plan_pair)."""
     side = assumptions_path(path)
-    atomic_write_bytes(side, json.dumps(assumptions_document(result), indent=1, sort_keys=True).encode("utf-8"))
-    atomic_write_bytes(path, plan_csv_text(result).encode("utf-8"))
+    data = plan_csv_text(result).encode("utf-8")
+    document = {**assumptions_document(result), DIGEST_KEY: csv_digest(data)}
+    atomic_write_bytes(side, json.dumps(document, indent=1, sort_keys=True).encode("utf-8"))
+    atomic_write_bytes(path, data)
     return side
 
 
@@ -736,6 +741,7 @@ def read_plan(path: str | Path) -> tuple[pd.DataFrame, Assumptions | None]:
     '# fleetplan-assumptions:' first line is read too.  Raises InputError."""
     path = Path(path)
     legacy = _legacy_assumptions(path)
+    check_plan_pair(path, assumptions_path(path))
     frame = validate_frame(read_csv_text(path), PLAN, str(path))
     for column in PLAN.columns:
         if column.kind == "str":
@@ -744,6 +750,11 @@ def read_plan(path: str | Path) -> tuple[pd.DataFrame, Assumptions | None]:
         return frame, legacy
     side = assumptions_path(path)
     return frame, _read_assumptions_json(side) if side.exists() else None
+
+
+def check_plan_file(path: str | Path) -> None:
+    """InputError when a plan CSV is cut short or is not the one its assumptions JSON was written with."""
+    check_plan_pair(Path(path), assumptions_path(path))
 
 
 def read_assumptions(path: str | Path) -> Assumptions:

@@ -216,3 +216,51 @@ def test_fleet_prints_route_names_with_terminal_controls_escaped(synthetic, tmp_
     out = capsys.readouterr().out
     assert "chat" in out and "\\x1b" in out
     assert not any(ch in out for ch in "\x1b\x07\x9b\u202e")
+
+
+# ------------------------------------------------------------------ 5. a plan CSV and assumptions of two runs
+
+def _plan_pair(synthetic, folder: Path, name: str, rate_rps: float) -> Path:
+    routes = folder / f"{name}-routes.csv"
+    pd.DataFrame([online_route("chat", rate_rps=rate_rps), batch_route("nightly")]).to_csv(routes, index=False)
+    out = folder / f"{name}.csv"
+    assert main(["plan", "--routes", str(routes), "--out", str(out), "--no-simulate", *_data(synthetic)]) == 0
+    return out
+
+
+def _refused_by_simulate_and_deploy(synthetic, plan_path: Path, tmp_path: Path, capsys) -> list[str]:
+    """The one-line errors of `simulate` and `deploy` on `plan_path` (each must exit 2)."""
+    errors = []
+    for argv in (["simulate", "--routes", str(tmp_path / "old-routes.csv"), "--plan", str(plan_path),
+                  "--profiles", str(synthetic["profiles"])], ["deploy", "--plan", str(plan_path), "--format", "k8s"]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        errors.append(_one_line_error(capsys))
+    return errors
+
+
+def test_an_old_plan_beside_new_assumptions_is_refused(synthetic, tmp_path, capsys):
+    old = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    new = _plan_pair(synthetic, tmp_path, "new", 50.0)
+    # A kill between the two writes of `plan --out old.csv`: the new assumptions landed, the CSV is the old one.
+    (tmp_path / "old.assumptions.json").write_bytes((tmp_path / "new.assumptions.json").read_bytes())
+    for err in _refused_by_simulate_and_deploy(synthetic, old, tmp_path, capsys):
+        assert "old.assumptions.json" in err and "re-run" in err
+    assert new.is_file()
+
+
+@pytest.mark.parametrize("with_assumptions", [True, False])
+def test_a_plan_cut_mid_row_is_refused(synthetic, tmp_path, capsys, with_assumptions):
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    data = plan_path.read_bytes()
+    plan_path.write_bytes(data[:data.rstrip(b"\n").rfind(b"\n") + 40])  # the last row cut after 40 bytes
+    if not with_assumptions:
+        (tmp_path / "old.assumptions.json").unlink()
+    for err in _refused_by_simulate_and_deploy(synthetic, plan_path, tmp_path, capsys):
+        assert "old.csv" in err and ("cut" in err or "old.assumptions.json" in err)
+
+
+def test_a_matching_pair_still_simulates(synthetic, tmp_path, capsys):
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    assert main(["simulate", "--routes", str(tmp_path / "old-routes.csv"), "--plan", str(plan_path),
+                 "--profiles", str(synthetic["profiles"])]) == 0
