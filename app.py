@@ -301,7 +301,10 @@ def routes_section(inputs: Catalog) -> pd.DataFrame:
         edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic", placeholder="",
                                 hide_index=True, column_config=routes_column_config(),
                                 column_order=None if show_all else EDITOR_COLUMNS)
-    return checked("routes", lambda: scenario.check_routes(edited, "routes table"))
+    routes = checked("routes", lambda: scenario.check_routes(edited, "routes table"))
+    for warning in scenario.ignored_fields(routes):
+        st.warning(warning)
+    return routes
 
 
 def routes_column_config() -> dict:

@@ -175,14 +175,38 @@ def _assumptions_frame(result: PlanResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "value", "meaning"])
 
 
+# Spreadsheet number formats by column: dollars and counts with thousands separators; a change with its sign.
+MONEY_FORMAT = '"$"#,##0.00'
+COUNT_FORMAT = "#,##0"
+SIGNED_MONEY_FORMAT = '+"$"#,##0.00;-"$"#,##0.00;"$"0.00'
+SIGNED_COUNT_FORMAT = "+#,##0;-#,##0;0"
+_COUNT_COLUMNS = ("gpus", "replicas", "gpus_max", "replicas_min", "replicas_max", "reserved_replicas")
+
+
+def number_format(column: str) -> str | None:
+    """The number format of a workbook column: money (`*usd*`), GPU and replica counts, their changes; else None."""
+    signed = column.endswith("_change")
+    if "usd" in column:
+        return SIGNED_MONEY_FORMAT if signed else MONEY_FORMAT
+    if column.startswith(("gpus", "replicas")) or column.endswith("_replicas") or column in _COUNT_COLUMNS:
+        return SIGNED_COUNT_FORMAT if signed else COUNT_FORMAT
+    return None
+
+
 def _write_sheet(sheet: Any, frame: pd.DataFrame) -> None:
-    sheet.append([str(c) for c in frame.columns])
+    """`frame` under a frozen header row, money and counts formatted, text never a formula, missing or
+    non-finite numbers blank."""
+    sheet.append([printable(str(c)) for c in frame.columns])
     for row in frame.astype(object).itertuples(index=False):
         sheet.append([_cell(v) for v in row])
+    formats = [number_format(str(c)) for c in frame.columns]
     for row in sheet.iter_rows(min_row=1):
-        for cell in row:
+        for cell, fmt in zip(row, formats, strict=False):
             if isinstance(cell.value, str):
                 cell.data_type = "s"  # text is text: openpyxl would otherwise store '=...' as a formula
+            elif fmt is not None and isinstance(cell.value, (int, float)):
+                cell.number_format = fmt
+    sheet.freeze_panes = "A2"
 
 
 def _cell(value: object) -> object:

@@ -255,6 +255,29 @@ def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
     return routes, [line.replace(str(path), name) for line in lines]
 
 
+def ignored_fields(routes: pd.DataFrame, where: str = "routes table") -> list[str]:
+    """One warning per route that sets a field its traffic kind ignores (ROUTES documents a column as
+    `online: ...` or `batch: ...`): e.g. `rate_rps` on a batch route, `deadline_hours` on an online one.
+    A value equal to the column's default is not counted (validation fills it in)."""
+    warnings = []
+    for row in routes.to_dict("records"):
+        other = "batch" if row.get("traffic") == "online" else "online"
+        ignored = [c.name for c in ROUTES.columns if c.doc.startswith(f"{other}:") and c.name in row
+                   and not _unset(row[c.name], c.default)]
+        if ignored:
+            warnings.append(f"{where}: route '{printable(str(row.get('name')))}' is {row.get('traffic')}: "
+                            f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for {other} routes "
+                            f"and ignored in its plan (clear {'it' if len(ignored) == 1 else 'them'}, or make "
+                            f"the route {other})")
+    return warnings
+
+
+def _unset(value: object, default: object) -> bool:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return (isinstance(value, str) and not value.strip()) or (default is not None and value == default)
+
+
 def resolve_logs(routes: pd.DataFrame, folder: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
     """An uploaded routes table with each relative `log` path resolved against `folder` (the bundled examples
     folder, where `examples/routes.csv` names its logs), and one warning per log that is not there.

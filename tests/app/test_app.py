@@ -542,3 +542,29 @@ def test_a_route_turning_infeasible_is_a_red_routes_planned_delta_never_a_green_
         card = metric_element(app, label)
         assert not card.delta or card.proto.color != MetricProto.MetricColor.GREEN, (label, card.delta)
     assert any("over the 3 routes planned in both" in c.value for c in app.caption)
+
+
+# ---------------------------------------------------------------- issue 25 item 4: the workbook, ignored fields
+
+def test_the_workbook_formats_money_and_gpus_and_freezes_its_header(app, downloads):
+    edit_route(app, 0, tpot_slo_ms=1.0)  # an infeasible route: missing numbers must be blank cells
+    book = openpyxl.load_workbook(io.BytesIO(downloads["plan-current.xlsx"]))
+    for sheet in book.worksheets:
+        assert sheet.freeze_panes == "A2", sheet.title
+        for row in sheet.iter_rows(min_row=2):
+            for cell in row:
+                assert not (isinstance(cell.value, str) and cell.value.lstrip("+-'").lower() in ("nan", "inf")), \
+                    (sheet.title, cell.coordinate, cell.value)
+    for sheet, money, count in (("plan", "total_usd_per_month", "gpus"), ("totals", "gpu_usd_per_month", "gpus_high")):
+        header = [c.value for c in book[sheet][1]]
+        cells = {name: [r[header.index(name)] for r in book[sheet].iter_rows(min_row=2)] for name in (money, count)}
+        assert all("$" in c.number_format and "#,##0" in c.number_format for c in cells[money] if c.value is not None)
+        assert all(c.number_format == "#,##0" for c in cells[count] if c.value is not None)
+        assert any(c.value is None for c in cells[money]), "the infeasible route's $ is not blank"
+
+
+def test_a_field_the_route_kind_ignores_gets_a_warning(app):
+    edit_route(app, 1, rate_rps=5.0)  # summarise-batch is a batch job: a rate means nothing to it
+    assert_clean(app)
+    warnings = [w.value for w in app.warning]
+    assert any("summarise-batch" in w and "rate_rps" in w and "ignored" in w for w in warnings), warnings
