@@ -31,7 +31,11 @@ INTRO = {
             "and compared (`plan --baseline PLAN.csv`); plans of the older format, with `# fleetplan-assumptions: "
             "{json}` on line 1, are still read. Text cells that would start a spreadsheet formula (`= + - @`, "
             "tab, CR) are written with a leading `'` and read back exactly. Files are written to a temp file in "
-            "the same folder and renamed, so a killed run never leaves a partial plan.",
+            "the same folder and renamed, so a killed run never leaves a partial plan. The assumptions JSON "
+            "records the SHA-256 of the CSV written with it (`plan_csv_sha256`): `simulate`, `deploy` and "
+            "`--baseline` refuse a CSV that is not that one (a run killed between the JSON and the CSV write, or a "
+            "CSV edited or cut since; remove the JSON to use an edited CSV without it), and, with no JSON beside "
+            "it, a CSV whose last row is cut short.",
 }
 
 
