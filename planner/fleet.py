@@ -606,6 +606,18 @@ HOURLY_COLUMNS = ("hour", "gpu", "gpus")
 ROUTE_COLUMNS = ("route", "traffic", "deployments", "sim_attainment")
 
 
+def _checked_quotas(quotas: Mapping[str, int], catalog: Catalog) -> dict[str, int]:
+    """The quotas, each a whole number >= 0 on a GPU type the prices list (a mistyped one would bind nothing);
+    InputError naming the unknown GPU and the known ones."""
+    known = sorted(set(catalog.prices_df["gpu"]))
+    for gpu, quota in quotas.items():
+        if not (isinstance(quota, int) and quota >= 0):
+            raise InputError(f"quota {gpu}={quota!r}: expected a whole number of GPUs >= 0")
+        if gpu not in known:
+            raise InputError(f"quota {gpu}={quota}: unknown GPU {gpu!r}; the prices list {', '.join(known)}")
+    return dict(quotas)
+
+
 def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None = None,
                levers: Levers = Levers(), quotas: Mapping[str, int] | None = None,
                baseline: PlanResult | None = None, check: bool = True,
@@ -618,10 +630,7 @@ def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptio
     Raises InputError on bad inputs, FleetInfeasibleError when the quotas leave no fleet.
     """
     a = assumptions or Assumptions()
-    quotas = dict(quotas or {})
-    for gpu, quota in quotas.items():
-        if not (isinstance(quota, int) and quota >= 0):
-            raise InputError(f"quota {gpu}={quota!r}: expected a whole number of GPUs >= 0")
+    quotas = _checked_quotas(quotas or {}, catalog)
     routes = validate_routes(routes_df)
     started = time.perf_counter()
     baseline = baseline or make_plan(routes, catalog, a, check_by_simulation=True)

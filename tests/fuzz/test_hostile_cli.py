@@ -264,3 +264,13 @@ def test_a_matching_pair_still_simulates(synthetic, tmp_path, capsys):
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     assert main(["simulate", "--routes", str(tmp_path / "old-routes.csv"), "--plan", str(plan_path),
                  "--profiles", str(synthetic["profiles"])]) == 0
+
+
+# ------------------------------------------------------------------ 6. a mistyped GPU in a fleet quota
+
+def test_a_quota_on_an_unknown_gpu_names_it_and_the_known_ones(synthetic, tmp_path, capsys):
+    assert main(["fleet", "--routes", str(synthetic["routes"]), "--out", str(tmp_path / "fleet.csv"), "--no-simulate",
+                 "--quota", "h100s=0", *_data(synthetic)]) == 2
+    err = _one_line_error(capsys)
+    assert "'h100s'" in err and "h100" in err.split("h100s", 1)[1]
+    assert not (tmp_path / "fleet.csv").exists()
