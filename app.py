@@ -594,16 +594,7 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     for r in result.plan[result.plan["status"] != "ok"].itertuples():
         st.error(f"Route '{printable(str(r.route))}' (row {rows.get(r.route, '?')}) cannot be planned: "
                  f"{printable(str(r.notes))}. "
-                 f"To fix: {fix_hint(str(r.notes))}")
-
-
-def fix_hint(notes: str) -> str:
-    """What to change, by the cause the planner gave."""
-    if notes.startswith("missing price"):
-        return "add a price for these GPUs (Prices and engine update costs), or choose another provider or pricing type."
-    if notes.startswith("no profile"):
-        return "allow more engines, GPUs, precisions or engine settings, or profile the model."
-    return "relax its SLOs, lower its rate, or allow more engines, GPUs, precisions or engine settings."
+                 f"To fix: {scenario.infeasible_hint(str(r.notes), result.options[result.options['route'] == r.route])}")
 
 
 # ---------------------------------------------------------------- charts

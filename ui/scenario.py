@@ -278,6 +278,52 @@ def _unset(value: object, default: object) -> bool:
     return (isinstance(value, str) and not value.strip()) or (default is not None and value == default)
 
 
+# An infeasible route's SLO metric as the planner's notes name it -> its plan column stem and routes column.
+_SLO_METRICS = {"TPOT": ("tpot", "tpot_slo_ms"), "TTFT": ("ttft", "ttft_slo_ms"),
+                "end-to-end": ("e2e", "e2e_slo_ms")}
+_GENERIC_FIX = "relax its SLOs, lower its rate, or allow more engines, GPUs, precisions or engine settings."
+
+
+def infeasible_hint(notes: str, options: pd.DataFrame) -> str:
+    """What to change for an infeasible route, by the binding cause its plan notes and `options` (the route's
+    evaluated options, planner OPTION rows) show: a missing price, no profile, the context window, an SLO no
+    option reaches even with one request in flight (more GPUs will not help), or its load."""
+    if notes.startswith("missing price"):
+        return "add a price for these GPUs (Prices and engine update costs), or choose another provider or pricing type."
+    if notes.startswith("no profile"):
+        return "allow more engines, GPUs, precisions or engine settings, or profile the model."
+    if "context window" in notes:
+        return ("its requests (prompt + output at its SLO percentile) are longer than the model's context window: "
+                "shorten them (the input/output length columns) or serve a model with a longer context; relaxing "
+                "SLOs or adding GPUs will not help.")
+    metric = next((m for m in _SLO_METRICS if notes.startswith("no option meets the SLOs") and m in notes), None)
+    if metric is None:
+        return _GENERIC_FIX
+    return _slo_hint(metric, "at concurrency 1" in notes, options) + _unpriced_hint(options)
+
+
+def _slo_hint(metric: str, alone: bool, options: pd.DataFrame) -> str:
+    stem, column = _SLO_METRICS[metric]
+    predicted = pd.to_numeric(options.get(f"{stem}_pred_ms", pd.Series(dtype=float)), errors="coerce")
+    best = float(predicted[np.isfinite(predicted)].min()) if np.isfinite(predicted).any() else math.nan
+    bound = f" (the best any allowed option predicts is {best:,.1f} ms)" if math.isfinite(best) else ""
+    if alone:
+        return (f"the {metric} SLO is tighter than any allowed option reaches with a single request in flight"
+                f"{bound}: more GPUs or a lower rate will not help. Raise {column}"
+                + (f" to at least {best:,.1f} ms" if math.isfinite(best) else "")
+                + ", or allow faster engines, GPUs or precisions.")
+    return (f"its load is the binding cause: no allowed option holds the {metric} SLO at its rate even on the most "
+            f"replicas tried{bound}. Lower rate_rps or peak_to_mean, relax {column}, or allow more engines, GPUs, "
+            "precisions or engine settings.")
+
+
+def _unpriced_hint(options: pd.DataFrame) -> str:
+    reasons = options.get("reason", pd.Series(dtype=str)).astype(str)
+    gpus = sorted(set(options.loc[reasons.str.startswith("no price"), "gpu"].astype(str)))
+    return (f" Options on {', '.join(gpus)} have no price at this provider and pricing type: a price for them may "
+            "help." if gpus else "")
+
+
 def resolve_logs(routes: pd.DataFrame, folder: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
     """An uploaded routes table with each relative `log` path resolved against `folder` (the bundled examples
     folder, where `examples/routes.csv` names its logs), and one warning per log that is not there.

@@ -568,3 +568,29 @@ def test_a_field_the_route_kind_ignores_gets_a_warning(app):
     assert_clean(app)
     warnings = [w.value for w in app.warning]
     assert any("summarise-batch" in w and "rate_rps" in w and "ignored" in w for w in warnings), warnings
+
+
+# ---------------------------------------------------------------- issue 25 item 5: the binding cause
+
+def infeasible_error(at: AppTest, route: str) -> str:
+    errors = [e.value for e in at.error if e.value.startswith(f"Route '{route}'")]
+    assert len(errors) == 1, [e.value for e in at.error]
+    return errors[0]
+
+
+def test_an_slo_no_option_reaches_alone_says_more_gpus_will_not_help_and_how_far_to_relax(app):
+    edit_route(app, 0, tpot_slo_ms=1.0)
+    assert_clean(app)
+    text = infeasible_error(app, "chat")
+    options = app.session_state["good_result"].result.options
+    best = options.loc[options["route"] == "chat", "tpot_pred_ms"].min()
+    assert "single request in flight" in text and "will not help" in text, text
+    assert f"Raise tpot_slo_ms to at least {best:,.1f} ms" in text, text
+    assert "lower its rate" not in text
+
+
+def test_requests_longer_than_the_context_window_say_so_not_relax_the_slo(app):
+    edit_route(app, 0, input_len_mean=200_000.0)
+    assert_clean(app)
+    text = infeasible_error(app, "chat")
+    assert "context window" in text.split("To fix:")[1] and "relax its SLOs" not in text, text
