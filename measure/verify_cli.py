@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import secrets
 from pathlib import Path
@@ -78,9 +79,19 @@ def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tup
     return specs, verify.synthetic_arrival(route, share)
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """InputError for a run length that is not a finite number of seconds > 0 (--duration) or >= 0 (--drain),
+    or fewer than one request."""
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        raise InputError(f"--duration must be a number of seconds > 0, got {args.duration:g}")
+    if not (math.isfinite(args.drain) and args.drain >= 0):
+        raise InputError(f"--drain must be a number of seconds >= 0, got {args.drain:g}")
+    if args.max_requests < 1:
+        raise InputError(f"--max-requests must be >= 1, got {args.max_requests}")
+
+
 def run(args: argparse.Namespace, argv: list[str]) -> int:
-    if args.duration <= 0 or args.max_requests < 1:
-        raise InputError("--duration must be > 0 and --max-requests >= 1")
+    check_numbers(args)
     plan = verify.plan_row(args.plan, args.route)
     route = verify.route_row(args.routes, args.route)
     if args.record:  # a record that cannot be written is said now, not after the run

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from measure.cli import EXIT_USAGE, main
 from tests.conftest import REPO
 from tests.measure.test_faults import profile_args, read_rows, shapes, stub  # noqa: F401 - fixtures
@@ -49,3 +51,37 @@ def test_the_folder_is_free_again_after_a_run(stub, shapes, tmp_path, capsys):  
     assert main(profile_args(shapes, out, url)) == 0
     assert main(profile_args(shapes, out, url, "--resume")) == 0
     assert "nothing to do" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ 7. verify's inputs
+
+@pytest.fixture
+def verify_files(tmp_path):
+    from tests.measure.test_verify import _files  # noqa: PLC0415 - its plan and routes, no server needed
+
+    fake = {"ttft_p95_ms": 100.0, "output_tok_per_s": 10.0, "tpot_p95_ms": 10.0, "e2e_p95_ms": 200.0}
+    return _files(tmp_path, fake, 1.0, assumptions_line=False)
+
+
+def _verify(routes, plan, *extra) -> int:
+    return main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
+                 "http://127.0.0.1:9", "--prompt-format", "tokens", *extra])
+
+
+@pytest.mark.parametrize("content", [b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01" * 50, b"[" * 100_000 + b"\n",
+                                     b'{"a":' * 100_000 + b"\n"])
+@pytest.mark.parametrize("name", ["log.jsonl", "log.csv"])
+def test_verify_refuses_an_unreadable_log_in_one_line(verify_files, tmp_path, capsys, content, name):
+    routes, plan = verify_files
+    log = tmp_path / name
+    log.write_bytes(content)
+    assert _verify(routes, plan, "--log", str(log)) == EXIT_USAGE
+    assert name in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("flag, value", [("--duration", "nan"), ("--duration", "inf"), ("--duration", "-1"),
+                                         ("--drain", "-1"), ("--drain", "nan"), ("--max-requests", "0")])
+def test_verify_refuses_bad_numbers_in_one_line(verify_files, capsys, flag, value):
+    routes, plan = verify_files
+    assert _verify(routes, plan, flag, value) == EXIT_USAGE
+    assert flag in _one_line_error(capsys)
