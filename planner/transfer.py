@@ -80,6 +80,7 @@ from planner.curves import (
     KV_FREE_MEMORY_FRACTION,
     N_PARAMS,
     NOISE_FLOOR,
+    PREEMPTING_ENGINES,
     SATURATION_WAVES,
     Z_90,
     Caps,
@@ -778,7 +779,8 @@ def transfer_caps(calibration: Calibration, target: Target) -> Caps:
         raise NoCurveError(f"{target.model.model} {target.precision} does not fit {target.tp} x {target.gpu.gpu} "
                            f"({weights / GIB:.0f} GiB of weights, {target.gpu.memory_gib:g} GiB per GPU)")
     return Caps(DEFAULT_MAX_NUM_SEQS.get(engine, 1024), int(tokens), DEFAULT_MAX_BATCHED_TOKENS.get(engine, 8192),
-                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(engine, 10**9), model_expert_share(target.model))
+                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(engine, 10**9), model_expert_share(target.model),
+                engine in PREEMPTING_ENGINES)
 
 
 def transferred_curve(calibration: Calibration, target: Target, transfer_error: float,

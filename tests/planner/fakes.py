@@ -99,7 +99,8 @@ def synthetic_profile_rows(engine: str, gpu: str, model: str = "llama-3.1-8b", v
     from planner import curves
 
     theta = np.array([*SYNTH_THETA[(engine, gpu)], 0.0, 0.0]) / speedup  # g = m = 0: under the graph limit, dense
-    caps = curves.Caps(max_num_seqs=256, kv_cache_tokens=400_000, max_batched_tokens=8192)
+    caps = curves.Caps(max_num_seqs=256, kv_cache_tokens=400_000, max_batched_tokens=8192,
+                       preempts=engine in curves.PREEMPTING_ENGINES)
     version = version or ("0.26.0" if engine == "vllm" else "1.0.0")
     base = dict(engine=engine, engine_version=version, gpu=gpu, model=model, precision="bf16", tp=tp,
                 provenance="measured", source="synthetic test data", date="2026-12-02",

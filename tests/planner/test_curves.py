@@ -16,7 +16,8 @@ from planner.curves import Caps, GroupKey, NoCurveError, find_curve, fit_curves,
 from tests.planner.fakes import TUNED_SPEEDUP, FakeCurve, fake_curves, key, synthetic_profile_rows, write_tuned_profile
 
 TRUE_THETA = np.array([6.5e-3, 4.0e-5, 1.5e-8, 6.0e-6, 1.0e-10, 2.0e-4, 2.0e-5, 0.0])  # t0, a, k, q, r, h, g, m (dense)
-CAPS = Caps(max_num_seqs=1024, kv_cache_tokens=900_000, max_batched_tokens=16384, cuda_graph_max_batch=512)
+CAPS = Caps(max_num_seqs=1024, kv_cache_tokens=900_000, max_batched_tokens=16384, cuda_graph_max_batch=512,
+            preempts=True)  # vLLM (KEY)
 KEY = dict(engine="vllm", engine_version="0.26.0", gpu="h200", model="llama-3.1-8b", precision="bf16", tp=1)
 
 
@@ -218,7 +219,7 @@ def _write(directory: Path, rows: list[dict]) -> Path:
 
 # ---------------------------------------------------------------- MoE: expert weights read per step
 
-MOE_CAPS = Caps(1024, 900_000, 16384, 512, expert_share=8 / 128)
+MOE_CAPS = Caps(1024, 900_000, 16384, 512, expert_share=8 / 128, preempts=True)
 
 
 def test_expert_cover_is_k_experts_at_one_token_and_all_of_them_at_large_batches():
@@ -244,3 +245,28 @@ def test_an_moe_fit_recovers_the_expert_read_from_batch_sweeps():
     # Batch 1 reads 8 of 128 experts: its step is far below t0 + m, while batch 256 reads them all.
     assert curve.step_time_s(1, 600) < theta[0] + 0.1 * theta[7]
     assert curve.step_time_s(256, 600) > theta[0] + theta[7]
+
+
+# ---------------------------------------------------------------- KV-bound offline batches: vLLM preempts
+
+THETA_DENSE = TRUE_THETA
+
+
+@pytest.mark.parametrize("i, o, n", [(2048, 512, 128), (256, 1024, 256), (1024, 1024, 512), (128, 512, 1024)])
+def test_a_preempting_engine_admits_the_whole_batch_and_pays_for_the_overflow(i, o, n):
+    """vLLM admits the whole batch by its prompts and preempts as decoding fills the cache: slower than with
+    room for everyone; the engine that reserves each output (TensorRT-LLM) runs the overflow as a second wave."""
+    tight = Caps(1024, int(n * (i + o) * 0.8), 16384, 512, preempts=True)
+    roomy = dataclasses.replace(tight, kv_cache_tokens=n * (i + o) * 2)
+    reserving = dataclasses.replace(tight, preempts=False)
+    assert curves.admitted_batch(tight, i, o) >= n > curves.admitted_batch(reserving, i, o)
+    assert float(curves.offline_features(roomy, n, i, o) @ THETA_DENSE) \
+        < float(curves.offline_features(tight, n, i, o) @ THETA_DENSE)
+
+
+def test_more_kv_never_makes_a_preempting_batch_much_slower():
+    """Within 1%: a batch larger than the engine admits at once is split into blocks, so the model is
+    piecewise in the KV size."""
+    durations = [float(curves.offline_features(Caps(1024, kv, 16384, 512, preempts=True), 512, 1024, 1024)
+                       @ THETA_DENSE) for kv in range(300_000, 1_200_001, 50_000)]
+    assert all(a >= b * 0.99 for a, b in zip(durations, durations[1:], strict=False))
