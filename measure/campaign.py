@@ -84,6 +84,10 @@ def load_campaign(path: str | Path) -> Campaign:
         raise InputError(f"{path}: campaign file not found") from None
     except yaml.YAMLError as err:
         raise InputError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (expected a campaign YAML)") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a campaign YAML") from None
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list) or not data["jobs"]:
         raise InputError(f"{path}: expected a mapping with a non-empty 'jobs' list")
     unknown = sorted(set(data) - set(CAMPAIGN_KEYS))

@@ -531,7 +531,9 @@ def _print_prediction(r: dict) -> None:
     print(terminal_safe(r["group"]))
     print(f"  output tok/s (replica): {r['output_tok_per_s']:.0f}  [{r['low']:.0f} .. {r['high']:.0f}]  {label}")
     print(f"  per GPU: {r['per_gpu_output_tok_per_s']:.0f} tok/s   concurrency: {r['concurrency']:g}")
-    print(f"  TTFT {r['ttft_ms']:.1f} ms   TPOT {r['tpot_ms']:.2f} ms   e2e {r['e2e_ms']:.0f} ms (means)")
+    ttft, tpot, e2e = (_num(r[k], f) or "n/a" for k, f in (("ttft_ms", "{:.1f}"), ("tpot_ms", "{:.2f}"),
+                                                            ("e2e_ms", "{:.0f}")))
+    print(f"  TTFT {ttft} ms   TPOT {tpot} ms   e2e {e2e} ms (means)")
     if r["note"]:
         print(terminal_safe(f"  note: {r['note']}"))
 
@@ -872,4 +874,8 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command].run(args)
     except _expected_errors() as err:
         print(f"error: {terminal_safe(err)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except OSError as err:  # a file that cannot be written or read (a full disk, no permission): one line
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"error: {terminal_safe(where + (err.strerror or str(err)))}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -183,6 +183,12 @@ def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame
     return typed
 
 
+# Requests/s below which an online route is refused: the latency prediction and the simulation check replay
+# a fixed number of arrivals, so their span (and the front end's 50 ms backlog bins over it) grows as 1/rate:
+# at 0.01 req/s a plan takes ~10 s and ~1 GB, at 0.001 ~100 s and ~10 GB, at 1e-300 it cannot run.
+MIN_RATE_RPS = 0.01
+
+
 def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
     if row["name"] in seen:
         raise InputError(f"{at}, column 'name': duplicate route name {row['name']!r}")
@@ -192,10 +198,8 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
         if pd.isna(row[column]):
             raise InputError(f"{at}, column {column!r}: a value is required for a {row['traffic']} route "
                              f"({ROUTES.column(column).doc})")
-    slos = ("ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms")
-    if row["traffic"] == "online" and all(pd.isna(row[c]) for c in slos):
-        raise InputError(f"{at}, column 'ttft_slo_ms': an online route needs at least one latency SLO "
-                         f"(ttft_slo_ms, tpot_slo_ms or e2e_slo_ms)")
+    if row["traffic"] == "online":
+        _check_online_row(row, at)
     if row["slo_percentile"] >= 100:
         raise InputError(f"{at}, column 'slo_percentile': expected a percentile below 100, "
                          f"got {row['slo_percentile']!r}")
@@ -208,6 +212,16 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
             if not item.isdigit() or int(item) < 1:
                 raise InputError(f"{at}, column {column!r}: expected whole numbers >= 1 separated by ';', "
                                  f"got {row[column]!r}")
+
+
+def _check_online_row(row: dict, at: str) -> None:
+    if row["rate_rps"] < MIN_RATE_RPS:
+        raise InputError(f"{at}, column 'rate_rps': {row['rate_rps']:g} requests/s is below the {MIN_RATE_RPS} "
+                         "the planner simulates in bounded time and memory (MIN_RATE_RPS); one replica serves "
+                         f"such a route: plan it at {MIN_RATE_RPS}")
+    if all(pd.isna(row[c]) for c in ("ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms")):
+        raise InputError(f"{at}, column 'ttft_slo_ms': an online route needs at least one latency SLO "
+                         f"(ttft_slo_ms, tpot_slo_ms or e2e_slo_ms)")
 
 
 # ---------------------------------------------------------------- planning

@@ -71,6 +71,8 @@ def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKe
     InputError for a plan route missing from `routes`, NoCurveError when its
     curve is not fitted.
     """
+    if seed < 0:
+        raise InputError(f"--seed: expected a whole number >= 0, got {seed}")
     by_name = {str(r["name"]): r for r in routes.to_dict("records")}
     out = []
     for p in plan.to_dict("records"):
@@ -79,6 +81,7 @@ def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKe
         row = by_name.get(str(p["route"]))
         if row is None:
             raise InputError(f"plan route {p['route']!r} is not in the routes file")
+        _check_sizes(p)
         # A plan written before engine_config existed has none: find_curve then prefers the default config.
         curve = find_curve(curves, p["engine"], p["gpu"], row["model"], p["precision"], int(p["tp"]),
                            str(p["engine_version"]), p.get("engine_config") or None)
@@ -87,6 +90,15 @@ def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKe
         out.append(_simulate_route(Route.from_row(row), curve, int(p["replicas"]), option, given, seed, n_requests,
                                    router))
     return out
+
+
+def _check_sizes(plan_row: Mapping) -> None:
+    """InputError when a planned row has no replica or no GPU per replica to simulate."""
+    for column in ("replicas", "tp"):
+        value = plan_row.get(column)
+        if value is None or pd.isna(value) or int(value) < 1:
+            raise InputError(f"plan route {plan_row['route']!r}, column {column!r}: expected a whole number >= 1 "
+                             f"for a planned (status ok) route, got {value}")
 
 
 def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, given: Requests | None, seed: int,

@@ -6,6 +6,7 @@ outcome: a one-line `error: ...` with exit 2 and nothing changed, or output that
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from pathlib import Path
@@ -17,6 +18,7 @@ import yaml
 from fleetfacts.schema import load_plan_rows, write_csv
 from planner import deploy
 from planner.cli import main
+from planner.plan import MIN_RATE_RPS
 from tests.conftest import REPO, cli_fits_bundled_once
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
 
@@ -274,3 +276,62 @@ def test_a_quota_on_an_unknown_gpu_names_it_and_the_known_ones(synthetic, tmp_pa
     err = _one_line_error(capsys)
     assert "'h100s'" in err and "h100" in err.split("h100s", 1)[1]
     assert not (tmp_path / "fleet.csv").exists()
+
+
+# ------------------------------------------------------------------ 8. tracebacks on odd numbers and a full disk
+
+def test_a_route_rate_below_the_minimum_is_one_line(synthetic, tmp_path, capsys):
+    routes = tmp_path / "routes.csv"
+    pd.DataFrame([online_route("chat", rate_rps=1e-300)]).to_csv(routes, index=False)
+    assert main(["plan", "--routes", str(routes), "--out", str(tmp_path / "p.csv"), *_data(synthetic)]) == 2
+    err = _one_line_error(capsys)
+    assert "rate_rps" in err and "line 2" in err and str(MIN_RATE_RPS) in err
+
+
+@pytest.mark.parametrize("column, value", [("replicas", 0), ("tp", 0)])
+def test_simulate_refuses_a_plan_row_without_replicas(synthetic, tmp_path, capsys, column, value):
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    frame = load_plan_rows(plan_path)
+    frame.loc[frame["status"] == "ok", column] = value
+    edited = tmp_path / "edited.csv"
+    write_csv(frame, edited)
+    assert main(["simulate", "--routes", str(tmp_path / "old-routes.csv"), "--plan", str(edited),
+                 "--profiles", str(synthetic["profiles"])]) == 2
+    assert column in _one_line_error(capsys)
+
+
+def test_simulate_refuses_a_negative_seed(synthetic, tmp_path, capsys):
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    assert main(["simulate", "--routes", str(tmp_path / "old-routes.csv"), "--plan", str(plan_path),
+                 "--profiles", str(synthetic["profiles"]), "--seed", "-1"]) == 2
+    assert "--seed" in _one_line_error(capsys)
+
+
+def test_predict_prints_a_missing_latency_without_a_traceback(capsys, bundled_fitted_once):
+    # At a trillion requests in flight the server front end gives no TTFT (the JSON says null).
+    code = main(["predict", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1-8b", "--precision", "fp8",
+                 "--input-len", "100", "--output-len", "100", "--concurrency", "1000000000000"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "TTFT n/a ms" in out
+
+
+def test_a_full_disk_during_plan_keeps_the_old_plan_and_is_one_line(synthetic, tmp_path, capsys, monkeypatch):
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    before = plan_path.read_bytes()
+    import planner.plan  # noqa: PLC0415
+
+    real = planner.plan.atomic_write_bytes
+
+    def full_disk(path, data):
+        if Path(path).suffix == ".csv":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, data)
+
+    monkeypatch.setattr(planner.plan, "atomic_write_bytes", full_disk)
+    capsys.readouterr()
+    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
+                 *_data(synthetic)]) == 2
+    err = _one_line_error(capsys)
+    assert "No space left on device" in err and str(plan_path) in err
+    assert plan_path.read_bytes() == before

@@ -85,3 +85,13 @@ def test_verify_refuses_bad_numbers_in_one_line(verify_files, capsys, flag, valu
     routes, plan = verify_files
     assert _verify(routes, plan, flag, value) == EXIT_USAGE
     assert flag in _one_line_error(capsys)
+
+
+# ------------------------------------------------------------------ 8. a campaign file that is not YAML text
+
+@pytest.mark.parametrize("content", [b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" * 100, b"[" * 100_000, b"a: " * 50_000])
+def test_a_binary_or_deep_campaign_file_is_one_line(tmp_path, capsys, content):
+    path = tmp_path / "campaign.yaml"
+    path.write_bytes(content)
+    assert main(["campaign", str(path), "--dry-run"]) == EXIT_USAGE
+    assert "campaign.yaml" in _one_line_error(capsys)
