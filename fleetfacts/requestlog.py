@@ -128,6 +128,8 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     _check_file(path)
     fmt = detect_format(path) if fmt is None else _check_format(fmt)
     raw, json_skips = _read_raw(path)
+    if strict and json_skips:
+        raise InputError(f"{path}, line {json_skips[0]}: unreadable JSON line (--strict stops at the first bad row)")
     if raw.empty and not json_skips:
         raise InputError(f"{path}: no requests (the log has no data rows)")
     default_route = route or path.stem

@@ -7,6 +7,7 @@ outcome: a one-line `error: ...` with exit 2 and nothing changed, or output that
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -335,3 +336,16 @@ def test_a_full_disk_during_plan_keeps_the_old_plan_and_is_one_line(synthetic, t
     err = _one_line_error(capsys)
     assert "No space left on device" in err and str(plan_path) in err
     assert plan_path.read_bytes() == before
+
+
+# ------------------------------------------------------------------ 9. --strict stops at an unreadable JSON line
+
+def test_traffic_strict_fails_on_an_unreadable_json_line(tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    good = [json.dumps({"timestamp": t, "prompt_tokens": 10, "completion_tokens": 5}) for t in range(5)]
+    log.write_text("\n".join([*good[:3], '{"timestamp": 3, "prompt_tok', *good[3:]]) + "\n")
+    assert main(["traffic", "--log", str(log), "--out", str(tmp_path / "routes.csv"), "--strict"]) == 2
+    err = _one_line_error(capsys)
+    assert "line 4" in err and "log.jsonl" in err
+    assert not (tmp_path / "routes.csv").exists()
+    assert main(["traffic", "--log", str(log), "--out", str(tmp_path / "routes.csv")]) == 0  # without: skipped, said
