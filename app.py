@@ -543,14 +543,21 @@ def check_text(unchecked: str) -> str:
 
 
 def range_text(plan: pd.DataFrame) -> str:
-    """'range 9–69 GPUs, $19,154–$124,647/month' over the planned routes (the throughput interval)."""
+    """'range 9–69 GPUs, $19,154–$124,647/month' over the planned routes whose range is not wide (the
+    throughput interval); the wide ones are named apart (their extremes would swamp the sum)."""
     ok = plan[plan["status"] == "ok"]
     if ok.empty:
         return "no range"
-    gpus = (ok["gpus_low"].sum(), ok["gpus_high"].sum())
-    usd = (ok["total_usd_per_month_low"].sum(), ok["total_usd_per_month_high"].sum())
-    return (f"range {gpus[0]:,.0f}–{gpus[1]:,.0f} GPUs, ${usd[0]:,.0f}–${usd[1]:,.0f}/month if replicas deliver "
-            f"the low or high end of their throughput interval")
+    wide = {w["route"] for w in tables.wide_ranges(ok)}
+    narrow = ok[~ok["route"].map(lambda r: printable(str(r))).isin(wide)]
+    gpus = (narrow["gpus_low"].sum(), narrow["gpus_high"].sum())
+    usd = (narrow["total_usd_per_month_low"].sum(), narrow["total_usd_per_month_high"].sum())
+    text = (f"range {gpus[0]:,.0f}–{gpus[1]:,.0f} GPUs, ${usd[0]:,.0f}–${usd[1]:,.0f}/month if replicas deliver "
+            f"the low or high end of their throughput interval") if not narrow.empty else "no narrow range"
+    if wide:
+        text += (f" ({len(narrow)} of {len(ok)} planned routes; wide, see the table: "
+                 f"{', '.join(sorted(wide))})")
+    return text
 
 
 def totals_change(plan: pd.DataFrame) -> dict[str, float] | None:
@@ -584,11 +591,15 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
     st.subheader("Recommendation per route")
     text = st.column_config.TextColumn
     st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
-                 column_config={"route": text(width="medium"), "runner-up": text(width="medium"),
-                                "break-even": text("break-even updates/mo", help=tables.BREAKEVEN_HELP)})
+                 column_config={"route": text(width=150), "runner-up": text(width="medium"),
+                                "range": text(width=110, help=tables.RANGE_HELP),
+                                "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
+    for wide in tables.wide_ranges(result.plan):
+        st.markdown(f":orange-badge[{tables.WIDE_BADGE}] **{wide['route']}**: {wide['range']}. Why: {wide['cause']}. "
+                    f"To narrow it, measure that option: `{wide['fix']}`")
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}
     for r in result.plan[result.plan["status"] != "ok"].itertuples():

@@ -19,15 +19,24 @@ from planner.exports import printable
 from ui.charts import recommendation_table
 
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
-DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "$/month", "runner-up", "saves $/month", "break-even")
+DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "range", "$/month", "runner-up", "saves $/month",
+                    "break-even")
+# A GPU range whose high end is more than this many times its low end is flagged "wide": the count is a guess
+# until the curve behind it is measured (the cause and the measuring command are shown beside the table).
+WIDE_RATIO = 3.0
+WIDE_BADGE = "⚠ wide"
+# Engines `python -m measure profile` runs in-process; any other is measured through its OpenAI-compatible server.
+MEASURED_ENGINES = ("vllm", "trtllm")
 # Everything else per route, behind an expander.
 DETAIL_COLUMNS = ("route", "precision", "TP", "replicas", "GPUs range", "$/month range", "$ per 1M tok", "numbers are",
                   "replica tok/s (90% interval)", "TTFT ms at the SLO percentile (90%)", "TPOT ms (90%)",
                   "latency from", "notes")
-BREAKEVEN_HELP = ("Model updates per month at which the runner-up would cost the same. 'never': the "
+BREAKEVEN_HELP = ("Break-even updates per month: model updates per month at which the runner-up would cost the same. 'never': the "
                   "recommendation stays cheaper at any update rate. 'same engine': the runner-up runs the same "
                   "engine build, so updates cost the same work and a break-even says nothing. Empty: no runner-up "
                   "(or the route is infeasible).")
+RANGE_HELP = ("GPUs if replicas deliver the high or the low end of their throughput interval. '⚠ wide': the high "
+              "end is over 3x the low end; below the table, why and the command that measures it.")
 NEVER = "never"
 SAME_ENGINE = "same engine"
 # Display formats per header (str.format); a missing value shows as an empty cell.
@@ -41,7 +50,55 @@ def decision_table(plan: pd.DataFrame) -> pd.DataFrame:
     """One row per route: route, engine, GPU, GPUs, $/month, runner-up, savings and break-even (text)."""
     view = recommendation_table(plan)
     view["break-even"] = breakeven_text(plan)
+    view["range"] = [gpu_range_text(r) for r in plan.to_dict("records")]
     return view[list(DECISION_COLUMNS)]
+
+
+def _wide(row: Mapping[str, object]) -> bool:
+    low, high = row.get("gpus_low"), row.get("gpus_high")
+    if row.get("status") != "ok" or _missing(low) or _missing(high):
+        return False
+    return float(high) > WIDE_RATIO * max(float(low), 1.0)  # type: ignore[arg-type]
+
+
+def gpu_range_text(row: Mapping[str, object]) -> str:
+    """'4–316 ⚠ wide' (high over low above WIDE_RATIO), '1–2', or '' (no range: infeasible)."""
+    span = _span(row.get("gpus_low"), row.get("gpus_high"), COUNT)
+    return f"{span} {WIDE_BADGE}" if span and _wide(row) else span
+
+
+def wide_ranges(plan: pd.DataFrame) -> list[dict[str, str]]:
+    """Per planned route with a wide GPU range: route, the range ('16 (4–316, ×79)'), its cause (the
+    provenance and profile files the plan row carries) and its fix (the `python -m measure profile` command
+    for that GPU, engine, model, precision and TP)."""
+    return [{"route": printable(str(r["route"])), "range": _range_words(r), "cause": _range_cause(r),
+             "fix": measure_command(r)} for r in plan.to_dict("records") if _wide(r)]
+
+
+def _range_words(row: Mapping[str, object]) -> str:
+    low, high = float(row["gpus_low"]), float(row["gpus_high"])  # type: ignore[arg-type]
+    return f"{float(row['gpus']):,.0f} GPUs ({low:,.0f}–{high:,.0f}, ×{high / max(low, 1.0):,.0f})"  # type: ignore[arg-type]
+
+
+def _range_cause(row: Mapping[str, object]) -> str:
+    provenance = "" if _missing(row.get("provenance")) else str(row["provenance"])
+    files = [f for f in ("" if _missing(row.get("profile")) else str(row["profile"])).split(";") if f]
+    basis = f"fitted to {', '.join(files)}" if files else "no profile file named"
+    what = {"extrapolated": "the throughput curve runs past its data",
+            "published": "the throughput curve rests on published figures only",
+            "predicted": "the throughput curve is a fit between measured points"}.get(provenance, provenance)
+    return f"its numbers are {provenance}: {what} ({basis}), so the replica throughput's interval is wide"
+
+
+def measure_command(row: Mapping[str, object]) -> str:
+    """The `python -m measure profile` command that measures the row's GPU, engine, model, precision and TP."""
+    engine = str(row.get("engine"))
+    args = [f"--gpu {row.get('gpu')}"]
+    args += [f"--engine {engine}"] if engine in MEASURED_ENGINES else [
+        f"--engine openai --base-url URL --engine-name {engine}"]
+    tp = 1 if _missing(row.get("tp")) else int(float(row["tp"]))  # type: ignore[arg-type]
+    args += [f"--model {row.get('model')}", f"--precision {row.get('precision')}", f"--tp {tp}"]
+    return "python -m measure profile " + " ".join(args)
 
 
 def details_table(plan: pd.DataFrame) -> pd.DataFrame:

@@ -149,7 +149,7 @@ def test_impossible_slo_says_which_route_and_what_to_fix(app):
     assert_clean(app)
     assert recommendation(app).loc["chat", "engine"] == "infeasible"
     errors = [e.value for e in app.error]
-    assert any("'chat' (row 1)" in e and "relax its SLOs" in e for e in errors), errors
+    assert any("'chat' (row 1)" in e and "Raise tpot_slo_ms to at least" in e for e in errors), errors
     assert metric(app, "Routes planned") == "3 of 4"
 
 
@@ -594,3 +594,23 @@ def test_requests_longer_than_the_context_window_say_so_not_relax_the_slo(app):
     assert_clean(app)
     text = infeasible_error(app, "chat")
     assert "context window" in text.split("To fix:")[1] and "relax its SLOs" not in text, text
+
+
+# ---------------------------------------------------------------- issue 25 item 6: uncertainty in the decision table
+
+def test_a_wide_gpu_range_is_badged_in_the_decision_table_with_its_cause_and_measuring_command(app):
+    plan = app.session_state["good_result"].result.plan.set_index("route")
+    ok = plan[plan["status"] == "ok"]
+    wide = ok.index[ok["gpus_high"] > tables.WIDE_RATIO * ok["gpus_low"].clip(lower=1)]
+    assert len(wide), "the bundled example has no wide range (assistant-70b was 4–316 GPUs): pick another case"
+    table = shown(app, "runner-up").set_index("route")
+    for route in ok.index:
+        assert table.loc[route, "range"].endswith(tables.WIDE_BADGE) == (route in wide), route
+    notes = " ".join(m.value for m in app.markdown)
+    for route in wide:
+        row = plan.loc[route]
+        command = (f"python -m measure profile --gpu {row['gpu']} --engine {row['engine']} --model {row['model']} "
+                   f"--precision {row['precision']} --tp {int(row['tp'])}")
+        assert f"**{route}**" in notes and command in notes and str(row["provenance"]) in notes, notes
+    summary = next(c.value for c in app.caption if c.value.startswith("Totals cover"))
+    assert all(route in summary.split("wide, see the table:")[1] for route in wide), summary
