@@ -61,7 +61,8 @@ def picked(widget: Callable[..., object], label: str, options: Sequence[T], **kw
 
 # ---------------------------------------------------------------- cached computations
 
-@st.cache_resource(show_spinner="Fitting the bundled performance profiles…")
+@st.cache_resource(show_spinner="Starting: fitting the bundled performance profiles (a few seconds, once per "
+                                "server)…", show_time=True)
 def bundled_inputs() -> Catalog:
     """Fitted curves and bundled price / engine-ops tables (loaded once per process)."""
     return load_inputs()
@@ -467,8 +468,11 @@ def checked_plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, 
     ss = st.session_state
     key = input_key(routes, prices, ops, settings)
     if key not in ss.setdefault("checked_keys", set()):
-        quick = plan(routes, prices, ops, settings, checked=False)
         pending = head.empty()
+        with pending.container(), st.spinner(f"Planning {len(routes)} routes: sizing every engine, GPU and "
+                                             "precision for each (the first plan of a session takes a few seconds)…",
+                                             show_time=True):
+            quick = plan(routes, prices, ops, settings, checked=False)
         if quick is not None:
             with pending.container():
                 st.warning(UNCHECKED_NOTE)

@@ -50,6 +50,16 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """`streamlit run app.py` on a free localhost port, for the whole module."""
+    yield from streamlit_server(tmp_path_factory)
+
+
+@pytest.fixture
+def cold_app_url(tmp_path_factory):
+    """A server of its own, started for one test: nothing fitted or planned yet (a cold start)."""
+    yield from streamlit_server(tmp_path_factory)
+
+
+def streamlit_server(tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -263,3 +273,12 @@ def test_at_1440_px_decisions_fit_the_download_equals_the_cli_plan_and_charts_ke
 def _chromium_available():
     if shutil.which(str(CHROMIUM)) is None:
         pytest.skip("chromium is not executable")
+
+
+def test_a_cold_start_shows_progress_while_the_first_plan_computes(cold_app_url, page):
+    """Issue 25 item 7: the first page of a fresh server fits the profiles and plans for seconds; a message
+    must say so before the plan appears (a blank page reads as a hang)."""
+    page.goto(cold_app_url)
+    page.get_by_text(re.compile(r"Planning \d+ routes")).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    assert page.get_by_text("Recommendation per route").count() == 0, "the progress message came after the plan"
+    page.get_by_text("checked by simulation, as").wait_for()
