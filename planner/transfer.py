@@ -173,6 +173,8 @@ BENCH_MIN_TOKENS = 2048
 # A replica needs at least this many KV tokens to serve anything (one long request).
 MIN_KV_TOKENS = 4096
 PROVENANCE = "transferred"
+# Key suffix of the transfer error for an architecture no calibrated profile has ("vllm/unseen").
+UNSEEN_ARCHITECTURE = "unseen"
 # Local version tag of a transferred curve: '<newest profiled version>+transfer' (its efficiencies are that version's).
 TRANSFER_TAG = "+transfer"
 # Profile columns the observations never read (long free text): dropped before building them.
@@ -192,6 +194,14 @@ class Target:
     precision: str
     tp: int
     version: str = ""
+
+
+def architecture(model: ModelSpec) -> str:
+    """The attention/MLP family a model's speed physics belongs to: "moe", "mha dense" (as many KV heads as query
+    heads) or "gqa dense"."""
+    if model.is_moe:
+        return "moe"
+    return "mha dense" if model.num_kv_heads >= model.num_attention_heads else "gqa dense"
 
 
 def kv_precision(engine: str, precision: str) -> str:
@@ -807,11 +817,24 @@ def transferred_curve(calibration: Calibration, target: Target, transfer_error: 
 
 @dataclass(frozen=True)
 class Transfer:
-    """Calibrations per engine and the transfer error each carries: what `plan` and `predict` use."""
+    """Calibrations per engine and the transfer errors they carry: what `plan` and `predict` use.
+
+    errors: per engine, and per "engine/architecture" where `validate --transfer` measured one
+    (`transfer_error` picks); architectures: per engine, those its calibrated profiles cover."""
 
     calibrations: dict[str, Calibration]
     errors: dict[str, float]
     versions: dict[str, str]
+    architectures: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def transfer_error(self, engine: str, model: ModelSpec) -> float:
+        """The relative error a transferred curve's interval spans: the engine's, or more where the model's
+        architecture measured more (leaving another model of it out), or, for an architecture no calibrated
+        profile has, the worst error measured with an architecture left out."""
+        arch = architecture(model)
+        seen = arch in self.architectures.get(engine, frozenset({arch}))
+        own = self.errors.get(f"{engine}/{arch}" if seen else f"{engine}/{UNSEEN_ARCHITECTURE}", 0.0)
+        return max(self.errors[engine], own)
 
     def curve(self, engine: str, model: ModelSpec, gpu: GpuSpec, precision: str, tp: int) -> Curve:
         """A transferred curve; NoCurveError when the engine has no calibration or the model does not fit."""
@@ -820,7 +843,7 @@ class Transfer:
                                f"{', '.join(sorted(self.calibrations)) or 'none'}")
         version = self.versions[engine]
         target = Target(engine, model, gpu, precision, tp, version.removesuffix(TRANSFER_TAG))
-        return transferred_curve(self.calibrations[engine], target, self.errors[engine], version)
+        return transferred_curve(self.calibrations[engine], target, self.transfer_error(engine, model), version)
 
 
 def build_transfer(profiles: pd.DataFrame, errors: dict[str, float], data: list[GroupData] | None = None) -> Transfer:
@@ -833,7 +856,8 @@ def build_transfer(profiles: pd.DataFrame, errors: dict[str, float], data: list[
             cals[engine] = calibrate_engine(data, engine)
             versions[engine] = _newest_version(profiles, engine)
     worst = max(errors.values(), default=0.0)
-    return Transfer(cals, {e: errors.get(e, worst) for e in cals}, versions)
+    archs = {e: frozenset(architecture(d.target.model) for d in data if d.key.engine == e) for e in cals}
+    return Transfer(cals, {**errors, **{e: errors.get(e, worst) for e in cals}}, versions, archs)
 
 
 def _newest_version(profiles: pd.DataFrame, engine: str) -> str:

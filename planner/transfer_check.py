@@ -28,7 +28,16 @@ from threadpoolctl import threadpool_limits
 
 from fleetfacts.specs import GpuSpec, ModelSpec, bundled_model_specs, kv_bytes_per_token, weight_bytes
 from planner.curves import Curve, NoCurveError, leave_one_out, version_order
-from planner.transfer import Calibration, GroupData, Transfer, build_transfer, calibrate_engine, group_data
+from planner.transfer import (
+    UNSEEN_ARCHITECTURE,
+    Calibration,
+    GroupData,
+    Transfer,
+    architecture,
+    build_transfer,
+    calibrate_engine,
+    group_data,
+)
 
 # GPU pairs predicted from each other's tables alone (source, target).
 GPU_PAIRS = (("h200", "h100"), ("h100", "h200"))
@@ -40,7 +49,11 @@ HIGH_ERROR_PCT = 19.0
 # Joins the names of architectural twins in an experiment's target ("llama-3.1-70b+llama-3.3-70b").
 ARCH_TWIN_SEPARATOR = "+"
 EXPERIMENT_COLUMNS = ["experiment", "kind", "engine", "target", "calibrated_on", "n", "median_err_pct",
-                      "max_err_pct", "tpot_median_err_pct", "ttft_median_err_pct"]
+                      "max_err_pct", "tpot_median_err_pct", "ttft_median_err_pct", "architecture"]
+# Experiments that predict a model whose architecture the calibration has (another model of it), and the one
+# that holds a whole architecture out (transfer_errors).
+SEEN_ARCHITECTURE_KINDS = ("model", "moe model")
+ARCHITECTURE_KIND = "architecture"
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,7 @@ class Experiment:
     is_target: Callable[[GroupData], bool]
     may_calibrate: Callable[[GroupData], bool]   # applied to the engine's groups that are not targets
     calibrated_on: str
+    architecture: str = ""                       # the targets' architecture, where the experiment is about one
 
 
 def experiments(data: list[GroupData]) -> list[Experiment]:
@@ -76,21 +90,13 @@ def _vllm_model_experiment(source: str, target: str) -> Experiment:
     def may(d: GroupData) -> bool:
         return d.key.model == source
     return Experiment("model", "vllm", f"{target} bf16 on h200", is_target, may,
-                      f"{source} (all its vLLM H200 profiles)")
+                      f"{source} (all its vLLM H200 profiles)", architecture(bundled_model_specs()[target]))
 
 
 def _vllm_precision_experiments() -> list[Experiment]:
     return [Experiment("precision", "vllm", "llama-3.1-8b fp8 on h200",
                        lambda d: d.key.model == "llama-3.1-8b" and d.key.precision == "fp8" and _default(d),
                        lambda d: d.key.precision == "bf16", "bf16 profiles (every model)")]
-
-
-def architecture(model: ModelSpec) -> str:
-    """The attention/MLP family a model's speed physics belongs to: "moe", "mha dense" (as many KV heads as query
-    heads) or "gqa dense"."""
-    if model.is_moe:
-        return "moe"
-    return "mha dense" if model.num_kv_heads >= model.num_attention_heads else "gqa dense"
 
 
 def _vllm_architecture_experiments(data: list[GroupData]) -> list[Experiment]:
@@ -123,7 +129,7 @@ def _model_out_experiment(model: str, other_moes: list[str]) -> Experiment:
     def may(d: GroupData) -> bool:
         return d.key.model != model and d.key.precision == "bf16"
     return Experiment("moe model", "vllm", f"{model} bf16 on h200", is_target, may,
-                      f"bf16 profiles of every other model (MoE: {', '.join(other_moes)})")
+                      f"bf16 profiles of every other model (MoE: {', '.join(other_moes)})", "moe")
 
 
 def _architecture_experiment(arch: str, family: dict[str, str], models: list[str], others: list[str]) -> Experiment:
@@ -132,8 +138,8 @@ def _architecture_experiment(arch: str, family: dict[str, str], models: list[str
 
     def may(d: GroupData) -> bool:
         return family.get(d.key.model, arch) != arch and d.key.precision == "bf16"
-    return Experiment("architecture", "vllm", f"{arch} ({', '.join(models)}) bf16 on h200", is_target, may,
-                      f"bf16 profiles of {', '.join(others)}")
+    return Experiment(ARCHITECTURE_KIND, "vllm", f"{arch} ({', '.join(models)}) bf16 on h200", is_target, may,
+                      f"bf16 profiles of {', '.join(others)}", arch)
 
 
 def _default(d: GroupData) -> bool:
@@ -224,7 +230,8 @@ def run_experiment(data: list[GroupData], exp: Experiment) -> dict | None:
     return {"experiment": f"{exp.kind}: {exp.target}", "kind": exp.kind, "engine": exp.engine, "target": exp.target,
             "calibrated_on": exp.calibrated_on, "n": len(errors["throughput"]),
             "median_err_pct": float(np.median(errors["throughput"])), "max_err_pct": float(max(errors["throughput"])),
-            "tpot_median_err_pct": _median_or_nan(errors["tpot"]), "ttft_median_err_pct": _median_or_nan(errors["ttft"])}
+            "tpot_median_err_pct": _median_or_nan(errors["tpot"]), "ttft_median_err_pct": _median_or_nan(errors["ttft"]),
+            "architecture": exp.architecture}
 
 
 def _errors(calibration: Calibration, targets: list[GroupData]) -> dict[str, list[float]]:
@@ -267,11 +274,23 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def transfer_errors(table: pd.DataFrame) -> dict[str, float]:
-    """Per engine: the relative transfer error an interval must span (the median over its experiments
-    of each experiment's max error), from `validate_transfer`'s table."""
+    """Relative transfer errors an interval must span, from `validate_transfer`'s table: per engine the
+    median over its experiments of each one's max error; per "engine/architecture" the same over the
+    experiments that predict a model of that architecture from another of it (else the experiment that
+    held the architecture out); per "engine/unseen" the worst architecture-out error."""
     if table.empty:
         return {}
-    return {engine: float(group["max_err_pct"].median()) / 100 for engine, group in table.groupby("engine")}
+    out = {engine: _median_max(group) for engine, group in table.groupby("engine")}
+    for (engine, arch), group in table[table["architecture"].fillna("") != ""].groupby(["engine", "architecture"]):
+        seen = group[group["kind"].isin(SEEN_ARCHITECTURE_KINDS)]
+        out[f"{engine}/{arch}"] = _median_max(seen if len(seen) else group)
+    for engine, group in table[table["kind"] == ARCHITECTURE_KIND].groupby("engine"):
+        out[f"{engine}/{UNSEEN_ARCHITECTURE}"] = float(group["max_err_pct"].max()) / 100
+    return out
+
+
+def _median_max(experiments: pd.DataFrame) -> float:
+    return float(experiments["max_err_pct"].median()) / 100
 
 
 # ---------------------------------------------------------------- published-table fits, before / after
@@ -432,7 +451,7 @@ def format_validation(table: pd.DataFrame, published: pd.DataFrame) -> list[str]
         lines.append(f"  {r.engine:<7} {r.kind:<10} {r.experiments:>3d} experiments  median {r.median_err_pct:5.1f}%"
                      f"  max {r.max_err_pct:6.1f}%")
     errors = transfer_errors(table)
-    lines.append("interval widening per engine (median of the experiments' max errors): "
+    lines.append("interval widening (median of the experiments' max errors; per architecture where measured): "
                  + ", ".join(f"{e} {v:.0%}" for e, v in sorted(errors.items())))
     return lines + [""] + _published_lines(published)
 

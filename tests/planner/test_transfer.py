@@ -266,7 +266,7 @@ def test_validate_transfer_runs_every_kind_of_experiment(bundled):
     vllm = table[table.engine == "vllm"].set_index("target")
     assert {"qwen2.5-7b bf16 on h200", "llama-3.1-8b bf16 on h200"} <= set(vllm.index)
     assert (table.median_err_pct <= table.max_err_pct).all() and (table.n > 0).all()
-    assert set(C.transfer_errors(table)) == {"vllm", "trtllm"}
+    assert {"vllm", "trtllm"} <= set(C.transfer_errors(table))  # and per architecture (test below)
     assert "summary" in "\n".join(C.format_validation(table, pd.DataFrame()))
 
 
@@ -429,3 +429,21 @@ def test_each_moe_model_is_also_predicted_from_the_other_moe_models(bundled):
     for exp in moe_out:
         train = [d for d in data if d.key.engine == "vllm" and exp.may_calibrate(d)]
         assert any(d.target.model.is_moe for d in train) and not any(exp.is_target(d) for d in train)
+
+
+def test_a_transferred_interval_spans_the_error_measured_for_its_architecture(bundled):
+    profiles, data = bundled
+    table = C.validate_transfer(profiles, data)
+    errors = C.transfer_errors(table)
+    moe_out = table[(table.engine == "vllm") & (table.kind == "moe model")]
+    assert errors["vllm/moe"] == pytest.approx(moe_out.max_err_pct.median() / 100)
+    assert errors["vllm/unseen"] == pytest.approx(table[table.kind == "architecture"].max_err_pct.max() / 100)
+    transfer = T.build_transfer(profiles, errors, data)
+    dense, moe = MODELS["qwen2.5-32b"], MODELS["qwen3-235b-a22b"]
+    assert transfer.transfer_error("vllm", dense) == max(errors["vllm"], errors["vllm/gqa dense"])
+    assert transfer.transfer_error("vllm", moe) == max(errors["vllm"], errors["vllm/moe"])
+    unseen = dataclasses.replace(transfer, architectures={"vllm": frozenset({"gqa dense"})})
+    assert unseen.transfer_error("vllm", moe) == max(errors["vllm"], errors["vllm/unseen"])
+    wide = transfer.curve("vllm", moe, GPUS["h200"], "bf16", 8).predict_offline(1024, 256, 64)
+    narrow = transfer.curve("vllm", dense, GPUS["h200"], "bf16", 1).predict_offline(1024, 256, 64)
+    assert wide.high / wide.low > narrow.high / narrow.low
