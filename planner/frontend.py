@@ -52,6 +52,10 @@ LOAD_WINDOW_S = 4.0
 # Bins of the fluid backlog: the front end's work comes in engine-step lumps (5-60 ms), so a 50 ms bin holds a
 # few, and a bin above capacity is an overload rather than one step's lump.
 BACKLOG_BIN_S = 0.05
+# At most this many backlog bins per replica: a sparse route's replay spans hours to days, and 50 ms bins over
+# it cost memory and time as 1/rate (0.001 req/s: ~10 GB).  Past it the bins widen to span / this; such a
+# route's front end is idle almost always, so its backlog is zero either way.
+MAX_BACKLOG_BINS = 200_000
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ class FrontEnd:
         if not load.bin_requests.size:
             return np.zeros(load.request_rate.shape)
         work = self.per_request_s * load.bin_requests + self.per_output_token_s * load.bin_tokens
-        surplus = np.cumsum(work - BACKLOG_BIN_S)
+        surplus = np.cumsum(work - load.bin_s)
         queued = surplus - np.minimum.accumulate(np.minimum(surplus, 0.0))   # V_k = max(0, V_k-1 + work_k - bin)
         before = np.concatenate([[0.0], queued])                             # at the start of each bin
         return before[load.bin_of]
@@ -130,7 +134,8 @@ class StreamLoad:
 
     request_rate, token_rate: per request, the requests/s it took and the tokens/s its engine streamed in
     the LOAD_WINDOW_S before the request arrived.  bin_requests, bin_tokens: the same counted per
-    BACKLOG_BIN_S bin from the first arrival; bin_of: the bin each request arrived in.
+    bin_s bin (BACKLOG_BIN_S, wider over a long sparse span) from the first arrival; bin_of: the bin each
+    request arrived in.
     """
 
     request_rate: np.ndarray
@@ -138,6 +143,7 @@ class StreamLoad:
     bin_requests: np.ndarray
     bin_tokens: np.ndarray
     bin_of: np.ndarray
+    bin_s: float = BACKLOG_BIN_S
 
     @classmethod
     def steady(cls, request_rate: np.ndarray, token_rate: np.ndarray) -> StreamLoad:
@@ -173,11 +179,12 @@ def stream_load(arrival_s: np.ndarray, first_token_s: np.ndarray, end_s: np.ndar
     if not arrival.size:
         return StreamLoad.steady(np.zeros(0), np.zeros(0))
     start = float(ordered[0])
+    bin_s = max(bin_s, (float(ordered[-1]) - start) / MAX_BACKLOG_BINS)
     edges = start + bin_s * np.arange(int((float(ordered[-1]) - start) / bin_s) + 2)
     return StreamLoad((arrived(arrival) - arrived(arrival - window_s)) / window_s,
                       (streamed(arrival) - streamed(arrival - window_s)) / window_s,
                       np.diff(arrived(edges)), np.diff(streamed(edges)),
-                      np.minimum(((arrival - start) / bin_s).astype(int), edges.size - 2))
+                      np.minimum(((arrival - start) / bin_s).astype(int), edges.size - 2), bin_s)
 
 
 class _Ramp:

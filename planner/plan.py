@@ -183,10 +183,10 @@ def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame
     return typed
 
 
-# Requests/s below which an online route is refused: the latency prediction and the simulation check replay
-# a fixed number of arrivals, so their span (and the front end's 50 ms backlog bins over it) grows as 1/rate:
-# at 0.01 req/s a plan takes ~10 s and ~1 GB, at 0.001 ~100 s and ~10 GB, at 1e-300 it cannot run.
-MIN_RATE_RPS = 0.01
+# Requests/s below which an online route is refused: the latency prediction and the simulation check replay a
+# fixed number of arrivals, so their span grows as 1/rate; below a request every ~12 days that span nears 1e9 s,
+# where float timestamps keep only microseconds and a millisecond latency no longer rests on firm digits.
+MIN_RATE_RPS = 1e-6
 
 
 def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
@@ -216,9 +216,9 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
 
 def _check_online_row(row: dict, at: str) -> None:
     if row["rate_rps"] < MIN_RATE_RPS:
-        raise InputError(f"{at}, column 'rate_rps': {row['rate_rps']:g} requests/s is below the {MIN_RATE_RPS} "
-                         "the planner simulates in bounded time and memory (MIN_RATE_RPS); one replica serves "
-                         f"such a route: plan it at {MIN_RATE_RPS}")
+        raise InputError(f"{at}, column 'rate_rps': {row['rate_rps']:g} requests/s is below the {MIN_RATE_RPS:g} "
+                         "the planner simulates with millisecond precision (MIN_RATE_RPS); one replica serves "
+                         f"such a route: plan it at {MIN_RATE_RPS:g}")
     if all(pd.isna(row[c]) for c in ("ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms")):
         raise InputError(f"{at}, column 'ttft_slo_ms': an online route needs at least one latency SLO "
                          f"(ttft_slo_ms, tpot_slo_ms or e2e_slo_ms)")

@@ -286,7 +286,7 @@ def test_a_route_rate_below_the_minimum_is_one_line(synthetic, tmp_path, capsys)
     pd.DataFrame([online_route("chat", rate_rps=1e-300)]).to_csv(routes, index=False)
     assert main(["plan", "--routes", str(routes), "--out", str(tmp_path / "p.csv"), *_data(synthetic)]) == 2
     err = _one_line_error(capsys)
-    assert "rate_rps" in err and "line 2" in err and str(MIN_RATE_RPS) in err
+    assert "rate_rps" in err and "line 2" in err and f"{MIN_RATE_RPS:g}" in err
 
 
 @pytest.mark.parametrize("column, value", [("replicas", 0), ("tp", 0)])
