@@ -188,7 +188,8 @@ class Sweep:
         outcome.skipped = [p for p in self.points if p.mode not in self.engine.modes]
         if not supported:
             return outcome
-        if not self.budget.allows(self.engine_start_estimate_s + self.estimate_s(supported[0])):
+        # The first point as the completed rows calibrate it (a resumed run knows what this engine takes).
+        if not self.budget.allows(self.engine_start_estimate_s + self.calibration.scale(self.estimate_s(supported[0]))):
             outcome.stopped_for_time, outcome.remaining_points = True, len(supported)
             return outcome
         info = self._start()
