@@ -213,17 +213,16 @@ def _sweep(args, argv, req: ProfileRequest, profile: ProfileDir, pending: list[P
         try:
             outcome = sweep.run()
         except KeyboardInterrupt:
-            stderr(f"\ninterrupted; completed points are saved in {profile.csv_path}\nresume with:\n  {resume}")
+            stderr(f"\ninterrupted; {_saved(profile)}\nresume with:\n  {resume}")
             return EXIT_INTERRUPTED
         except (InputError, EngineNotInstalled):
             raise
         except EngineError as err:
-            stderr(f"error: {err}\ncompleted points are saved in {profile.csv_path}\nresume with:\n  {resume}")
+            stderr(f"error: {err}\n{_saved(profile)}\nresume with:\n  {resume}")
             return EXIT_USAGE
         except Exception as err:  # noqa: BLE001 - the user gets the resume command, not only a traceback
             log.debug("sweep failed", exc_info=True)
-            stderr(f"error: {type(err).__name__}: {err}\ncompleted points are saved in {profile.csv_path}\n"
-                   f"resume with:\n  {resume}")
+            stderr(f"error: {type(err).__name__}: {err}\n{_saved(profile)}\nresume with:\n  {resume}")
             return EXIT_ERROR
     return _finish(outcome, profile, resume, resume_command(argv, str(req.out), retry_failed=True))
 
@@ -233,6 +232,17 @@ def _stop_after(args: argparse.Namespace, config: EngineConfig) -> int | None:
     if args.stop_after_failures is not None:
         return args.stop_after_failures or None
     return DEFAULT_STOP_AFTER_FAILURES_HTTP if config.server else None
+
+
+def _saved(profile: ProfileDir) -> str:
+    """What a stopped run leaves: how many points profile.csv holds, or that none was completed."""
+    try:
+        ok = sum(row.get("status", "ok") in ("ok", "") for row in profile.rows())
+    except InputError:
+        ok = 0
+    if not ok:
+        return f"no point was completed ({profile.csv_path} holds none)"
+    return f"{ok} completed point(s) are saved in {profile.csv_path}"
 
 
 def _finish(outcome: Outcome, profile: ProfileDir, resume: str, retry: str) -> int:

@@ -360,3 +360,12 @@ def test_failures_in_a_row_stop_http_sweeps_by_default_and_never_in_process_ones
     assert _stop_after(build_parser().parse_args(base), local) is None
     assert _stop_after(build_parser().parse_args([*base, "--stop-after-failures", "0"]), http) is None
     assert _stop_after(build_parser().parse_args([*base, "--stop-after-failures", "5"]), local) == 5
+
+
+def test_a_server_failing_every_request_is_not_said_to_have_saved_points(stub, shapes, tmp_path, capsys):
+    url, _ = stub({o: "500" for o in (4, *OUTPUTS)})  # the warm-up asks for 4 tokens
+    out = tmp_path / "p"
+    assert main(profile_args(shapes, out, url)) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "warm-up request" in err and "no point was completed" in err and "are saved" not in err
+    assert not (out / "profile.csv").exists()
