@@ -32,6 +32,9 @@ MAX_MODEL_LEN_ROUND = 1024
 # server is likely down or refusing us, and every later point would fail the same way.  In-process engines go on
 # by default: there a failure is usually one shape out of memory, and the engine is restarted for the next.
 DEFAULT_STOP_AFTER_FAILURES_HTTP = 3
+# Largest tensor-parallel group a replica can span: one NVLink domain (GB200 NVL72 racks; an 8-GPU HGX node is the
+# common case). A larger --tp is a typo, and a campaign would estimate GPU time from it.
+MAX_TP = 72
 MAX_PORT = 65535
 # Identity fields that must match when --resume appends to an existing profile folder.
 IDENTITY_FIELDS = ("gpu", "engine", "model", "precision", "tp", "engine_args", "model_path", "server", "config")
@@ -152,8 +155,9 @@ def check_numbers(args: argparse.Namespace) -> None:
         if value and not SLUG_RE.match(value):
             raise InputError(f"--{flag.replace('_', '-')} {safe(repr(value))}: expected a slug (lowercase letters, "
                              "digits, '.', '_', '-'; starting with a letter or digit), e.g. h200")
-    if args.tp < 1:
-        raise InputError(f"--tp must be >= 1, got {args.tp}")
+    if not 1 <= args.tp <= MAX_TP:
+        raise InputError(f"--tp must be in 1..{MAX_TP} (MAX_TP: the largest NVLink domain a replica spans), "
+                         f"got {args.tp}")
     if args.stop_after_failures is not None and args.stop_after_failures < 0:
         raise InputError(f"--stop-after-failures must be >= 0 (0 = never), got {args.stop_after_failures}")
     if not 1 <= args.port <= MAX_PORT:

@@ -42,6 +42,7 @@ def test_job_keys_become_the_profile_command(tmp_path):
     ("jobs: [{gpu: h100, model: llama-3.1-8b, engine: sglang}]", "job 1: argument --engine: invalid choice"),
     ("jobs: [{gpu: h100, engine: vllm}]", "job 1: the following arguments are required: --model"),
     ("jobs: [{gpu: h100, model: m, engine: vllm, engine_args: [a]}]", "engine_args: expected a mapping"),
+    ("jobs: [{gpu: h100, model: m, engine: vllm, tp: 1000000000}]", "job 1: --tp must be in 1..72"),
     ("job: []", "non-empty 'jobs' list"),
     ("jobs: [1", "not valid YAML"),
     ("name: x\ncolour: red\njobs: [{gpu: h100}]", "unknown key(s) colour"),
