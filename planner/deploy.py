@@ -24,7 +24,7 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from fleetfacts.errors import InputError
-from fleetfacts.specs import bundled_model_sources
+from fleetfacts.specs import bundled_model_sources, bundled_model_specs
 
 FORMATS = ("vllm", "trtllm", "k8s")
 # Port every generated server listens on (vLLM's and trtllm-serve's default).
@@ -113,10 +113,12 @@ class Target:
                                  "(plans written before deploy existed lack it)")
         concurrency = row.get("operating_concurrency")
         concurrency = math.nan if _blank(concurrency) else float(str(concurrency))
-        return cls(str(row["route"]), str(row["model"]), str(row["engine"]), str(row.get("engine_version") or ""),
-                   str(row["gpu"]), str(row["precision"]), int(row["tp"]), int(row["replicas"]),
-                   concurrency, int(row["max_model_len"]),
-                   str(row.get("profile") or ""), plan_file, line)
+        target = cls(str(row["route"]), str(row["model"]), str(row["engine"]), str(row.get("engine_version") or ""),
+                     str(row["gpu"]), str(row["precision"]), int(row["tp"]), int(row["replicas"]),
+                     concurrency, int(row["max_model_len"]),
+                     str(row.get("profile") or ""), plan_file, line)
+        _check_tp(target, where)
+        return target
 
     @property
     def name(self) -> str:
@@ -127,6 +129,15 @@ class Target:
     def batch_needed(self) -> int | None:
         """Sequences per replica the plan operates at (rounded up); None when the plan gives none."""
         return None if math.isnan(self.operating_concurrency) else max(1, math.ceil(self.operating_concurrency))
+
+
+def _check_tp(target: Target, where: str) -> None:
+    """Both engines shard attention heads over the TP group: a tp that does not divide a bundled model's
+    heads would fail at the server's start, so it is refused here."""
+    spec = bundled_model_specs().get(target.model)
+    if spec is not None and (target.tp < 1 or spec.num_attention_heads % target.tp):
+        raise InputError(f"{where}, column 'tp': {target.tp} does not divide {target.model}'s "
+                         f"{spec.num_attention_heads} attention heads; the engines refuse such a TP size")
 
 
 def _blank(value: object) -> bool:
@@ -186,7 +197,11 @@ def _batch_cap(target: Target, cap: int | None, flag: str, settings: EngineSetti
 def vllm_args(target: Target, settings: EngineSettings, model_path: str) -> list[str]:
     """`vllm serve` argv (without the program) for one plan row."""
     args = dict(settings.args)
-    args.setdefault("dtype", VLLM_DTYPE.get(target.precision, "auto"))
+    if "dtype" not in args:
+        if target.precision not in VLLM_DTYPE:
+            raise InputError(f"route {target.route}: precision {target.precision!r} has no vLLM serving recipe "
+                             f"here ({', '.join(VLLM_DTYPE)}); serve it with the engine args its profile recorded")
+        args["dtype"] = VLLM_DTYPE[target.precision]
     if target.precision == "fp8":
         args.setdefault("quantization", "fp8")  # online FP8, as the profile measured it
     argv = ["serve", model_path, "--served-model-name", target.model, "--port", str(PORT),

@@ -148,3 +148,19 @@ def test_bad_requests_get_one_line_errors(plan, tmp_path, capsys):
     assert main(["deploy", "--plan", str(old), "--format", "k8s"]) == 2
     err = capsys.readouterr().err
     assert "column 'model': empty; re-run `python -m planner plan`" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_tp_that_does_not_divide_the_heads_is_refused(rows):
+    row = next(r for r in rows.values() if r["engine"] == "vllm")  # llama-3.1-8b: 32 attention heads
+    with pytest.raises(InputError, match="column 'tp': 3 does not divide llama-3.1-8b's 32 attention heads"):
+        deploy.Target.from_row({**row, "tp": 3}, "plan.csv", 3)
+    assert deploy.Target.from_row({**row, "tp": 4}, "plan.csv", 3).tp == 4
+
+
+def test_a_precision_without_a_vllm_recipe_is_refused_not_served_as_auto(rows):
+    row = next(r for r in rows.values() if r["engine"] == "vllm")
+    target = deploy.Target.from_row({**row, "precision": "int4"}, "plan.csv", 3)
+    with pytest.raises(InputError, match="precision 'int4' has no vLLM serving recipe"):
+        deploy.deployment_files("vllm", target, deploy.EngineSettings("env.json", {}), "org/model")
+    recorded = deploy.EngineSettings("env.json", {"dtype": "half", "quantization": "awq"})
+    assert "--dtype" in deploy.vllm_args(target, recorded, "org/model")
