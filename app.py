@@ -24,11 +24,11 @@ import streamlit as st
 
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
-from planner.assumptions import Assumptions
-from planner.curves import GroupKey
-from planner.exports import baseline_diff, printable, workbook_bytes
-from planner.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
-from planner.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
+from planner.engine.curves import GroupKey
+from planner.planning.exports import baseline_diff, printable, workbook_bytes
+from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
+from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
+from planner.sizing.assumptions import Assumptions
 from ui import charts, scenario, tables
 
 log = logging.getLogger("fleetplan.app")
@@ -767,7 +767,7 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
 
 # ---------------------------------------------------------------- fleet: all routes together
 
-# The fleet's levers: checkbox label, help, default (planner.fleet.Levers' defaults).
+# The fleet's levers: checkbox label, help, default (planner.planning.fleet.Levers' defaults).
 LEVERS = {
     "share": ("Share deployments", "Routes of one model may share a deployment held at the strictest of their "
               "SLOs.", Levers().share),

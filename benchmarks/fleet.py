@@ -6,7 +6,7 @@
 Two organisations: (a) the bundled examples/routes.csv, (b) a synthetic organisation (default 50 routes,
 6 models) from `synthetic_organisation(seed)`: SYNTHETIC EXAMPLE TRAFFIC, NOT A MEASUREMENT (rates,
 lengths, SLOs and day/night shapes are drawn from the ranges written below).  For each, the route-by-route
-plan (planner.plan.make_plan, simulation-checked) is made once and every fleet (planner.fleet.make_fleet)
+plan (planner.planning.plan.make_plan, simulation-checked) is made once and every fleet (planner.planning.fleet.make_fleet)
 is compared with it: no levers (engineering counted once per engine and model, which every fleet does),
 each lever alone (share, mix, autoscale, pricing) and all together.  Figures: wall time and the fleet's
 solve_s (program + simulation rounds), MIP gap, fleet total vs the route-by-route total, savings, the
@@ -39,11 +39,11 @@ sys.path.insert(0, str(REPO))
 
 from fleetfacts.errors import FleetplanError, InputError  # noqa: E402
 from fleetfacts.schema import ROUTES  # noqa: E402
-from planner.assumptions import Assumptions  # noqa: E402
-from planner.fanout import ProcessMap  # noqa: E402
-from planner.fleet import ALL_LEVERS, NO_LEVERS, FleetResult, Levers, make_fleet  # noqa: E402
-from planner.plan import Catalog, PlanResult, load_inputs, load_routes, make_plan  # noqa: E402
-from planner.transfer_check import TRANSFER_MODES  # noqa: E402
+from planner.engine.transfer_check import TRANSFER_MODES  # noqa: E402
+from planner.planning.fanout import ProcessMap  # noqa: E402
+from planner.planning.fleet import ALL_LEVERS, NO_LEVERS, FleetResult, Levers, make_fleet  # noqa: E402
+from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, make_plan  # noqa: E402
+from planner.sizing.assumptions import Assumptions  # noqa: E402
 
 log = logging.getLogger("benchmarks.fleet")
 
@@ -60,7 +60,7 @@ LEVER_ROWS: tuple[tuple[str, Levers], ...] = (
     ("pricing", Levers(share=False, mix=False, autoscale=False, pricing=True)),
     ("all", ALL_LEVERS),
 )
-# Transfer mode (planner.plan.load_inputs) by default, as `planner fleet` plans: every model of both
+# Transfer mode (planner.planning.plan.load_inputs) by default, as `planner fleet` plans: every model of both
 # organisations has fitted curves, which span 5+ GPU types over the synthetic organisation's models.
 # `--transfer all` adds transferred options on every GPU type (far slower: see benchmarks/results/fleet.md).
 DEFAULT_TRANSFER = "auto"

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from fleetfacts.errors import InputError  # noqa: E402
 from fleetfacts.schema import PROFILE_GROUP  # noqa: E402
-from planner.curves import GroupKey, fit_group, load_profiles  # noqa: E402
+from planner.engine.curves import GroupKey, fit_group, load_profiles  # noqa: E402
 from planner.latency import calibrate, load_shares, server_rows  # noqa: E402
 
 METRICS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")

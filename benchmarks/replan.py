@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from fleetfacts.errors import InputError  # noqa: E402
-from planner.assumptions import Assumptions  # noqa: E402
-from planner.curves import fit_curves, load_profiles  # noqa: E402
-from planner.plan import Catalog, load_inputs, load_routes, make_plan  # noqa: E402
+from planner.engine.curves import fit_curves, load_profiles  # noqa: E402
+from planner.planning.plan import Catalog, load_inputs, load_routes, make_plan  # noqa: E402
+from planner.sizing.assumptions import Assumptions  # noqa: E402
 
 ROUTES = 20
 # Rate / job-size multipliers cycled over the replicated routes (spread over 1/4x .. 4x).

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 from measure import verify  # noqa: E402
 from measure.loadgen import RequestSpec, load_request_log  # noqa: E402
 from planner.latency import Lengths, OpenLoop, Replay, predict  # noqa: E402
-from planner.plan import load_inputs  # noqa: E402
-from planner.routes import Route  # noqa: E402
+from planner.planning.plan import load_inputs  # noqa: E402
+from planner.traffic.routes import Route  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "roundtrip" / "results"
 ROUNDTRIP = REPO / "benchmarks" / "roundtrip"

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from fleetfacts.errors import InputError  # noqa: E402
 from fleetfacts.schema import PROFILE_GROUP  # noqa: E402
-from planner.curves import GroupKey, fit_group, load_profiles  # noqa: E402
+from planner.engine.curves import GroupKey, fit_group, load_profiles  # noqa: E402
 from planner.latency import METRICS, calibrate, predict_row, server_rows  # noqa: E402
 
 DEFAULT_GROUP = "vllm 0.26.0 / h200 x1 / llama-3.1-8b bf16"

@@ -24,8 +24,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from planner import simulate, traffic, workload  # noqa: E402
-from planner.curves import find_curve, fit_curves, load_profiles  # noqa: E402
+from planner.engine.curves import find_curve, fit_curves, load_profiles  # noqa: E402
+from planner.latency import simulate  # noqa: E402
+from planner.traffic import logs as traffic  # noqa: E402
+from planner.traffic import workload  # noqa: E402
 
 TRACE = REPO / "examples" / "traces" / "azure_llm_2023_code.csv"
 TARGET_REQ_PER_S = 200_000

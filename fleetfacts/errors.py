@@ -3,8 +3,8 @@
 A CLI catches the base and prints a one-line message (exit code 2) instead of a
 traceback.  Each subclass also derives from the built-in exception it refines
 (`ValueError`, `LookupError`, `RuntimeError`), so existing `except` clauses keep working.
-The subclasses live beside the code that raises them (planner/curves.py NoCurveError,
-planner/costs.py CostLookupError, planner/queueing.py QueueingError,
+The subclasses live beside the code that raises them (planner/engine/curves.py NoCurveError,
+planner/sizing/costs.py CostLookupError, planner/sizing/queueing.py QueueingError,
 measure/engines/base.py EngineError); only the shared ones are here.
 """
 

@@ -16,7 +16,7 @@ counted per reason with their line numbers (or, with strict=True, the first
 one raises InputError naming the file, line and column); rows out of time
 order are sorted and reported.  An empty log, one with fewer than 2 usable
 requests, or one whose requests all share one timestamp raises InputError:
-it cannot give a rate.  planner/traffic.py derives route statistics from it;
+it cannot give a rate.  planner/traffic/logs.py derives route statistics from it;
 measure verify replays it.
 """
 

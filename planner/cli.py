@@ -37,9 +37,7 @@ from fleetfacts.schema import (
     write_table,
 )
 from fleetfacts.specs import bundled_model_specs, gpu_spec, load_model_config, model_facts, model_spec_from_config
-from planner import deploy
-from planner.assumptions import Assumptions
-from planner.curves import (
+from planner.engine.curves import (
     BUNDLED_PROFILES_DIR,
     Curve,
     NoCurveError,
@@ -49,13 +47,23 @@ from planner.curves import (
     leave_one_out,
     load_profiles,
 )
-from planner.exports import baseline_diff, format_diff, workbook_bytes
-from planner.fanout import route_map
-from planner.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
+from planner.engine.transfer_check import (
+    TRANSFER_MODES,
+    default_transfer_target,
+    format_validation,
+    models_table,
+    published_fits,
+    transfer_for,
+    validate_transfer,
+)
 from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import Lengths, OpenLoop, Replay, latency_summary, predict, validate_latency, with_server_latency
 from planner.outputs import check_output, write_files
-from planner.plan import (
+from planner.planning import deploy
+from planner.planning.exports import baseline_diff, format_diff, workbook_bytes
+from planner.planning.fanout import route_map
+from planner.planning.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
+from planner.planning.plan import (
     assumptions_path,
     check_plan_file,
     load_inputs,
@@ -67,18 +75,10 @@ from planner.plan import (
     runner_up_caveat,
     write_plan,
 )
-from planner.plan_check import format_simulations, simulate_plan
-from planner.traffic import log_to_routes, read_log
-from planner.transfer_check import (
-    TRANSFER_MODES,
-    default_transfer_target,
-    format_validation,
-    models_table,
-    published_fits,
-    transfer_for,
-    validate_transfer,
-)
-from planner.workload import replay_requests
+from planner.planning.plan_check import format_simulations, simulate_plan
+from planner.sizing.assumptions import Assumptions
+from planner.traffic.logs import log_to_routes, read_log
+from planner.traffic.workload import replay_requests
 
 log = logging.getLogger(__name__)
 
@@ -398,7 +398,7 @@ def _run_predict(args: argparse.Namespace) -> int:
 
 
 def _transferred_curve(args: argparse.Namespace, profiles, config_path: str | None):
-    """No fitted curve (or --model-config given): the curve planner.transfer predicts from the facts."""
+    """No fitted curve (or --model-config given): the curve planner.engine.transfer predicts from the facts."""
     model = _model_for(args.model, config_path)
     gpu = gpu_spec(args.gpu)
     if gpu is None:
@@ -712,7 +712,7 @@ register(Command("models", "list the bundled model architectures (what transfer 
 
 
 
-# ---------------------------------------------------------------- traffic, simulate (planner.traffic / planner.simulate)
+# ---------------------------------------------------------------- traffic, simulate (planner.traffic.logs / planner.latency.simulate)
 
 def _traffic_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", required=True, metavar="FILE", help="request log: Azure trace CSV, or generic CSV/JSONL")

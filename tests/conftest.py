@@ -20,20 +20,20 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 REPO = Path(__file__).resolve().parent.parent
-# The fit cache (planner/fitcache.py) in a folder of this session's own, not the user's ~/.cache; subprocesses
+# The fit cache (planner/engine/fitcache.py) in a folder of this session's own, not the user's ~/.cache; subprocesses
 # the tests start inherit it.
 os.environ["FLEETPLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="fleetplan-test-cache-")
 
 
 @functools.cache
 def bundled_catalog(transfer: str = "auto"):
-    """planner.plan.load_inputs(transfer=transfer) on the bundled data, fitted once per session (seconds each).
+    """planner.planning.plan.load_inputs(transfer=transfer) on the bundled data, fitted once per session (seconds each).
 
     Shared by every test that plans on the bundled data: read it, never modify it (a dataclasses.replace'd
     copy may change a table).  Another transfer mode shares the fitted curves, as load_inputs would fit them
-    (and planner.transfer_check memoises the transfer calibration on the profiles).
+    (and planner.engine.transfer_check memoises the transfer calibration on the profiles).
     """
-    from planner.plan import load_inputs
+    from planner.planning.plan import load_inputs
 
     if transfer == "auto":
         return load_inputs()

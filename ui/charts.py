@@ -20,9 +20,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from planner.costs import breakeven_updates, monthly_total_vs_updates
-from planner.curves import GroupKey, engine_label, group_key, version_order
-from planner.options import option_label, plan_option
+from planner.engine.curves import GroupKey, engine_label, group_key, version_order
+from planner.sizing.costs import breakeven_updates, monthly_total_vs_updates
+from planner.sizing.options import option_label, plan_option
 
 PROVENANCE = ("measured", "published", "predicted", "extrapolated")
 PROVENANCE_SHAPES = ("circle", "square", "diamond", "triangle-up")
@@ -613,7 +613,7 @@ FLEET_TOTAL_STEP = "fleet total"
 
 
 def hourly_gpus_table(hourly: pd.DataFrame) -> pd.DataFrame:
-    """Online GPUs by type in each UTC hour 0-23 (planner.fleet's hourly_gpus: hour, gpu, gpus), one row per
+    """Online GPUs by type in each UTC hour 0-23 (planner.planning.fleet's hourly_gpus: hour, gpu, gpus), one row per
     (hour, GPU type): a type with no row in an hour has 0 GPUs online then (the fleet runs none)."""
     if hourly.empty:
         return pd.DataFrame(columns=["hour", "gpu", "gpus"])
@@ -638,7 +638,7 @@ def hourly_gpus_chart(table: pd.DataFrame) -> alt.Chart:
 
 
 def waterfall_bars(waterfall: pd.DataFrame) -> pd.DataFrame:
-    """The bars of a $ by lever waterfall (planner.fleet.lever_waterfall's table): the first step's total
+    """The bars of a $ by lever waterfall (planner.planning.fleet.lever_waterfall's table): the first step's total
     from 0, each later step from the total before it to its own (a saving or a cost), and a last bar from 0
     to the final total (FLEET_TOTAL_STEP)."""
     rows = []

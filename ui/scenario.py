@@ -39,12 +39,12 @@ from fleetfacts.schema import (
     unescape_formula,
     validate_frame,
 )
-from planner.assumptions import Assumptions
-from planner.curves import engine_label
-from planner.exports import printable
-from planner.fleet import FleetResult, Levers, waterfall_fleets, waterfall_table
-from planner.plan import Catalog, PlanResult, make_plan, plan_coverage, plan_csv_text, validate_routes
-from planner.traffic import log_to_routes
+from planner.engine.curves import engine_label
+from planner.planning.exports import printable
+from planner.planning.fleet import FleetResult, Levers, waterfall_fleets, waterfall_table
+from planner.planning.plan import Catalog, PlanResult, make_plan, plan_coverage, plan_csv_text, validate_routes
+from planner.sizing.assumptions import Assumptions
+from planner.traffic.logs import log_to_routes
 
 SCENARIO_FORMAT = "fleetplan-scenario"
 SCENARIO_VERSION = 1
@@ -144,7 +144,7 @@ def validate_table(frame: pd.DataFrame, schema: Schema, where: str) -> pd.DataFr
 
 
 def check_routes(frame: pd.DataFrame, where: str = "routes table") -> pd.DataFrame:
-    """A routes table edited in the app: schema plus per-traffic rules (planner.plan.validate_routes),
+    """A routes table edited in the app: schema plus per-traffic rules (planner.planning.plan.validate_routes),
     errors naming the row and the route.  Raises InputError."""
     typed = validate_table(frame, ROUTES, where)
     try:
@@ -235,7 +235,7 @@ def safe_file_name(filename: str, default: str = "requests.csv") -> str:
 
 def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
                            **slos: float | None) -> tuple[pd.DataFrame, list[str]]:
-    """An uploaded request log -> (ROUTES table, summary lines), via planner.traffic.log_to_routes.
+    """An uploaded request log -> (ROUTES table, summary lines), via planner.traffic.logs.log_to_routes.
 
     The bytes are written under their own file name (the log format and the
     default route name come from it); errors name the upload, not the temp file.
@@ -457,7 +457,7 @@ def fleet_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, le
                    assumptions: Assumptions | None = None, prices: pd.DataFrame | None = None,
                    ops: pd.DataFrame | None = None, check: bool = True) -> tuple[FleetResult, pd.DataFrame]:
     """The scenario's fleet with `levers` (as `python -m planner fleet` makes it) and its $ by lever
-    (planner.fleet.waterfall_table: route by route, engineering once, each enabled lever added).
+    (planner.planning.fleet.waterfall_table: route by route, engineering once, each enabled lever added).
 
     baseline: the scenario's route-by-route plan with its simulation check (plan_scenario(..., checked=True)),
     so it is made once.  Raises InputError, or FleetInfeasibleError when no fleet serves every route.
@@ -493,8 +493,8 @@ def timed_plan(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assump
 
 def plan_csv_bytes(result: PlanResult) -> bytes:
     """The plan file exactly as `python -m planner plan --out` writes it: a plain CSV (header on line
-    1, rounded, formula-safe) that `pd.read_csv` and `planner.plan.read_plan` read as is.  Its
-    assumptions and sources travel in the workbook (`planner.exports.workbook_bytes`)."""
+    1, rounded, formula-safe) that `pd.read_csv` and `planner.planning.plan.read_plan` read as is.  Its
+    assumptions and sources travel in the workbook (`planner.planning.exports.workbook_bytes`)."""
     return plan_csv_text(result).encode("utf-8")
 
 

@@ -14,8 +14,8 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from fleetfacts.schema import escape_formula
-from planner.curves import engine_label
-from planner.exports import printable
+from planner.engine.curves import engine_label
+from planner.planning.exports import printable
 from ui.charts import recommendation_table
 
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
@@ -156,7 +156,7 @@ def styled(frame: pd.DataFrame, formats: Mapping[str, str] | None = None) -> Sty
 
     Text that would start a spreadsheet formula gets a leading apostrophe in the data itself
     (issue 14 §11): the table toolbar's "Download as CSV" exports the cell data, not what is shown.
-    Control characters (a route named with ESC or NUL) show as visible escapes (`planner.exports.printable`)."""
+    Control characters (a route named with ESC or NUL) show as visible escapes (`planner.planning.exports.printable`)."""
     formats = {k: v for k, v in (FORMATS if formats is None else formats).items() if k in frame.columns}
     safe = frame.copy()
     for column in safe.columns:
@@ -175,7 +175,7 @@ def comparison_formats(frame: pd.DataFrame) -> dict[str, str]:
             if c.endswith("$/month") or c.endswith("GPUs")}
 
 
-# Baseline difference (planner.exports.baseline_diff) under human headers.
+# Baseline difference (planner.planning.exports.baseline_diff) under human headers.
 DIFF_HEADERS = {"route": "route", "change": "change", "engine_before": "engine / GPU before",
                 "engine_now": "engine / GPU now", "gpus_before": "GPUs before", "gpus_now": "GPUs now",
                 "gpus_change": "GPUs change", "usd_per_month_before": "$/month before",
@@ -189,7 +189,7 @@ def diff_table(diff: pd.DataFrame) -> pd.DataFrame:
     return diff.rename(columns=DIFF_HEADERS)[list(DIFF_HEADERS.values())]
 
 
-# The fleet's deployments (planner.fleet FLEET rows) as the app shows them: which routes each serves first.
+# The fleet's deployments (planner.planning.fleet FLEET rows) as the app shows them: which routes each serves first.
 FLEET_HEADERS = {"deployment": "deployment", "routes": "routes (share of requests)", "kind": "kind",
                  "model": "model", "engine": "engine", "gpu": "GPU", "precision": "precision", "tp": "TP",
                  "replicas_min": "replicas (fewest)", "replicas_max": "replicas (most)",

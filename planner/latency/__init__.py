@@ -1,5 +1,6 @@
-"""Latency: the one door (`predict`, planner.latency.door) and the server calibration it rests on
-(planner.latency.server_fit: the front end and prefill scale fitted on open-loop server rows, and their check).
+"""Latency: the one door (`predict`, planner.latency.door), the server calibration it rests on
+(planner.latency.server_fit: the front end and prefill scale fitted on open-loop server rows, and their check),
+and the discrete-event simulation both run (planner.latency.simulate, imported from its module).
 """
 
 from planner.latency.door import (

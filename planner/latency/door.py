@@ -5,7 +5,7 @@ A load is one of
 - `Replay(arrival_s, input_len, output_len)`: given requests (a request log, `Replay.of_log` stretched to a rate);
 - `Closed(concurrency)`: a fixed number of requests in flight (benchmark clients), steady state.
 
-Open-loop and replayed loads run the event simulation (planner.simulate: chunked prefill, KV admission, the
+Open-loop and replayed loads run the event simulation (planner.latency.simulate: chunked prefill, KV admission, the
 fitted server front end) on one replica and report percentiles of the simulated requests; the tier says which
 (`simulated`, `replayed log`).  A closed loop is answered by the curve's analytic steady state (`analytic`):
 means, not percentiles, so its percentile fields hold the mean.  Every figure has a 90% interval: the spread
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from fleetfacts.errors import InputError
-from planner.curves import CurveLike
-from planner.routes import LengthDistribution, Route
-from planner.simulate import SimResult, simulate
-from planner.workload import Numbers, gamma
+from planner.engine.curves import CurveLike
+from planner.latency.simulate import SimResult, simulate
+from planner.traffic.routes import LengthDistribution, Route
+from planner.traffic.workload import Numbers, gamma
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 95, 99)

@@ -1,9 +1,9 @@
 """Latency under load: the OpenAI server fitted on open-loop rows, and its check (predictions: planner.latency.door).
 
-A curve (planner.curves) models the engine; the simulator (planner.simulate)
+A curve (planner.engine.curves) models the engine; the simulator (planner.latency.simulate)
 replays arrivals through it, with async scheduling where the engine does it.
 What a client of an OpenAI-compatible server sees on top is the server
-(planner.frontend): its front end's delay, and its engine's prefill speed under
+(planner.engine.frontend): its front end's delay, and its engine's prefill speed under
 serving loads.  This module:
 
 - fits a group's server on its open-loop server rows (`mode` rate), each row's
@@ -33,16 +33,16 @@ from scipy.optimize import least_squares
 
 from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PROFILE_GROUP
-from planner.curves import Curve, GroupKey, fit_group, row_caps
-from planner.fitcache import memo
-from planner.frontend import FrontEnd, StreamLoad, stream_load
+from planner.engine.curves import Curve, GroupKey, fit_group, row_caps
+from planner.engine.fitcache import memo
+from planner.engine.frontend import FrontEnd, StreamLoad, stream_load
 from planner.latency.door import pct_ms, pcts_ms
-from planner.simulate import SimResult, simulate
+from planner.latency.simulate import SimResult, simulate
 
 log = logging.getLogger(__name__)
 
 # Bounds of the front-end delay parameters (seconds): physical (non-negative), and wide enough that no fit
-# of the H200 rows sits on them.  Order as planner.frontend.PARAMS.
+# of the H200 rows sits on them.  Order as planner.engine.frontend.PARAMS.
 LOWER = (0.0, 0.0, 0.0, 0.0, 1e-4)
 UPPER = (0.2, 1e-4, 0.05, 1e-3, 1.0)
 START = (0.005, 1e-6, 0.001, 5e-5, 0.02)
@@ -104,7 +104,7 @@ class EngineRun:
         return pct_ms(np.concatenate([r.tpot_s for r in self.runs]), pct)
 
     def loads(self) -> list[StreamLoad]:
-        """What the front end met in each run (planner.frontend.stream_load)."""
+        """What the front end met in each run (planner.engine.frontend.stream_load)."""
         return [stream_load(r.arrival_s, r.arrival_s + r.ttft_s, r.arrival_s + r.e2e_s, r.output_len) for r in self.runs]
 
 
@@ -131,7 +131,7 @@ def _tpot_residuals(run: EngineRun) -> tuple[float, float]:
 
 
 def fit_prefill_scale(curve: Curve, rows: pd.DataFrame) -> float:
-    """The prefill scale (planner.frontend) whose replayed TPOT p50/p99 best match `rows`', with a prior at 1.
+    """The prefill scale (planner.engine.frontend) whose replayed TPOT p50/p99 best match `rows`', with a prior at 1.
 
     Each row is simulated at PREFILL_SCALE_GRID; its residuals are interpolated quadratically in between.
     """
@@ -192,7 +192,7 @@ def fit_front_end(runs: list[EngineRun], basis: str, prefill_scale: float = 1.0)
 
 
 def _front_end(params: np.ndarray, basis: str = "", rel_error: float = 0.0, prefill_scale: float = 1.0) -> FrontEnd:
-    """A FrontEnd from fitted delay parameters in planner.frontend.PARAMS order."""
+    """A FrontEnd from fitted delay parameters in planner.engine.frontend.PARAMS order."""
     fixed, per_prompt_token, per_request, per_output_token, service = (float(x) for x in params)
     return FrontEnd(fixed, per_prompt_token, per_request, per_output_token, service, prefill_scale, basis, rel_error)
 
@@ -209,7 +209,7 @@ def calibrate(curve: Curve, group: pd.DataFrame) -> Curve:
 
 
 def _calibrated(curve: Curve, group: pd.DataFrame) -> Curve:
-    """calibrate(), memoised on disk by the group's rows (planner.fitcache: the fit takes ~1 s a group)."""
+    """calibrate(), memoised on disk by the group's rows (planner.engine.fitcache: the fit takes ~1 s a group)."""
     if server_rows(group).empty:
         return curve
     content = group.drop(columns=["file"], errors="ignore").to_csv(index=False).encode()

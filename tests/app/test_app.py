@@ -17,7 +17,7 @@ from streamlit.proto.Metric_pb2 import Metric as MetricProto
 from streamlit.testing.v1 import AppTest
 
 from planner.cli import main as cli_main
-from planner.plan import read_plan
+from planner.planning.plan import read_plan
 from ui import tables
 from ui.scenario import scenario_from_json
 from ui.tables import DECISION_COLUMNS
@@ -507,13 +507,13 @@ def test_an_uploaded_log_that_is_not_bundled_is_named_in_a_warning(app):
 
 
 def test_a_failed_simulation_check_says_so_in_the_cards_the_caption_and_the_download(monkeypatch, downloads):
-    import planner.plan
+    import planner.planning.plan
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulator down")
 
     st.cache_data.clear()  # plans checked by earlier tests would hide the failure
-    monkeypatch.setattr(planner.plan, "_online_simulation_check", broken)
+    monkeypatch.setattr(planner.planning.plan, "_online_simulation_check", broken)
     try:
         at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
     finally:

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from fleetfacts.schema import PROFILE, validate_frame
-from planner.assumptions import Assumptions
-from planner.costs import breakeven_updates
-from planner.plan import load_inputs, load_routes, make_plan
+from planner.planning.plan import load_inputs, load_routes, make_plan
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.costs import breakeven_updates
 from tests.conftest import bundled_catalog
 from tests.planner import fakes
 from tests.planner.fakes import online_route, write_synthetic_inputs, write_tuned_profile
@@ -276,10 +276,10 @@ def test_head_to_head_predicted_baseline_compares_configs_not_overwrites():
 
 # ---------------------------------------------------------------- fleet: GPUs over the day, $ by lever
 
-# A fleet's hourly_gpus (planner.fleet): h100s all day, h200s only in hours 8-19.
+# A fleet's hourly_gpus (planner.planning.fleet): h100s all day, h200s only in hours 8-19.
 HOURLY = pd.DataFrame([(h, "h100", 4) for h in range(24)] + [(h, "h200", 2) for h in range(8, 20)],
                       columns=["hour", "gpu", "gpus"])
-# planner.fleet.lever_waterfall's table: a saving, no change, a cost, a saving.
+# planner.planning.fleet.lever_waterfall's table: a saving, no change, a cost, a saving.
 WATERFALL = pd.DataFrame({"step": ["route by route", "engineering once", "+ share", "+ mix", "+ pricing"],
                           "usd_per_month": [1000.0, 900.0, 900.0, 950.0, 700.0],
                           "change_usd_per_month": [np.nan, -100.0, 0.0, 50.0, -250.0]})

@@ -6,9 +6,9 @@ import pytest
 
 from fleetfacts.errors import FleetplanError, InputError
 from measure.engines.base import EngineError, EngineNotInstalled
-from planner.costs import CostLookupError
-from planner.curves import NoCurveError
-from planner.queueing import QueueingError
+from planner.engine.curves import NoCurveError
+from planner.sizing.costs import CostLookupError
+from planner.sizing.queueing import QueueingError
 
 
 @pytest.mark.parametrize("error, builtin", [(InputError, ValueError), (QueueingError, ValueError),

@@ -96,7 +96,7 @@ PLAN_ROUTES = ROUTES
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_routes_plan_or_fail_with_one_line(mutations):
-    from planner.plan import load_routes, make_plan
+    from planner.planning.plan import load_routes, make_plan
     _each(lambda p: make_plan(load_routes(p), catalog()), ROUTES, "routes.csv", mutations,
           beside=REPO / "examples" / "traces")
 
@@ -120,7 +120,7 @@ PROFILE = REPO / "profiles" / "measured" / "h200" / "vllm-llama-3.1-8b-bf16-tp1"
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_profiles_fit_or_fail_with_one_line(mutations):
-    from planner.curves import fit_curves, load_profiles
+    from planner.engine.curves import fit_curves, load_profiles
 
     def load(path: Path) -> None:
         fit_curves(load_profiles(path.parent))
@@ -130,7 +130,7 @@ def test_fuzzed_profiles_fit_or_fail_with_one_line(mutations):
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_plans_read_or_fail_with_one_line(mutations):
-    from planner.plan import make_plan, read_plan, write_plan
+    from planner.planning.plan import make_plan, read_plan, write_plan
     seed_dir = Path(tempfile.mkdtemp())
     try:
         seed = seed_dir / "plan.csv"
@@ -146,7 +146,7 @@ LOG = REPO / "examples" / "traces" / "azure_llm_2023_code.csv"
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_traffic_logs_read_or_fail_with_one_line(mutations):
-    from planner.traffic import log_to_routes
+    from planner.traffic.logs import log_to_routes
     short = Path(tempfile.mkdtemp())
     try:
         seed = short / "seed.csv"
@@ -163,7 +163,7 @@ JSONL_SEED = "".join(f'{{"timestamp": {1000 + i}, "route": "chat", "prompt_token
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_jsonl_logs_read_or_fail_with_one_line(mutations):
-    from planner.traffic import read_log
+    from planner.traffic.logs import read_log
     with tempfile.TemporaryDirectory() as folder:
         seed = Path(folder) / "seed.jsonl"
         seed.write_text(JSONL_SEED)

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from fleetfacts.schema import load_plan_rows, write_csv
-from planner import deploy
 from planner.cli import main
-from planner.plan import MIN_RATE_RPS
+from planner.planning import deploy
+from planner.planning.plan import MIN_RATE_RPS
 from tests.conftest import REPO, cli_fits_bundled_once
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
 
@@ -320,16 +320,16 @@ def test_predict_prints_a_missing_latency_without_a_traceback(capsys, bundled_fi
 def test_a_full_disk_during_plan_keeps_the_old_plan_and_is_one_line(synthetic, tmp_path, capsys, monkeypatch):
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     before = plan_path.read_bytes()
-    import planner.plan  # noqa: PLC0415
+    import planner.planning.plan  # noqa: PLC0415
 
-    real = planner.plan.atomic_write_bytes
+    real = planner.planning.plan.atomic_write_bytes
 
     def full_disk(path, data):
         if Path(path).suffix == ".csv":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         real(path, data)
 
-    monkeypatch.setattr(planner.plan, "atomic_write_bytes", full_disk)
+    monkeypatch.setattr(planner.planning.plan, "atomic_write_bytes", full_disk)
     capsys.readouterr()
     assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
                  *_data(synthetic)]) == 2

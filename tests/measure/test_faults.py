@@ -23,7 +23,7 @@ from measure import stub_openai
 from measure.cli import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, main
 from measure.loadgen import LoadSpec, RequestSpec, run_load_sync
 from measure.stub_openai import free_port, start_stub
-from planner.curves import load_profiles
+from planner.engine.curves import load_profiles
 
 # Output lengths of the shapes below: each point gets its own, so a fault can be aimed at one point.
 OUTPUTS = (5, 6, 7, 8, 9)

@@ -1,4 +1,4 @@
-"""Fake curves for the simulator tests, following planner.curves' step-time API.
+"""Fake curves for the simulator tests, following planner.engine.curves' step-time API.
 
 step_time_s(b, c, p, I) = t0 + a*b + k*b*c + q*p + r*p*I seconds: the same
 affine iteration model the real fitted curves use (`Curve.step_time_s`).
@@ -45,7 +45,7 @@ class CurvedStepCurve(SimCurve):
 
 @dataclass(frozen=True, eq=False)
 class MoeCurve(SimCurve):
-    """SimCurve plus routed experts read as planner.curves models them: m * (1 - (1 - k/E)^tokens)."""
+    """SimCurve plus routed experts read as planner.engine.curves models them: m * (1 - (1 - k/E)^tokens)."""
 
     m: float = 9e-3
     expert_share: float = 8 / 128

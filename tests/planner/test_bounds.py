@@ -12,8 +12,9 @@ import pytest
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import MAX_BATCH_REQUESTS, MAX_RATE_RPS
-from planner import simulate, traffic
 from planner.cli import main
+from planner.latency import simulate
+from planner.traffic import logs as traffic
 from tests.planner.sim_fakes import SimCurve
 
 HEADER = "name,model,traffic,rate_rps,num_requests,deadline_hours,input_len_mean,output_len_mean,ttft_slo_ms\n"
@@ -56,7 +57,7 @@ def test_a_batch_job_at_the_bound_simulates_in_bounded_time_and_memory():
 
 
 def test_a_plan_fleet_of_millions_of_replicas_is_simulated_on_a_subset():
-    from planner.routes import Route
+    from planner.traffic.routes import Route
     from tests.planner.test_simulate import ROUTE
     route = Route.from_row({**ROUTE, "model": "m", "traffic": "online", "rate_rps": 1e6})
     result, source = simulate.check_fleet(route, SimCurve(), 5_000_000)
@@ -79,7 +80,7 @@ def test_a_jsonl_line_nested_100k_deep_is_skipped_with_its_line(tmp_path):
 
 def test_a_plan_with_a_billion_replicas_is_refused_on_read(tmp_path):
     from fleetfacts.schema import MAX_REPLICAS
-    from planner.plan import read_plan
+    from planner.planning.plan import read_plan
     plan = tmp_path / "plan.csv"
     plan.write_text('# fleetplan-assumptions: {}\nroute,traffic,status,replicas\nr,online,ok,1000000000\n')
     with pytest.raises(InputError, match=rf"line 3, column .replicas.: expected a value <= {MAX_REPLICAS:g}".replace("+", r"\+")):

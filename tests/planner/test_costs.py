@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetfacts.schema import ENGINE_OPS, PRICES, validate_frame
-from planner import costs
-from planner.costs import CostLookupError, EngineOps, OpsBook, PriceBook
+from planner.sizing import costs
+from planner.sizing.costs import CostLookupError, EngineOps, OpsBook, PriceBook
 
 
 def prices() -> pd.DataFrame:
@@ -58,7 +58,7 @@ def test_engine_ops_by_pep440_specifier(version, hours):
 
 def test_bundled_engine_ops_cover_released_and_prerelease_versions():
     from fleetfacts.schema import load_table
-    from planner.plan import BUNDLED_OPS
+    from planner.planning.plan import BUNDLED_OPS
 
     if not BUNDLED_OPS.exists():
         pytest.skip("bundled engine_ops.csv not in this checkout")

@@ -11,8 +11,8 @@ import pytest
 from numpy.testing import assert_allclose
 
 from fleetfacts.schema import PROFILE, validate_frame
-from planner import curves
-from planner.curves import Caps, GroupKey, NoCurveError, find_curve, fit_curves, leave_one_out
+from planner.engine import curves
+from planner.engine.curves import Caps, GroupKey, NoCurveError, find_curve, fit_curves, leave_one_out
 from tests.planner.fakes import TUNED_SPEEDUP, FakeCurve, fake_curves, key, synthetic_profile_rows, write_tuned_profile
 
 TRUE_THETA = np.array([6.5e-3, 4.0e-5, 1.5e-8, 6.0e-6, 1.0e-10, 2.0e-4, 2.0e-5, 0.0])  # t0, a, k, q, r, h, g, m (dense)

@@ -12,8 +12,8 @@ import yaml
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import load_plan_rows
-from planner import deploy
 from planner.cli import main
+from planner.planning import deploy
 from tests.conftest import cli_fits_bundled_once
 
 ROOT = Path(__file__).resolve().parents[2]

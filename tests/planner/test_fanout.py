@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from planner.cli import main
-from planner.fanout import ProcessMap, RayMap, chunk_size, route_map
-from planner.plan import load_routes, make_plan
+from planner.planning.fanout import ProcessMap, RayMap, chunk_size, route_map
+from planner.planning.plan import load_routes, make_plan
 from tests.conftest import bundled_catalog
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"

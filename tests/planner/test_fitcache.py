@@ -9,8 +9,8 @@ import json
 import pytest
 
 from fleetfacts.schema import PROFILE_GROUP
-from planner import fitcache
-from planner.curves import fit_curves, load_profiles
+from planner.engine import fitcache
+from planner.engine.curves import fit_curves, load_profiles
 from planner.latency import server_fit
 
 GROUP = "vllm-llama-3.1-8b-bf16-tp1-server-openloop"
@@ -75,7 +75,7 @@ def test_validated_profiles_are_read_back_and_a_changed_or_corrupt_file_is_valid
     first = load_profiles(folder)
     (entry,) = (tmp_path / "cache" / "profiles").glob("*.pkl")
     with monkeypatch.context() as patched:
-        patched.setattr("planner.curves.load_tables", lambda *a: pytest.fail("validated again instead of read back"))
+        patched.setattr("planner.engine.curves.load_tables", lambda *a: pytest.fail("validated again instead of read back"))
         assert load_profiles(folder).equals(first)
     entry.write_bytes(b"not a pickle")
     assert load_profiles(folder).equals(first)

@@ -1,4 +1,4 @@
-"""planner.fleet: the cheapest fleet over all routes, checked by simulation, never dearer than the
+"""planner.planning.fleet: the cheapest fleet over all routes, checked by simulation, never dearer than the
 route-by-route plan; `python -m planner fleet` end to end."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import FLEET
-from planner.assumptions import Assumptions
 from planner.cli import main
-from planner.fleet import ALL_LEVERS, NO_LEVERS, FleetInfeasibleError, Levers, Tier, make_fleet, route_units
-from planner.plan import load_routes, make_plan
-from planner.routes import Route, Slo
+from planner.planning.fleet import ALL_LEVERS, NO_LEVERS, FleetInfeasibleError, Levers, Tier, make_fleet, route_units
+from planner.planning.plan import load_routes, make_plan
+from planner.sizing.assumptions import Assumptions
+from planner.traffic.routes import Route, Slo
 from tests.conftest import bundled_catalog
 
 pytestmark = pytest.mark.slow

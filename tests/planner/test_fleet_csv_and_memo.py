@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from fleetfacts.schema import unescape_formula
-from planner import fleet_check
-from planner.assumptions import Assumptions
-from planner.fleet import NO_LEVERS, fleet_csv_text, make_fleet
-from planner.fleet_check import Stream, attainment
-from planner.plan import load_inputs, validate_routes
-from planner.routes import Route
+from planner.planning import fleet_check
+from planner.planning.fleet import NO_LEVERS, fleet_csv_text, make_fleet
+from planner.planning.fleet_check import Stream, attainment
+from planner.planning.plan import load_inputs, validate_routes
+from planner.sizing.assumptions import Assumptions
+from planner.traffic.routes import Route
 from tests.planner.fakes import online_route, write_synthetic_inputs
 from tests.planner.sim_fakes import SimCurve
 

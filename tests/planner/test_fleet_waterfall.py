@@ -1,4 +1,4 @@
-"""$ by lever (planner.fleet.lever_waterfall): route by route, engineering once, then each enabled lever
+"""$ by lever (planner.planning.fleet.lever_waterfall): route by route, engineering once, then each enabled lever
 added in order, every step a make_fleet total on one route-by-route plan."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from planner import fleet
-from planner.assumptions import Assumptions
-from planner.fleet import (
+from planner.planning import fleet
+from planner.planning.fleet import (
     ALL_LEVERS,
     NO_LEVERS,
     WATERFALL_COLUMNS,
@@ -17,7 +16,8 @@ from planner.fleet import (
     lever_waterfall,
     make_fleet,
 )
-from planner.plan import load_routes, make_plan
+from planner.planning.plan import load_routes, make_plan
+from planner.sizing.assumptions import Assumptions
 from tests.conftest import REPO, bundled_catalog
 
 # Dollars: totals are rounded to cents, so two totals of one fleet agree to within a cent.

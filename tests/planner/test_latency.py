@@ -13,14 +13,14 @@ import pytest
 
 from fleetfacts.arrivals import arrival_times
 from planner import latency
-from planner.assumptions import Assumptions
 from planner.cli import main as cli_main
-from planner.curves import GroupKey, fit_group
-from planner.frontend import BACKLOG_BIN_S, LOAD_WINDOW_S, FrontEnd, StreamLoad, stream_load
+from planner.engine.curves import GroupKey, fit_group
+from planner.engine.frontend import BACKLOG_BIN_S, LOAD_WINDOW_S, FrontEnd, StreamLoad, stream_load
 from planner.latency import server_fit
-from planner.plan import load_inputs, make_plan, read_plan
-from planner.routes import LengthDistribution
-from planner.simulate import simulate
+from planner.latency.simulate import simulate
+from planner.planning.plan import load_inputs, make_plan, read_plan
+from planner.sizing.assumptions import Assumptions
+from planner.traffic.routes import LengthDistribution
 from tests.planner.fakes import online_route, synthetic_profile_rows, write_synthetic_inputs
 from tests.planner.sim_fakes import SimCurve
 from tests.planner.test_cli import invoke
@@ -41,7 +41,7 @@ class AsyncCurve(SimCurve):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ServedCurve(SimCurve):
-    """A fake curve served through an OpenAI server (planner.frontend)."""
+    """A fake curve served through an OpenAI server (planner.engine.frontend)."""
 
     front_end: FrontEnd | None = None
 
@@ -319,7 +319,7 @@ def test_a_cheaper_runner_up_with_unverified_latency_is_worded_as_such_not_as_ne
 
 def test_noise_comes_from_repeated_points():
     """Issue 13 s.5: intervals cover run-to-run spread measured by repeats, not a fixed 2%."""
-    from planner.curves import NOISE_FLOOR, repeat_noise
+    from planner.engine.curves import NOISE_FLOOR, repeat_noise
 
     base = {"mode": "rate", "input_len": 256, "output_len": 256, "batch_size": None, "concurrency": None,
             "request_rate": 24.0}

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 
 from fleetfacts.errors import InputError
-from planner import sizing
-from planner.assumptions import Assumptions
 from planner.cli import main
 from planner.latency import TIER_ANALYTIC, TIER_REPLAYED, TIER_SIMULATED, Closed, Lengths, OpenLoop, Replay, predict
-from planner.plan import make_plan, validate_routes
-from planner.routes import Route
-from planner.workload import route_log_requests
+from planner.planning.plan import make_plan, validate_routes
+from planner.sizing import sizing
+from planner.sizing.assumptions import Assumptions
+from planner.traffic.routes import Route
+from planner.traffic.workload import route_log_requests
 from tests.conftest import bundled_catalog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,10 +15,7 @@ from hypothesis import strategies as st
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PLAN, validate_frame
-from planner import costs
-from planner.assumptions import Assumptions
-from planner.options import plan_option
-from planner.plan import (
+from planner.planning.plan import (
     PLAN_DECIMALS,
     Catalog,
     load_inputs,
@@ -31,6 +28,9 @@ from planner.plan import (
     validate_routes,
     write_plan,
 )
+from planner.sizing import costs
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.options import plan_option
 from tests.conftest import bundled_catalog
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 
@@ -341,7 +341,7 @@ def test_make_plan_accepts_the_typed_frame_from_load_routes(tmp_path, inputs):
 
 
 def test_a_curve_that_cannot_predict_is_an_infeasible_option(inputs):
-    from planner.curves import NoCurveError
+    from planner.engine.curves import NoCurveError
     from tests.planner.fakes import FakeCurve, key
 
     class Refusing(FakeCurve):
@@ -384,7 +384,7 @@ def test_the_plan_says_which_settings_its_recommendation_assumes(tuned_inputs, t
 
 
 def test_simulating_a_plan_uses_the_curve_of_its_config(tuned_inputs):
-    from planner.plan_check import simulate_plan
+    from planner.planning.plan_check import simulate_plan
 
     route = routes(online_route(rate_rps=40, **VLLM_H100))
     plan = make_plan(route, tuned_inputs).plan
@@ -415,7 +415,7 @@ def _long_route(name: str, input_len: float) -> dict:
 
 
 def test_a_long_context_route_inside_the_window_gets_a_bounded_extrapolated_prediction():
-    from planner.curves import MAX_INTERVAL_FACTOR
+    from planner.engine.curves import MAX_INTERVAL_FACTOR
     plan = make_plan(pd.DataFrame([_long_route("long", 64000.0)]), bundled_catalog()).plan.iloc[0]
     assert plan.status == "ok" and plan.provenance == "extrapolated"
     low, high = plan.replica_output_tok_per_s_low, plan.replica_output_tok_per_s_high

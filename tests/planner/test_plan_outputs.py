@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from planner.assumptions import Assumptions
-from planner.curves import leave_one_out
-from planner.exports import FLEET, baseline_diff, plan_totals_table
-from planner.plan import breakeven, is_prerelease, load_routes, make_plan, plan_coverage, plan_ranges
+from planner.engine.curves import leave_one_out
+from planner.planning.exports import FLEET, baseline_diff, plan_totals_table
+from planner.planning.plan import breakeven, is_prerelease, load_routes, make_plan, plan_coverage, plan_ranges
+from planner.sizing.assumptions import Assumptions
 from tests.conftest import REPO, bundled_catalog
 
 EXAMPLE = REPO / "examples" / "routes.csv"

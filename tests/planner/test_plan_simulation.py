@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from planner import simulate
-from planner.assumptions import Assumptions
 from planner.cli import main
-from planner.options import evaluate_option
-from planner.plan import load_routes, make_plan, validate_routes
-from planner.routes import Route
-from planner.workload import SIM_SERVICE_TIMES
+from planner.latency import simulate
+from planner.planning.plan import load_routes, make_plan, validate_routes
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.options import evaluate_option
+from planner.traffic.routes import Route
+from planner.traffic.workload import SIM_SERVICE_TIMES
 from tests.conftest import bundled_catalog
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import queueing
-from planner.queueing import QueueingError
+from planner.sizing import queueing
+from planner.sizing.queueing import QueueingError
 
 
 def test_load_bound():

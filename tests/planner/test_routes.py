@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from planner.routes import LengthDistribution
+from planner.traffic.routes import LengthDistribution
 
 SIM_ROUTE = {"name": "chat", "rate_rps": 20.0, "peak_to_mean": 1.0, "arrival_cv": 1.0, "input_len_mean": 800.0,
              "input_len_p50": 600.0, "input_len_p95": 2000.0, "input_len_p99": 3000.0, "output_len_mean": 150.0,

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from fleetfacts.errors import InputError
-from planner import simulate as sim
-from planner.routes import Route, Slo
-from planner.workload import gamma, poisson
+from planner.latency import simulate as sim
+from planner.traffic.routes import Route, Slo
+from planner.traffic.workload import gamma, poisson
 from tests.planner.sim_fakes import CurvedStepCurve, MoeCurve, SimCurve
 
 ROUTE = {"name": "chat", "rate_rps": 20.0, "peak_to_mean": 1.0, "arrival_cv": 1.0, "input_len_mean": 800.0,
@@ -200,7 +200,7 @@ def test_batch_makespan_and_cheapest_fleet():
 
 def test_real_fitted_curve_single_request_latency():
     """Integration: a curve fitted to the bundled measured profiles drives the simulator."""
-    from planner.curves import find_curve, fit_curves, load_profiles
+    from planner.engine.curves import find_curve, fit_curves, load_profiles
 
     curves = fit_curves(load_profiles())
     curve = find_curve(curves, "vllm", "h200", "llama-3.1-8b", "bf16", 1)

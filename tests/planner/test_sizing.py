@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import sizing
-from planner.routes import LengthDistribution, Route, Slo
-from planner.sizing import Policy, size_batch, size_online
+from planner.sizing import sizing
+from planner.sizing.sizing import Policy, size_batch, size_online
+from planner.traffic.routes import LengthDistribution, Route, Slo
 from tests.planner.fakes import FakeCurve, key
 
 CURVE = FakeCurve(key())

@@ -11,9 +11,10 @@ import pytest
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import ROUTES, write_table
-from planner import traffic, workload
 from planner.cli import main
-from planner.plan import load_routes
+from planner.planning.plan import load_routes
+from planner.traffic import logs as traffic
+from planner.traffic import workload
 from tests.conftest import REPO
 
 AZURE = REPO / "examples" / "traces" / "azure_llm_2023_code.csv"
@@ -196,7 +197,7 @@ def test_cli_simulate_replays_the_trace_on_a_plan(tmp_path, capsys, bundled_fitt
 # ---------------------------------------------------------------- issue 14 items 3 and 4
 
 def test_a_row_with_a_huge_token_count_is_skipped_with_its_line_not_overflowed(tmp_path):
-    from planner.traffic import read_log
+    from planner.traffic.logs import read_log
     log = tmp_path / "huge.csv"
     log.write_text("timestamp,prompt_tokens,completion_tokens\n"
                    + "".join(f"{1000 + i},{500},{50}\n" for i in range(5))
@@ -209,7 +210,7 @@ def test_a_row_with_a_huge_token_count_is_skipped_with_its_line_not_overflowed(t
 
 
 def test_log_errors_name_the_physical_line_across_blank_lines_and_quoted_newlines(tmp_path):
-    from planner.traffic import read_log
+    from planner.traffic.logs import read_log
     log = tmp_path / "quoted.csv"
     log.write_text('timestamp,prompt_tokens,completion_tokens,route\n\n1000,10,5,"chat\nbot"\n\n'
                    "1001,10,5,chat\n1002,ten,5,chat\n1003,10,5,chat\n1004,10,5,chat\n")
@@ -218,7 +219,7 @@ def test_log_errors_name_the_physical_line_across_blank_lines_and_quoted_newline
 
 
 def test_routes_errors_name_the_physical_line_after_comments_blank_lines_and_quoted_newlines(tmp_path):
-    from planner.plan import load_routes
+    from planner.planning.plan import load_routes
     routes = tmp_path / "routes.csv"
     routes.write_text("# our routes\n# second comment\n\n"
                       "name,model,traffic,rate_rps,input_len_mean,output_len_mean,ttft_slo_ms,notes\n"

@@ -1,4 +1,4 @@
-"""planner.transfer / transfer_check: the physics, the calibration, transferred curves and their validation."""
+"""planner.engine.transfer / transfer_check: the physics, the calibration, transferred curves and their validation."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from fleetfacts.specs import bundled_gpu_specs, bundled_model_specs
-from planner import transfer as T
-from planner import transfer_check as C
-from planner.curves import Caps, NoCurveError, Observation, Range, load_profiles, offline_features
+from planner.engine import transfer as T
+from planner.engine import transfer_check as C
+from planner.engine.curves import Caps, NoCurveError, Observation, Range, load_profiles, offline_features
 
 GPUS, MODELS = bundled_gpu_specs(), bundled_model_specs()
 
@@ -378,7 +378,7 @@ def test_validate_transfer_prints_every_experiment(capsys):
 
 
 def test_plan_offers_transferred_options_only_where_no_profile_covers_them():
-    from planner.plan import make_plan
+    from planner.planning.plan import make_plan
     from tests.conftest import bundled_catalog
     from tests.planner.fakes import online_route
     routes = pd.DataFrame([online_route("new", model="qwen2.5-14b"), online_route("known", model="llama-3.1-8b")])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fleetfacts.errors import InputError
-from planner import workload
+from planner.traffic import workload
 
 N = 200_000
 

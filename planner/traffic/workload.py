@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from planner.routes import Route
-from planner.traffic import read_log
+from planner.traffic.logs import read_log
+from planner.traffic.routes import Route
 
 HOURS_PER_DAY = 24
 SECONDS_PER_HOUR = 3600.0
@@ -92,7 +92,7 @@ def diurnal(rate_rps: float, multipliers: Sequence[float], duration_s: float, se
             start_hour: float = 0.0) -> np.ndarray:
     """Arrivals over `duration_s` seconds at rate_rps * multipliers[hour of day] (thinning).
 
-    multipliers: 24 numbers (hour 0..23), used as given (planner.traffic
+    multipliers: 24 numbers (hour 0..23), used as given (planner.traffic.logs
     derives them normalised to mean 1, so rate_rps is then the daily mean).
     start_hour: hour of day at t = 0 (may be fractional).
     """
@@ -135,7 +135,7 @@ def rate_and_cv(times: np.ndarray) -> tuple[float, float]:
 
 # ---------------------------------------------------------------- requests
 
-# Synthetic requests of a fixed-count simulation (planner.plan_check, tests): p99 rests on ~100 requests.
+# Synthetic requests of a fixed-count simulation (planner.planning.plan_check, tests): p99 rests on ~100 requests.
 DEFAULT_SIM_REQUESTS = 10_000
 
 # The sizing check simulates a horizon, not a request count (docs/planning.md, "Simulation check"):
@@ -152,7 +152,7 @@ SIM_MAX_REPLICAS = 16
 # Requests per simulation at most (~1 s each with the affine step model): the subset shrinks to fit.
 SIM_MAX_REQUESTS = 200_000
 # Requests sampled for a batch job's simulation at most: ~1,250 per simulated replica, several waves of
-# a full batch; a larger job's makespan is scaled from it (planner.simulate.batch_makespan).
+# a full batch; a larger job's makespan is scaled from it (planner.latency.simulate.batch_makespan).
 SIM_BATCH_SAMPLE = 20_000
 
 
@@ -213,7 +213,7 @@ def route_log_requests(route: Route) -> tuple[np.ndarray, tuple[np.ndarray, np.n
 
 def replay_requests(path: str | Path, routes: pd.DataFrame, fmt: str | None = None, route: str | None = None
                     ) -> dict[str, Requests]:
-    """Requests of a log, per route name of `routes`, for planner.simulate (replay).
+    """Requests of a log, per route name of `routes`, for planner.latency.simulate (replay).
 
     A log without a route column feeds `route`, or the only online route.
     Raises InputError when a log route matches no route of `routes`.

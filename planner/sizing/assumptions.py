@@ -1,7 +1,7 @@
 """Everything a plan assumes that is not in a data file (hours per month, engineering rate, policy, ...).
 
 `Assumptions` travels with the plan: written beside a plan file (plan.assumptions.json) by
-planner.plan.write_plan and read back by read_plan.
+planner.planning.plan.write_plan and read back by read_plan.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PRICES
-from planner import sizing
+from planner.sizing import sizing
 
 BATCH_BILLING = ("per-use", "always-on")
 PRICING_TYPES = PRICES.column("pricing_type").choices

@@ -1,6 +1,6 @@
 """Transfer: curves for a (model, GPU, precision, TP) nobody profiled, from architecture and datasheet.
 
-Every parameter of the iteration-time model (planner.curves: t = t0 + a*b + k*b*c + q*p + r*p*I,
+Every parameter of the iteration-time model (planner.engine.curves: t = t0 + a*b + k*b*c + q*p + r*p*I,
 h per request, g per sequence beyond the CUDA-graph batch) is written as physical quantities
 times engine-specific coefficients c (seconds per unit of each quantity):
 
@@ -16,7 +16,7 @@ times engine-specific coefficients c (seconds per unit of each quantity):
 W_read: weight bytes streamed per decode step, each part at the precision it is stored in (a
 quantised checkpoint keeps its LM head and embeddings in 16 bits; a natively MXFP4 checkpoint such as
 gpt-oss stores only its experts in 4 bits).  W_experts: the routed experts' share of it (0 for a dense
-model); a step reads them in proportion to the experts its tokens touch (planner.curves, m), with the
+model); a step reads them in proportion to the experts its tokens touch (planner.engine.curves, m), with the
 same bandwidth efficiency as every other weight: no coefficient of its own.  G_decode: seconds of GEMM FLOPs per decoded token at the
 datasheet dense peak of the precision each part is computed in (the LM head in 16 bits; MXFP4 experts
 with 16-bit activations on GPUs without FP4 tensor cores, 8-bit on Blackwell); G_prefill the same
@@ -45,11 +45,11 @@ budget from the memory the KV cache gets at that ISL/OSL (`trtllm_bench_caps`), 
 row ran at, and how its per-step costs amortise, follow from the facts too.  Rows that give no
 request count are maximum-throughput figures: modelled as many full waves.
 
-`transferred_curve` then builds an ordinary planner.curves.Curve for the new target: caps from
+`transferred_curve` then builds an ordinary planner.engine.curves.Curve for the new target: caps from
 the engine's memory rules (KV capacity from memory left after the weights), theta = P(target) c_g,
 provenance "transferred", and an interval widened by the transfer error that `validate_transfer`
 measures (leave-one-model/GPU/TP/precision-out).  A measured or published curve of the same
-option always wins (planner.plan).
+option always wins (planner.planning.plan).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ from fleetfacts.specs import (
     bytes_per_value,
     kv_bytes_per_token,
 )
-from planner.curves import (
+from planner.engine.curves import (
     DEFAULT_CUDA_GRAPH_MAX_BATCH,
     DEFAULT_MAX_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
@@ -811,7 +811,7 @@ def transferred_curve(calibration: Calibration, target: Target, transfer_error: 
     points = pd.DataFrame(columns=["mode", "input_len", "output_len", "batch_size", "concurrency",
                                    "output_tok_per_s", "provenance"])
     # has_latency False: TTFT does not transfer well (validate --transfer), so a transferred option's latency
-    # basis is "unverified" and ranks behind measured latency on online routes (planner.plan).
+    # basis is "unverified" and ranks behind measured latency on online routes (planner.planning.plan).
     return Curve(key, transfer_caps(calibration, target), fit, PROVENANCE, False, calibration.covered, points, note)
 
 

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from fleetfacts.errors import InputError
-from planner import queueing
-from planner.curves import CurveLike
+from planner.engine.curves import CurveLike
 from planner.latency import PERCENTILES, LatencyReport, Lengths, OpenLoop, Replay, predict
-from planner.routes import Route
-from planner.simulate import bisect_replicas
+from planner.latency.simulate import bisect_replicas
+from planner.sizing import queueing
+from planner.traffic.routes import Route
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ PROVENANCE_ORDER = ("measured", "published", "predicted", "extrapolated", "trans
 
 @dataclass(frozen=True)
 class Policy:
-    """Sizing assumptions (set from planner.assumptions.Assumptions).
+    """Sizing assumptions (set from planner.sizing.assumptions.Assumptions).
 
     utilisation_cap: highest peak utilisation allowed; batch_efficiency: share of
     a batch job's wall time spent at predicted throughput.

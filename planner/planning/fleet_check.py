@@ -8,7 +8,7 @@ warm-up); `smallest_fleet` searches the fewest replicas at which every route mee
 Traffic: a route with a request log (its `log` column) replays it, as the route-by-route check does,
 its arrivals compressed to the given rate; any other route draws arrivals at the given rate with its
 arrival CV (a gamma renewal process) and lengths from its distributions.  A stream keeps the requests
-whose lengths fall in its bucket.  Like planner.workload.SteadyTraffic, a large deployment is represented by
+whose lengths fall in its bucket.  Like planner.traffic.workload.SteadyTraffic, a large deployment is represented by
 k = min(R, SIM_MAX_REPLICAS) replicas fed a random k/R share of every stream.
 """
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner import simulate
-from planner.curves import CurveLike
-from planner.routes import Route
-from planner.workload import (
+from planner.engine.curves import CurveLike
+from planner.latency import simulate
+from planner.traffic.routes import Route
+from planner.traffic.workload import (
     SIM_MAX_REPLICAS,
     SIM_MAX_REQUESTS,
     SIM_MIN_MEASURED,

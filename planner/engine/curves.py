@@ -63,12 +63,12 @@ from fleetfacts.specs import (
     load_model_specs,
     weight_bytes,
 )
-from planner.fitcache import memo_frame
-from planner.frontend import FrontEnd
+from planner.engine.fitcache import memo_frame
+from planner.engine.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
-BUNDLED_PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+BUNDLED_PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
 PARAM_NAMES = ("t0", "a", "k", "q", "r", "h", "g", "m")
 N_PARAMS = len(PARAM_NAMES)
 
@@ -121,7 +121,7 @@ class NoCurveError(FleetplanError, LookupError):
 
 
 class CurveLike(Protocol):
-    """What sizing (planner.sizing) and simulation (planner.simulate) need of a Curve; tests use fakes."""
+    """What sizing (planner.sizing.sizing) and simulation (planner.latency.simulate) need of a Curve; tests use fakes."""
 
     def __hash__(self) -> int: ...  # predictions and step models are memoised per curve
 
@@ -183,7 +183,7 @@ class Prediction:
     (about a 90% interval).  Latencies are means in ms.  provenance is
     "measured" or "published" (a point at exactly this shape), "predicted"
     (inside the range the group covers), "extrapolated" (outside it, with
-    a widened interval) or "transferred" (a curve built by planner.transfer
+    a widened interval) or "transferred" (a curve built by planner.engine.transfer
     for an unprofiled option; `extrapolated` still says whether the shape
     lies outside the range its calibration covers).
     """
@@ -615,7 +615,7 @@ class Curve:
 
     @property
     def async_scheduling(self) -> bool:
-        """Whether the engine schedules each iteration while the previous one runs (planner.simulate)."""
+        """Whether the engine schedules each iteration while the previous one runs (planner.latency.simulate)."""
         return uses_async_scheduling(self.key.engine, self.key.engine_version)
 
     @property
@@ -748,7 +748,7 @@ class Curve:
         return _replace_with_point(pred, exact, self.fit.sigma) if exact is not None else pred
 
     def _label(self, extrapolated: bool) -> str:
-        """A prediction's provenance: "transferred" for a transferred curve (planner.transfer), else
+        """A prediction's provenance: "transferred" for a transferred curve (planner.engine.transfer), else
         "extrapolated" outside the covered range and "predicted" inside it."""
         if self.source_provenance == "transferred":
             return "transferred"

@@ -1,8 +1,8 @@
 """The cheapest fleet for all routes together: shared deployments, GPU mix, hourly scaling, pricing mix.
 
 `make_fleet(routes, catalog, assumptions, levers)` solves one mixed-integer program over every route
-(scipy.optimize.milp, HiGHS), checks the fleet it chose by simulation (planner.fleet_check), and sets
-it beside the route-by-route plan (planner.plan) on the same inputs.  That plan is one of the
+(scipy.optimize.milp, HiGHS), checks the fleet it chose by simulation (planner.planning.fleet_check), and sets
+it beside the route-by-route plan (planner.planning.plan) on the same inputs.  That plan is one of the
 program's solutions (every route kept on its own checked option), so the fleet is never dearer.
 
 The program (docs/fleet.md):
@@ -37,14 +37,15 @@ from scipy.sparse import coo_matrix
 
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import FLEET, escape_formula, validate_frame
-from planner import costs, fleet_check, sizing
-from planner.assumptions import Assumptions
-from planner.curves import Curve
-from planner.fleet_check import Bucket, Stream
-from planner.options import plan_option
-from planner.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
-from planner.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
-from planner.traffic import diurnal_profile, read_log
+from planner.engine.curves import Curve
+from planner.planning import fleet_check
+from planner.planning.fleet_check import Bucket, Stream
+from planner.planning.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
+from planner.sizing import costs, sizing
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.options import plan_option
+from planner.traffic.logs import diurnal_profile, read_log
+from planner.traffic.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
 
 log = logging.getLogger(__name__)
 

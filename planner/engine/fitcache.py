@@ -24,7 +24,7 @@ import pandas as pd
 
 CACHE_DIR_ENV = "FLEETPLAN_CACHE_DIR"
 NO_CACHE_ENV = "FLEETPLAN_NO_CACHE"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository root (this is planner/engine/fitcache.py)
 CODE_PACKAGES = ("planner", "fleetfacts")
 
 

@@ -1,7 +1,7 @@
 """The utilisation floor of an online fleet: the fewest replicas that carry a rate under a cap.
 
 Latency is not computed here: a replica count is sized on the latency door (planner.latency,
-planner.sizing); this only bounds the search from below.  (Until 2026-12-03 this module held a G/G/c
+planner.sizing.sizing); this only bounds the search from below.  (Until 2026-12-03 this module held a G/G/c
 queue, Allen-Cunneen waits on Erlang C, that sized replicas on a closed-loop operating point: the plan
 now sizes on the open-loop simulation, whose latency is what a deployment measures.)
 """

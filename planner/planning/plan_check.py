@@ -3,7 +3,7 @@
 `simulate_plan(routes, plan, curves)` -> one RouteSimulation per planned route
 (online: SLO attainment and latency percentiles; batch: makespan against the
 deadline); `format_simulations` turns them into text.  The simulator itself
-is planner.simulate; `python -m planner simulate` is the command.
+is planner.latency.simulate; `python -m planner simulate` is the command.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from planner.curves import Curve, CurveLike, GroupKey, find_curve
-from planner.options import plan_option
-from planner.routes import Route
-from planner.simulate import METRICS, PERCENTILES, SimResult, batch_makespan, check_fleet, simulate_requests
-from planner.workload import (
+from planner.engine.curves import Curve, CurveLike, GroupKey, find_curve
+from planner.latency.simulate import METRICS, PERCENTILES, SimResult, batch_makespan, check_fleet, simulate_requests
+from planner.sizing.options import plan_option
+from planner.traffic.routes import Route
+from planner.traffic.workload import (
     DEFAULT_SIM_REQUESTS,
     SIM_BATCH_SAMPLE,
     SIM_MAX_REPLICAS,
@@ -64,10 +64,10 @@ def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKe
     """Simulate every planned (status ok) route of `plan` on the fleet it names.
 
     routes: the ROUTES frame the plan was made from; curves: fitted curves
-    (planner.plan.load_catalog().curves); requests_by_route: replayed requests
-    per route name (planner.traffic), others get synthetic ones: n_requests of
+    (planner.planning.plan.load_catalog().curves); requests_by_route: replayed requests
+    per route name (planner.traffic.logs), others get synthetic ones: n_requests of
     them, or (None) a steady-state horizon on at most SIM_MAX_REPLICAS replicas
-    with their share of the traffic (planner.workload.SteadyTraffic).  Raises
+    with their share of the traffic (planner.traffic.workload.SteadyTraffic).  Raises
     InputError for a plan route missing from `routes`, NoCurveError when its
     curve is not fitted.
     """

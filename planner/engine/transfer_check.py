@@ -12,7 +12,7 @@ tokens/s (and of mean TPOT / TTFT where the target measured latency):
 - precision: vLLM FP8 from BF16 only.
 
 `published_fits` compares the leave-one-point-out error of the published-table fits before
-(planner.curves: each table alone) and after anchoring on the pooled calibration (the transferred
+(planner.engine.curves: each table alone) and after anchoring on the pooled calibration (the transferred
 curve, calibrated without the group, times one speed factor fitted to the group's other points).
 """
 
@@ -27,8 +27,8 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from fleetfacts.specs import GpuSpec, ModelSpec, bundled_model_specs, kv_bytes_per_token, weight_bytes
-from planner.curves import Curve, NoCurveError, leave_one_out, version_order
-from planner.transfer import (
+from planner.engine.curves import Curve, NoCurveError, leave_one_out, version_order
+from planner.engine.transfer import (
     UNSEEN_ARCHITECTURE,
     Calibration,
     GroupData,

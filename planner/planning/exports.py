@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 
 from fleetfacts.schema import escape_formula
-from planner.curves import engine_label
-from planner.plan import PlanResult, assumptions_document, plan_coverage, rounded_plan
+from planner.engine.curves import engine_label
+from planner.planning.plan import PlanResult, assumptions_document, plan_coverage, rounded_plan
 
 TOTAL_COLUMNS = ("route", "status", "gpus", "gpus_low", "gpus_high", "gpu_usd_per_month", "eng_usd_per_month",
                  "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")

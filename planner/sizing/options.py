@@ -2,8 +2,8 @@
 
 - naming: `option_name` (engine/version/gpu/precision/tpN[/config]), `option_label`
   (of a curve's GroupKey) and `plan_option` (of a PLAN row);
-- construction: `evaluate_option` sizes a curve for a route (planner.sizing),
-  prices it (planner.costs) and says why it is infeasible, if it is;
+- construction: `evaluate_option` sizes a curve for a route (planner.sizing.sizing),
+  prices it (planner.sizing.costs) and says why it is infeasible, if it is;
   `Option.resized` re-prices it for a fleet found by simulation;
 - `Option.to_row()`: the option as a row of the options table (OPTION_COLUMNS).
 """
@@ -17,12 +17,12 @@ from typing import Any
 
 from fleetfacts.schema import DEFAULT_CONFIG
 from fleetfacts.specs import context_window
-from planner import costs, sizing
-from planner.assumptions import Assumptions
-from planner.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
+from planner.engine.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
 from planner.latency import TIER_ANALYTIC, latency_basis
-from planner.queueing import QueueingError
-from planner.routes import Route
+from planner.sizing import costs, sizing
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.queueing import QueueingError
+from planner.traffic.routes import Route
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -122,7 +122,7 @@ class Option:
 
     @property
     def latency_basis(self) -> str:
-        """measured, transferred or unverified (planner.curves.Curve.latency_basis)."""
+        """measured, transferred or unverified (planner.engine.curves.Curve.latency_basis)."""
         return latency_basis(self.curve)
 
     @property
@@ -237,7 +237,7 @@ def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops
 
 def option_cost(route: Route, s: sizing.Sizing, tp: int, price: costs.Price, ops: costs.EngineOps,
                 a: Assumptions) -> OptionCost:
-    """GPU and engineering cost per month of a sized option (see planner.costs)."""
+    """GPU and engineering cost per month of a sized option (see planner.sizing.costs)."""
     gpu_usd = _gpu_cost(route, s, tp, price.usd_per_gpu_hour, a)
     eng = costs.engineering_cost(route.updates_per_month, ops, a.engineer_usd_per_hour, price.usd_per_gpu_hour,
                                  a.adoption_amortise_months)

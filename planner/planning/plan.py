@@ -48,21 +48,21 @@ from fleetfacts.schema import (
     validate_frame,
 )
 from fleetfacts.specs import gpu_spec, model_facts
-from planner import costs, simulate, sizing
-from planner.assumptions import Assumptions
-from planner.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, leave_one_out, load_profiles
-from planner.latency import with_server_latency
-from planner.options import LATENCY_INTERVAL_COLUMNS, OPTION_COLUMNS, Option, evaluate_option, option_label
-from planner.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
-from planner.routes import ALLOW_LISTS, Route, parse_diurnal
-from planner.sizing import LogRequests
-from planner.transfer import Transfer
-from planner.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
-from planner.workload import SIM_BATCH_SAMPLE, route_log_requests
+from planner.engine.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, leave_one_out, load_profiles
+from planner.engine.transfer import Transfer
+from planner.engine.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
+from planner.latency import simulate, with_server_latency
+from planner.planning.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
+from planner.sizing import costs, sizing
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.options import LATENCY_INTERVAL_COLUMNS, OPTION_COLUMNS, Option, evaluate_option, option_label
+from planner.sizing.sizing import LogRequests
+from planner.traffic.routes import ALLOW_LISTS, Route, parse_diurnal
+from planner.traffic.workload import SIM_BATCH_SAMPLE, route_log_requests
 
 log = logging.getLogger(__name__)
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"  # planner/data
 BUNDLED_PRICES = DATA_DIR / "prices.csv"
 BUNDLED_OPS = DATA_DIR / "engine_ops.csv"
 ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
@@ -79,7 +79,7 @@ class Catalog:
 
     profiles_df: the profile rows the curves were fitted to.
     loo_error: cache of group_loo_error (per model:option, the group's worst leave-one-out error).
-    transfer_mode: which routes get transferred options (planner.transfer_check.TRANSFER_MODES).
+    transfer_mode: which routes get transferred options (planner.engine.transfer_check.TRANSFER_MODES).
     """
 
     curves: dict[GroupKey, Curve]
@@ -257,7 +257,7 @@ def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumption
     """Plan every route: size each allowed option, price it, pick the cheapest feasible one.
 
     check_by_simulation: check the analytical replica count of the cheapest options by
-    simulating continuous batching on the route's traffic (planner.simulate), and
+    simulating continuous batching on the route's traffic (planner.latency.simulate), and
     correct it to the smallest fleet meeting every SLO for `slo_attainment` of
     requests (batch: the deadline); False keeps the analytical sizing (the fast what-if loop).
     map_routes: applies the per-route planning to every route, in order (routes are independent); a process
@@ -346,7 +346,7 @@ def _allowed_curves(route: Route, catalog: Catalog) -> list[Curve]:
 
 
 def _transferred(route: Route, catalog: Catalog, allowed: dict) -> list[Curve]:
-    """Transferred curves (planner.transfer) for options no fitted curve covers, per catalog.transfer_mode."""
+    """Transferred curves (planner.engine.transfer) for options no fitted curve covers, per catalog.transfer_mode."""
     profiled = any(k.model == route.model for k in catalog.curves)
     if catalog.transfer_mode == "off" or (catalog.transfer_mode == "auto" and profiled):
         return []
@@ -740,7 +740,7 @@ def assumptions_document(result: PlanResult) -> dict[str, Any]:
 
 def write_plan(result: PlanResult, path: str | Path) -> Path:
     """Write the plan CSV and its assumptions JSON beside it (both atomic); returns the JSON's path.  The JSON
-    records the CSV's SHA-256, so readers refuse a CSV from another run (planner.plan_pair)."""
+    records the CSV's SHA-256, so readers refuse a CSV from another run (planner.planning.plan_pair)."""
     side = assumptions_path(path)
     data = plan_csv_text(result).encode("utf-8")
     document = {**assumptions_document(result), DIGEST_KEY: csv_digest(data)}

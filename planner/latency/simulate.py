@@ -17,7 +17,7 @@ fewer than max_num_seqs requests are running and its prompt + output tokens
 fit in the KV-cache tokens not yet reserved.  Reserving the whole output up
 front (the simulator knows each request's output length) means the cache can
 never overflow, so there is no preemption; real engines allocate as they go
-and preempt on overflow, which planner.curves counts the same way
+and preempt on overflow, which planner.engine.curves counts the same way
 (KV_ADMISSION_OUTPUT_SHARE = 1).  A request that could never fit is rejected.
 
 Speed: no per-token events.  Between events (an arrival, a completion, a
@@ -27,7 +27,7 @@ iterations at once: n iterations take n * step_time(b, mean context over the
 jump) -- exact when step time is affine in context, as the fitted model is.
 The step model is probed from the curve once (`StepModel`) and falls back to
 calling step_time_s when the curve is not affine.  A curve served through an
-OpenAI server (its `front_end`, planner.frontend) prefills at the front end's
+OpenAI server (its `front_end`, planner.engine.frontend) prefills at the front end's
 prefill_scale, and each request's first token then waits for the front end,
 loaded by what its replica streamed just before it arrived.  Routers: round robin
 (replicas simulated independently) and join-shortest-queue (least outstanding
@@ -48,10 +48,10 @@ from heapq import heappop, heappush
 import numpy as np
 
 from fleetfacts.errors import InputError
-from planner.curves import CurveLike
-from planner.frontend import FrontEnd, stream_load
-from planner.routes import Route, Slo
-from planner.workload import (
+from planner.engine.curves import CurveLike
+from planner.engine.frontend import FrontEnd, stream_load
+from planner.traffic.routes import Route, Slo
+from planner.traffic.workload import (
     DEFAULT_SIM_REQUESTS,
     SIM_MAX_REPLICAS,
     Numbers,
@@ -128,7 +128,7 @@ def step_model(curve: CurveLike) -> StepModel:
     """Probe `curve` once: affine closed forms when they reproduce its step time, else direct calls.
 
     A curve served through an OpenAI server (its `front_end`) prefills at the front end's
-    `prefill_scale` times the curve's prefill cost (planner.frontend).
+    `prefill_scale` times the curve's prefill cost (planner.engine.frontend).
     """
     budget = int(getattr(curve, "max_num_batched_tokens", 0) or DEFAULT_PREFILL_BUDGET)
     overhead = float(getattr(curve, "request_overhead_s", 0.0) or 0.0)
@@ -146,7 +146,7 @@ def step_model(curve: CurveLike) -> StepModel:
 
 
 def _expert_read(curve: CurveLike) -> ExpertFn | None:
-    """An MoE curve's expert-read seconds per step of n tokens (planner.curves), else None: that term is
+    """An MoE curve's expert-read seconds per step of n tokens (planner.engine.curves), else None: that term is
     not affine in the step's tokens, so the closed forms add it apart."""
     fn = getattr(curve, "expert_read_s", None)
     return fn if callable(fn) and float(fn(1.0)) > 0.0 else None
@@ -592,7 +592,7 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
 
 def _add_front_end(run: _Run, front_end: FrontEnd, t: np.ndarray, i: np.ndarray, o: np.ndarray,
                    assigned: np.ndarray) -> None:
-    """Delay every request's first token (and so its end) by its replica's front end (planner.frontend).
+    """Delay every request's first token (and so its end) by its replica's front end (planner.engine.frontend).
 
     Each replica has its own front end, loaded by the requests it took and the tokens its engine
     streamed in the window before each arrival; the engine's schedule is left as simulated.
@@ -631,9 +631,9 @@ def check_replicas(route: Route, curve: CurveLike, replicas: int, arrivals: np.n
                    n_requests: int | None = None) -> SimResult:
     """Simulate `replicas` replicas of `curve` on the route's traffic; attainment against its SLOs.
 
-    arrivals / lengths: replay these (e.g. from planner.traffic.read_log);
+    arrivals / lengths: replay these (e.g. from planner.traffic.logs.read_log);
     otherwise synthetic: n_requests of them, or (None) a steady-state horizon
-    on a representative subset of replicas (planner.workload.SteadyTraffic).
+    on a representative subset of replicas (planner.traffic.workload.SteadyTraffic).
     slo: default: the route's.  attainment_target is accepted for symmetry
     with search_replicas (compare result.attainment with it).
     """
@@ -748,7 +748,7 @@ def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.nda
     assumes attainment does not fall as replicas are added.  Every candidate
     sees the same random numbers.  Traffic: replayed `arrivals` / `lengths`,
     n_requests synthetic requests, or (default) a steady-state horizon on a
-    representative subset of replicas (planner.workload.SteadyTraffic).
+    representative subset of replicas (planner.traffic.workload.SteadyTraffic).
     min_replicas: a floor below which no fleet is accepted (the utilisation
     cap).  Raises InputError when the route has no SLO.
     """

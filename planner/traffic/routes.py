@@ -1,8 +1,8 @@
 """A route, parsed once from a ROUTES row: its traffic, its SLO and its two length distributions.
 
 `Route.from_row(row)` is the only reader of a ROUTES row's numbers; the
-analytical sizing (planner.sizing), the simulator's request generator
-(planner.workload) and the planner (planner.plan) all take a `Route`.
+analytical sizing (planner.sizing.sizing), the simulator's request generator
+(planner.traffic.workload) and the planner (planner.planning.plan) all take a `Route`.
 
 `LengthDistribution` is one token-length distribution (a route's prompt or
 output lengths) as the row gives it: a mean and optional p50 / p95 / p99.
@@ -294,7 +294,7 @@ class Route:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Route:
-        """Parse a ROUTES row (planner.plan.validate_routes checks its columns; a blank cell = not given)."""
+        """Parse a ROUTES row (planner.planning.plan.validate_routes checks its columns; a blank cell = not given)."""
         log = _get(row, "log")
         return cls(
             name=str(_get(row, "name") or ""), model=str(_get(row, "model") or ""),

@@ -1,6 +1,6 @@
 """What an OpenAI-compatible server adds to the engine model: its front end, and its prefill speed.
 
-The simulator (planner.simulate) reproduces the engine's iterations.  A request
+The simulator (planner.latency.simulate) reproduces the engine's iterations.  A request
 served through vLLM's OpenAI server also passes the API process: HTTP and
 request parsing, hand-off to the engine process, and the first streamed chunk
 back to the client.  That process is one event loop shared by every request and
