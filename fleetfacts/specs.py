@@ -130,6 +130,14 @@ class ModelSpec:
         return self.params_b * 1e9
 
     @property
+    def params_per_expert(self) -> float:
+        """Weights of one routed expert over all MoE layers (the params beyond the active ones, shared out
+        over the experts a token does not use); 0 for a dense model."""
+        if not self.is_moe or self.num_experts <= self.experts_per_token:
+            return 0.0
+        return (self.params - self.active_params) / (self.num_experts - self.experts_per_token)
+
+    @property
     def embedding_params(self) -> float:
         """Weights of the input embedding table (vocab x hidden)."""
         return float(self.hidden_size * self.vocab_size)

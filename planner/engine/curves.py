@@ -232,10 +232,7 @@ def model_expert_share(model: ModelSpec) -> float:
 def expert_weight_bytes(model: ModelSpec, precision: str) -> float:
     """Bytes of an MoE model's routed experts at `precision` (every expert: params - active + k experts'
     worth); 0 for a dense model."""
-    if model_expert_share(model) <= 0.0 or model.num_experts <= model.experts_per_token:
-        return 0.0
-    per_expert = (model.params - model.active_params) / (model.num_experts - model.experts_per_token)
-    return per_expert * model.num_experts * bytes_per_value(precision)
+    return model.params_per_expert * model.num_experts * bytes_per_value(precision)
 
 
 # ---------------------------------------------------------------- features
@@ -307,10 +304,8 @@ def _prefill_features(caps: Caps, tokens: float, prompt_len: float) -> np.ndarra
 
 
 def _wave_features(caps: Caps, w: int, input_len: float, output_len: float) -> np.ndarray:
-    prefill_steps = math.ceil(w * input_len / caps.max_batched_tokens)
-    prefill = _prefill_step_features(caps, prefill_steps, w * input_len / prefill_steps, input_len)
     decode = (output_len - 1) * _step_features(caps, w, input_len + output_len / 2, 0.0, 0.0)
-    return prefill + decode
+    return _prefill_features(caps, w * input_len, input_len) + decode
 
 
 def _steady_step_features(caps: Caps, c_eff: float, input_len: float, output_len: float) -> np.ndarray:

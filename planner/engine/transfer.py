@@ -237,9 +237,9 @@ def _body_parts(t: Target) -> list[WeightPart]:
     """The body split by how it is stored: a natively MXFP4 MoE's experts apart from the rest."""
     body, _ = weight_parts(t)
     m = t.model
-    if m.native_quant != MXFP4 or not m.is_moe or m.num_experts <= m.experts_per_token:
+    per_expert = m.params_per_expert
+    if m.native_quant != MXFP4 or not per_expert:
         return [body]
-    per_expert = (m.params - m.active_params) / (m.num_experts - m.experts_per_token)  # all MoE layers
     experts = WeightPart(per_expert * m.num_experts, per_expert * m.experts_per_token, "fp4",
                          "fp8" if t.gpu.fp4_dense_tflops else UNQUANTISED)
     rest = WeightPart(body.total - experts.total, body.active - experts.active, UNQUANTISED, UNQUANTISED)
