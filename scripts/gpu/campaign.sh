@@ -8,7 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-04's (issue 24: MHA and MoE architectures); earlier lists are in git history.
+# The job list is 2026-12-04's third (issue 24: batches beyond the CUDA graphs); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -102,14 +102,17 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-# 2026-12-04, second session (issue 24: a second MoE and a clean repeat of the first). Offline points, dummy
-# weights, vLLM defaults; the first session's list (Llama-2-7B, Qwen3-30B-A3B, FP8 repeat) is in git history
-# (commit f7d86a0).
-# 1. Qwen3-30B-A3B in a fresh engine: the two suspect points, each after a short point at the same batch.
-profile moe-qwen3-repeat 200 qwen3-30b-a3b bf16 "$code/scripts/gpu/shapes-moe-repeat.csv"
-# 2. Few large experts: Mixtral-8x7B (8 experts, 2 per token, GQA-8, 93 GB of bf16 weights), default preset (a part-done profile carried
-#    into /tmp/prof is resumed).
-profile moe-mixtral-8x7b 250 mixtral-8x7b bf16 default
+# 2026-12-04, third session (issue 24: batches beyond vLLM's largest CUDA graph, 512, where the fit is
+# under-identified; Mixtral's two default points not reached). Offline points, dummy weights, vLLM defaults; the
+# second session's list is in git history (commit b796fef). One fresh engine per model.
+# 1. Mixtral-8x7B: the two missing default points, then beyond the graph (engine start ~120 s).
+profile beyond-mixtral-8x7b 300 mixtral-8x7b bf16 "$code/scripts/gpu/shapes-mixtral-beyond.csv"
+# 2. Llama-2-7B (full MHA; KV room ~234k tokens, so batch 1024 preempts).
+profile beyond-llama-2-7b 180 llama-2-7b bf16 "$code/scripts/gpu/shapes-beyond-graph.csv"
+# 3. Qwen3-30B-A3B (128 small experts, 8 per token).
+profile beyond-qwen3-30b-a3b 200 qwen3-30b-a3b bf16 "$code/scripts/gpu/shapes-beyond-graph.csv"
+# 4. Qwen2.5-7B (GQA-4, the held-out dense family).
+profile beyond-qwen2.5-7b 180 qwen2.5-7b bf16 "$code/scripts/gpu/shapes-beyond-graph.csv"
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
