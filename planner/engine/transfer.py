@@ -11,7 +11,8 @@ times engine-specific coefficients c (seconds per unit of each quantity):
     k  = c_kv * KV_token / (tp BW)
     q  = c_prefill_flops * G_prefill + c_tp_bytes * X + c_expert_tokens * E
     r  = c_attn_flops * 2 L_kv H d / (tp F_bf16)
-    h  = c_request + c_prefill_flops * G_head,   g = c_graph
+    h  = c_request + c_prefill_flops * G_head
+    g  = c_graph * L + c_expert_graph * E
 
 W_read: weight bytes streamed per decode step, each part at the precision it is stored in (a
 quantised checkpoint keeps its LM head and embeddings in 16 bits; a natively MXFP4 checkpoint such as
@@ -26,7 +27,11 @@ interconnect bandwidth: one token's share of the two all-reduces per layer; L: l
 per-layer costs: kernel launches and small-kernel latency); E = L * experts per token / tp: routed
 (token, expert) pairs of an MoE layer stack (dispatch, combine and small grouped GEMMs); c_moe_step the
 fixed cost an MoE layer adds to every step (router, top-k, token sorting and the fused-MoE launches).
-Both MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
+g: a sequence decoded beyond the largest captured CUDA graph runs without it, paying per layer (c_graph)
+and, in an MoE model, per routed (token, expert) pair (c_expert_graph) what the graph would have hidden:
+vLLM 0.26 on the H200 fits 21-36 us per such sequence for the dense 7-8B models and Mixtral (28-32 layers,
+2 experts per token) and 77 us for Qwen3-30B-A3B (48 layers, 8 experts per token).
+The three MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
 1/c_weights is then the fraction of datasheet bandwidth an engine achieves, 1/c_decode_flops the
 fraction of peak FLOPs, and so on.
 
@@ -101,7 +106,7 @@ from planner.engine.curves import (
 log = logging.getLogger(__name__)
 
 COEF_NAMES = ("weights", "step", "tp_latency", "decode_flops", "seq", "tp_bytes", "kv", "prefill_flops",
-              "attn_flops", "request", "graph", "expert_tokens", "moe_step")
+              "attn_flops", "request", "graph", "expert_tokens", "moe_step", "expert_graph")
 N_COEF = len(COEF_NAMES)
 _C = {name: i for i, name in enumerate(COEF_NAMES)}
 # Weak priors on the physical efficiencies (as seconds per unit): datasheet bandwidth achieved at 80%
@@ -294,9 +299,10 @@ def physics_matrix(t: Target) -> np.ndarray:
     p[4, _C["attn_flops"]] = 2.0 * kv_layers * m.num_attention_heads * m.head_dim / bf16_flops
     p[5, _C["request"]] = 1.0
     p[5, _C["prefill_flops"]] = _gemm_s([head], t)  # one LM-head row per prompt
-    p[6, _C["graph"]] = 1.0
+    p[6, _C["graph"]] = float(m.num_layers)
     if m.is_moe:  # routed (token, expert) pairs per token on one GPU: dispatch, combine, small grouped GEMMs
-        p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = m.num_layers * m.experts_per_token / t.tp
+        pairs = m.num_layers * m.experts_per_token / t.tp
+        p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = p[6, _C["expert_graph"]] = pairs
         p[0, _C["moe_step"]] = float(m.num_layers)
     return p
 
@@ -720,7 +726,7 @@ def _vllm_reserve_gib(groups: list[GroupData]) -> float:
 # at the dense profiles' values: pooled into one fit, two vLLM MoE profiles (and their first-use kernel
 # compilation, which no dense model pays) moved the shared weight-bandwidth coefficient past the datasheet and
 # doubled the worst dense prediction error (validate --transfer, 2026-12-04).
-MOE_COEFS = ("expert_tokens", "moe_step")
+MOE_COEFS = ("expert_tokens", "moe_step", "expert_graph")
 # Engines calibrated that way. TensorRT-LLM's published MoE tables (Llama 4, Qwen3-235B, gpt-oss) pool better
 # with its dense ones (validate --transfer: worst GPU-out error 113% pooled, 186% in two stages).
 SEPARATE_MOE_CALIBRATION = frozenset({"vllm"})
