@@ -102,17 +102,9 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-# 2026-12-04, third session (issue 24: batches beyond vLLM's largest CUDA graph, 512, where the fit is
-# under-identified; Mixtral's two default points not reached). Offline points, dummy weights, vLLM defaults; the
-# second session's list is in git history (commit b796fef). One fresh engine per model.
-# 1. Mixtral-8x7B: the two missing default points, then beyond the graph (engine start ~120 s).
-profile beyond-mixtral-8x7b 300 mixtral-8x7b bf16 "$code/scripts/gpu/shapes-mixtral-beyond.csv"
-# 2. Llama-2-7B (full MHA; KV room ~234k tokens, so batch 1024 preempts).
-profile beyond-llama-2-7b 180 llama-2-7b bf16 "$code/scripts/gpu/shapes-beyond-graph.csv"
-# 3. Qwen3-30B-A3B (128 small experts, 8 per token).
-profile beyond-qwen3-30b-a3b 200 qwen3-30b-a3b bf16 "$code/scripts/gpu/shapes-beyond-graph.csv"
-# 4. Qwen2.5-7B (GQA-4, the held-out dense family).
-profile beyond-qwen2.5-7b 180 qwen2.5-7b bf16 "$code/scripts/gpu/shapes-beyond-graph.csv"
+# 2026-12-04, third session, second list (issue 24: a third MoE so that a cost one MoE model shows can be learnt
+# from others). The first list (beyond-graph batches) is in git history (commit 8779248).
+profile moe-olmoe-1b-7b 200 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-olmoe.csv"
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
