@@ -5,7 +5,7 @@ h per request, g per sequence beyond the CUDA-graph batch) is written as physica
 times engine-specific coefficients c (seconds per unit of each quantity):
 
     t0 = c_weights * (W_read - W_experts) / (tp BW) + c_step * L + c_tp_latency * 2L [tp > 1]
-         + c_moe_step * L [MoE]
+         + c_moe_step * L + c_moe_fixed [MoE]
     m  = c_weights * W_experts / (tp BW)
     a  = c_decode_flops * G_decode + c_seq * L + c_tp_bytes * X + c_expert_tokens * E
     k  = c_kv * KV_token / (tp BW)
@@ -31,7 +31,12 @@ g: a sequence decoded beyond the largest captured CUDA graph runs without it, pa
 and, in an MoE model, per routed (token, expert) pair (c_expert_graph) what the graph would have hidden:
 vLLM 0.26 on the H200 fits 21-36 us per such sequence for the dense 7-8B models and Mixtral (28-32 layers,
 2 experts per token) and 77 us for Qwen3-30B-A3B (48 layers, 8 experts per token).
-The three MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
+c_moe_fixed: a per-step cost of an MoE model that does not grow with its layers. With Mixtral-8x7B (32 layers)
+and Qwen3-30B-A3B (48) alone the data put the MoE overhead per layer (c_moe_step); OLMoE-1B-7B (16 layers, 2.1 ms
+a step at batch 1) puts it per step (about 0.9 ms, c_moe_step then 0): Qwen3-30B-A3B predicted from the others
+went from 11.7% to 6.9% median. It is not identified from two MoE models (OLMoE from the other two does not move),
+which the MoE interval widening carries.
+The four MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
 1/c_weights is then the fraction of datasheet bandwidth an engine achieves, 1/c_decode_flops the
 fraction of peak FLOPs, and so on.
 
@@ -106,7 +111,7 @@ from planner.engine.curves import (
 log = logging.getLogger(__name__)
 
 COEF_NAMES = ("weights", "step", "tp_latency", "decode_flops", "seq", "tp_bytes", "kv", "prefill_flops",
-              "attn_flops", "request", "graph", "expert_tokens", "moe_step", "expert_graph")
+              "attn_flops", "request", "graph", "expert_tokens", "moe_step", "expert_graph", "moe_fixed")
 N_COEF = len(COEF_NAMES)
 _C = {name: i for i, name in enumerate(COEF_NAMES)}
 # Weak priors on the physical efficiencies (as seconds per unit): datasheet bandwidth achieved at 80%
@@ -304,6 +309,7 @@ def physics_matrix(t: Target) -> np.ndarray:
         pairs = m.num_layers * m.experts_per_token / t.tp
         p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = p[6, _C["expert_graph"]] = pairs
         p[0, _C["moe_step"]] = float(m.num_layers)
+        p[0, _C["moe_fixed"]] = 1.0  # once per step, whatever the layer count
     return p
 
 
@@ -726,7 +732,7 @@ def _vllm_reserve_gib(groups: list[GroupData]) -> float:
 # at the dense profiles' values: pooled into one fit, two vLLM MoE profiles (and their first-use kernel
 # compilation, which no dense model pays) moved the shared weight-bandwidth coefficient past the datasheet and
 # doubled the worst dense prediction error (validate --transfer, 2026-12-04).
-MOE_COEFS = ("expert_tokens", "moe_step", "expert_graph")
+MOE_COEFS = ("expert_tokens", "moe_step", "expert_graph", "moe_fixed")
 # Engines calibrated that way. TensorRT-LLM's published MoE tables (Llama 4, Qwen3-235B, gpt-oss) pool better
 # with its dense ones (validate --transfer: worst GPU-out error 113% pooled, 186% in two stages).
 SEPARATE_MOE_CALIBRATION = frozenset({"vllm"})

@@ -43,7 +43,8 @@ def test_model_params_match_the_architecture(name):
 # Headline sizes on the model cards (billions: total, active), which the derivation must reproduce.
 MODEL_CARD_SIZES = {"llama-3.2-1b": (1.24, 1.24), "llama-3.1-8b": (8.03, 8.03), "qwen2.5-7b": (7.62, 7.62),
                     "qwen2.5-32b": (32.8, 32.8), "mixtral-8x7b": (46.7, 12.9), "qwen3-30b-a3b": (30.5, 3.3),
-                    "qwen3-235b-a22b": (235.0, 22.0), "gpt-oss-120b": (116.8, 5.1), "gpt-oss-20b": (20.9, 3.6)}
+                    "qwen3-235b-a22b": (235.0, 22.0), "gpt-oss-120b": (116.8, 5.1), "gpt-oss-20b": (20.9, 3.6),
+                    "olmoe-1b-7b": (6.9, 1.3)}  # OLMoE: arXiv 2409.02060 (6.9B total, 1.3B active)
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_CARD_SIZES))

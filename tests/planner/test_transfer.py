@@ -424,6 +424,14 @@ def test_a_sequence_beyond_the_cuda_graphs_costs_per_layer_and_per_routed_expert
     assert "expert_graph" in T.MOE_COEFS  # learnt from MoE profiles only (vLLM), zero until some are pooled
 
 
+def test_an_moe_model_pays_a_per_step_cost_that_does_not_grow_with_its_layers():
+    fixed, per_layer = T._C["moe_fixed"], T._C["moe_step"]
+    dense, qwen3, olmoe = (T.physics_matrix(target(m)) for m in ("llama-3.1-8b", "qwen3-30b-a3b", "olmoe-1b-7b"))
+    assert dense[0, fixed] == 0.0 and qwen3[0, fixed] == olmoe[0, fixed] == 1.0
+    assert qwen3[0, per_layer] == 3 * olmoe[0, per_layer]  # 48 vs 16 layers: the per-layer term scales, this one not
+    assert "moe_fixed" in T.MOE_COEFS
+
+
 def test_vllm_moe_profiles_calibrate_only_the_moe_coefficients(bundled):
     _, data = bundled
     dense = [d for d in data if not (d.key.engine == "vllm" and d.target.model.is_moe)]
@@ -431,13 +439,15 @@ def test_vllm_moe_profiles_calibrate_only_the_moe_coefficients(bundled):
     pooled, dense_only = T.calibrate_engine(data, "vllm"), T.calibrate_engine(dense, "vllm")
     shared = [i for name, i in T._C.items() if name not in T.MOE_COEFS]
     np.testing.assert_allclose(pooled.coef[shared], dense_only.coef[shared])
-    assert pooled.coef[T._C["moe_step"]] > 0 and len(pooled.groups) > len(dense_only.groups)
+    assert any(pooled.coef[T._C[name]] > 0 for name in T.MOE_COEFS) and len(pooled.groups) > len(dense_only.groups)
 
 
 def test_each_moe_model_is_also_predicted_from_the_other_moe_models(bundled):
     _, data = bundled
     moe_out = [e for e in C.experiments(data) if e.kind == "moe model"]
-    assert {e.target for e in moe_out} == {"mixtral-8x7b bf16 on h200", "qwen3-30b-a3b bf16 on h200"}
+    profiled = {d.key.model for d in data if d.key.engine == "vllm" and d.target.model.is_moe}
+    assert {"mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b"} <= profiled
+    assert {e.target for e in moe_out} == {f"{m} bf16 on h200" for m in profiled}
     for exp in moe_out:
         train = [d for d in data if d.key.engine == "vllm" and exp.may_calibrate(d)]
         assert any(d.target.model.is_moe for d in train) and not any(exp.is_target(d) for d in train)
