@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -881,7 +882,7 @@ def find_curve(curves: dict[GroupKey, Curve], engine: str, gpu: str, model: str,
     return curves[max(defaults or wanted, key=lambda k: (version_order(k.engine_version), -k.tp))]
 
 
-def _has(key: GroupKey, values: dict[str, object]) -> bool:
+def _has(key: GroupKey, values: Mapping[str, object]) -> bool:
     """Whether `key` has each of these field values (None: any)."""
     return all(value is None or getattr(key, field) == value for field, value in values.items())
 
