@@ -55,19 +55,8 @@ class Campaign:
 
 def load_campaign(path: str | Path) -> Campaign:
     """Read and check a campaign YAML; InputError naming the file (and job) on a mistake."""
-    import yaml  # noqa: PLC0415 - only this command reads YAML
-
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: campaign file not found") from None
-    except yaml.YAMLError as err:
-        raise InputError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file (expected a campaign YAML)") from None
-    except RecursionError:
-        raise InputError(f"{path}: nested too deeply to be a campaign YAML") from None
+    data = _read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list) or not data["jobs"]:
         raise InputError(f"{path}: expected a mapping with a non-empty 'jobs' list")
     unknown = sorted(set(data) - set(CAMPAIGN_KEYS))
@@ -80,6 +69,22 @@ def load_campaign(path: str | Path) -> Campaign:
                  for i, job in enumerate(data["jobs"]))
     return Campaign(path=path, name=str(data.get("name") or path.stem),
                     out_root=Path(data.get("out_root") or DEFAULT_OUT_ROOT), jobs=jobs)
+
+
+def _read_yaml(path: Path) -> Any:
+    """The parsed YAML of `path`; InputError naming the file when it is missing, not text or not YAML."""
+    import yaml  # noqa: PLC0415 - only this command reads YAML
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: campaign file not found") from None
+    except yaml.YAMLError as err:
+        raise InputError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (expected a campaign YAML)") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a campaign YAML") from None
 
 
 def _mapping(value: object, where: str) -> dict:
