@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fleetfacts.errors import FleetplanError, InputError
 from measure import verify_cli
-from measure.campaign_run import add_campaign_args, run_campaign
+from measure.campaign import add_campaign_args, run_campaign
 from measure.engines import make_engine
 from measure.engines.base import (
     EngineConfig,

@@ -302,15 +302,8 @@ async def run_load(spec: LoadSpec) -> LoadResult:
     results: list[RequestResult] = []
     async with _client(spec, width) as client:
         start = time.perf_counter()
-        if open_loop:
-            tasks = [asyncio.create_task(_send_at(client, spec, b, start + cast(float, r.send_at_s), results))
-                     for b, r in zip(bodies, spec.requests, strict=True)]
-        else:
-            queue: asyncio.Queue = asyncio.Queue()
-            for body in bodies:
-                queue.put_nowait(body)
-            tasks = [asyncio.create_task(_worker(client, spec, queue, results))
-                     for _ in range(min(width, len(bodies)))]
+        tasks = (_open_loop_tasks(client, spec, bodies, start, results) if open_loop
+                 else _closed_loop_tasks(client, spec, bodies, width, results))
         done, pending = await asyncio.wait(tasks, timeout=spec.max_duration_s)
         for task in pending:
             task.cancel()
@@ -318,11 +311,32 @@ async def run_load(spec: LoadSpec) -> LoadResult:
     end = max((r.end_s for r in results), default=time.perf_counter())
     missing = len(bodies) - len(results)
     if missing and not pending:  # no time limit cut them: say why they never ended, as failures
-        died = next((t.exception() for t in done if not t.cancelled() and t.exception()), None)
-        reason = safe(f"request never completed ({type(died).__name__}: {died})" if died else "request never completed")
-        results += [RequestResult(False, start, end, error=reason[:MAX_ERROR])] * missing
+        results += [_never_completed(done, start, end)] * missing
         missing = 0
     return LoadResult(results=tuple(results), duration_s=max(end - start, 1e-9), cancelled=missing)
+
+
+def _open_loop_tasks(client, spec: LoadSpec, bodies: list[dict], start: float,
+                     results: list[RequestResult]) -> list[asyncio.Task]:
+    """One task per request, sent at start + its send_at_s whatever the others do."""
+    return [asyncio.create_task(_send_at(client, spec, b, start + cast(float, r.send_at_s), results))
+            for b, r in zip(bodies, spec.requests, strict=True)]
+
+
+def _closed_loop_tasks(client, spec: LoadSpec, bodies: list[dict], width: int,
+                       results: list[RequestResult]) -> list[asyncio.Task]:
+    """`width` workers (at most one per request) taking the bodies from one queue, in order."""
+    queue: asyncio.Queue = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    return [asyncio.create_task(_worker(client, spec, queue, results)) for _ in range(min(width, len(bodies)))]
+
+
+def _never_completed(done: set[asyncio.Task], start: float, end: float) -> RequestResult:
+    """The failure of a request no task finished, naming what killed a task when one died."""
+    died = next((t.exception() for t in done if not t.cancelled() and t.exception()), None)
+    reason = safe(f"request never completed ({type(died).__name__}: {died})" if died else "request never completed")
+    return RequestResult(False, start, end, error=reason[:MAX_ERROR])
 
 
 async def _send_at(client, spec: LoadSpec, body: dict, when: float, results: list) -> None:

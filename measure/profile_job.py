@@ -1,6 +1,6 @@
 """One `measure profile` job: its arguments, their validation into a ProfileRequest, the folder checks, the
 estimator and the records its rows and env.json carry.  Shared by the `profile` command (measure/cli.py) and
-campaigns (measure/campaign*.py), which import this and not each other's entry points.
+campaigns (measure/campaign/), which import this and not each other's entry points.
 """
 
 from __future__ import annotations

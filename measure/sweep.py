@@ -126,35 +126,46 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
               measurement: Measurement | None, error: str = "", roofline: float | None = None,
               seed: int | None = None) -> dict:
     """One PROFILE row for a point (ok, or failed with `error`)."""
-    row: dict = {"gpu": identity.gpu, "engine": identity.engine, "engine_version": engine_version,
-                 "model": identity.model, "precision": identity.precision, "tp": identity.tp, "pp": 1,
-                 "config": identity.config,
-                 "mode": point.mode, "input_len": point.input_len, "output_len": point.output_len,
-                 "batch_size": point.batch_size if point.mode == "offline" else None,
-                 "concurrency": point.concurrency if point.mode == "concurrency" else None,
-                 "request_rate": point.request_rate if point.mode == "rate" else None,
-                 "arrival": point.arrival if point.mode == "rate" else "",
-                 "arrival_seed": seed if point.mode == "rate" else None,
-                 "num_requests": point.requests, "provenance": "measured", "source": identity.source,
-                 "date": dt.date.today().isoformat()}
+    row = _point_columns(identity, engine_version, point, seed)
     if info is not None:
         row.update(kv_cache_tokens=info.kv_cache_tokens, max_num_seqs=info.max_num_seqs,
                    max_num_batched_tokens=info.max_num_batched_tokens)
-    notes = [identity.notes]
-    if measurement is not None and measurement.num_requests == 0:  # nothing to time: a failed point
-        error = error or _nothing_completed(measurement)
-        notes.append(measurement.notes)
-    elif measurement is not None:
-        row.update(metric_columns(measurement))
-        notes.append(measurement.notes)
-        if measurement.errors and not error:
-            error = f"{measurement.errors} of {measurement.num_requests + measurement.errors} requests failed: " \
-                    f"{measurement.first_error}"
+    metrics, error, notes = _measured(measurement, error)
+    row.update(metrics)
     row["roofline_frac"] = roofline if not error else None
     row["status"] = "failed" if error else "ok"
     row["error"] = error[:MAX_ERROR_CHARS]
-    row["notes"] = "; ".join(n for n in notes if n)
+    row["notes"] = "; ".join(n for n in (identity.notes, notes) if n)
     return row
+
+
+def _point_columns(identity: Identity, engine_version: str, point: Point, seed: int | None) -> dict:
+    """A row's identity, its point (the load columns of its mode only) and its provenance."""
+    rate = point.mode == "rate"
+    return {"gpu": identity.gpu, "engine": identity.engine, "engine_version": engine_version,
+            "model": identity.model, "precision": identity.precision, "tp": identity.tp, "pp": 1,
+            "config": identity.config,
+            "mode": point.mode, "input_len": point.input_len, "output_len": point.output_len,
+            "batch_size": point.batch_size if point.mode == "offline" else None,
+            "concurrency": point.concurrency if point.mode == "concurrency" else None,
+            "request_rate": point.request_rate if rate else None,
+            "arrival": point.arrival if rate else "",
+            "arrival_seed": seed if rate else None,
+            "num_requests": point.requests, "provenance": "measured", "source": identity.source,
+            "date": dt.date.today().isoformat()}
+
+
+def _measured(measurement: Measurement | None, error: str) -> tuple[dict, str, str]:
+    """(metric columns, error, notes) of a point's measurement: no metrics when nothing completed (a failed
+    point), and failed requests named in the error unless it already has one."""
+    if measurement is None:
+        return {}, error, ""
+    if measurement.num_requests == 0:  # nothing to time: a failed point
+        return {}, error or _nothing_completed(measurement), measurement.notes
+    if measurement.errors and not error:
+        error = (f"{measurement.errors} of {measurement.num_requests + measurement.errors} requests failed: "
+                 f"{measurement.first_error}")
+    return metric_columns(measurement), error, measurement.notes
 
 
 def _nothing_completed(m: Measurement) -> str:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -873,18 +874,27 @@ def find_curve(curves: dict[GroupKey, Curve], engine: str, gpu: str, model: str,
     Unspecified: the newest version, the smallest tp, and the default config when one
     matches (else another config: settings the caller did not ask for are a last resort).
     """
-    wanted = [k for k in curves if k.engine == engine and k.gpu == gpu and k.model == model
-              and (precision is None or k.precision == precision) and (tp is None or k.tp == tp)
-              and (engine_version is None or k.engine_version == engine_version)
-              and (config is None or k.config == config)]
+    optional = {"precision": precision, "tp": tp, "engine_version": engine_version, "config": config}
+    wanted = [k for k in curves if (k.engine, k.gpu, k.model) == (engine, gpu, model) and _has(k, optional)]
     if not wanted:
-        available = sorted(k.label() for k in curves if k.model == model)
-        hint = "; available for this model: " + ", ".join(available) if available else \
-            f"; no curve for model {model!r} at all"
-        raise NoCurveError(f"no fitted curve for {engine} on {gpu} / {model} "
-                           f"{precision or ''} tp={tp or 'any'}{f' config={config}' if config else ''}{hint}")
+        raise NoCurveError(_no_curve_message(curves, engine, gpu, model, precision, tp, config))
     defaults = [k for k in wanted if k.config == DEFAULT_CONFIG]
     return curves[max(defaults or wanted, key=lambda k: (version_order(k.engine_version), -k.tp))]
+
+
+def _has(key: GroupKey, values: Mapping[str, object]) -> bool:
+    """Whether `key` has each of these field values (None: any)."""
+    return all(value is None or getattr(key, field) == value for field, value in values.items())
+
+
+def _no_curve_message(curves: dict[GroupKey, Curve], engine: str, gpu: str, model: str, precision: str | None,
+                      tp: int | None, config: str | None) -> str:
+    """What was asked for, and the curves there are for that model (or that there are none)."""
+    available = sorted(k.label() for k in curves if k.model == model)
+    hint = "; available for this model: " + ", ".join(available) if available else \
+        f"; no curve for model {model!r} at all"
+    return (f"no fitted curve for {engine} on {gpu} / {model} "
+            f"{precision or ''} tp={tp or 'any'}{f' config={config}' if config else ''}{hint}")
 
 
 # Engines that schedule the next iteration while the current one runs, and the first version doing it by

@@ -516,13 +516,7 @@ def calibrate(data: Iterable[GroupData], engine: str, fixed: dict[str, float] | 
     groups = [d for d in data if d.key.engine == engine]
     if not groups:
         raise NoCurveError(f"no {engine} profile to calibrate a transfer on")
-    fixed = dict(fixed or {})
-    for name in TP_COEFS:  # unidentified without TP > 1 data: zero unless given
-        if name not in fixed and all(d.target.tp == 1 for d in groups):
-            fixed[name] = 0.0
-    for name in COEF_NAMES:  # a quantity no observation has (no sequence beyond the CUDA graphs): zero
-        if name not in fixed and not any(np.any(d.design[:, _C[name]]) for d in groups):
-            fixed[name] = 0.0
+    fixed = {**_unidentified(groups), **(fixed or {})}
     problem = _Problem.build(groups, fixed)
     coef = _solve_pooled(problem)
     effects: dict[Level, np.ndarray] = {}
@@ -532,6 +526,14 @@ def calibrate(data: Iterable[GroupData], engine: str, fixed: dict[str, float] | 
         sigma, cov = _uncertainty(problem, coef, effects)
     return Calibration(engine, coef, cov, sigma, tuple(d.label for d in groups), borrowed, _union_range(groups),
                        _vllm_reserve_gib(groups), effects)
+
+
+def _unidentified(groups: list[GroupData]) -> dict[str, float]:
+    """The coefficients these groups cannot identify, held at zero: the TP costs without TP > 1 data, and
+    a quantity no observation has (no sequence beyond the CUDA graphs)."""
+    single_gpu = all(d.target.tp == 1 for d in groups)
+    return {name: 0.0 for name in COEF_NAMES
+            if (single_gpu and name in TP_COEFS) or not any(np.any(d.design[:, _C[name]]) for d in groups)}
 
 
 @dataclass(frozen=True)

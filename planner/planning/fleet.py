@@ -701,16 +701,9 @@ class _Search:
         that passed its check is kept (the route-by-route one passes by construction)."""
         best: tuple[float, list[Deployment], Any] | None = None
         for _ in range(CHECK_ROUNDS):
-            index = {id(c): j for j, c in enumerate(self.candidates)}
-            checked = [_best_reserved(_checked(d, self.units, self.prices.periods, self.a), self.prices)
-                       for d in fleet]
-            failed = {index[id(d.candidate)] for d in checked if d.notes.startswith(NO_FLEET)}
-            grown = {index[id(d.candidate)]: max(n / max(o, 1) for n, o in zip(c.replicas, d.replicas, strict=True))
-                     for d, c in zip(fleet, checked, strict=True) if d.kind == SHARED and c.replicas != d.replicas}
+            checked, failed, grown = self._check(fleet)
             if not failed and within_quotas(checked, self.quotas, self.prices.periods):
-                total = _total(checked, self.units, self.prices, self.a, self.updates)
-                if best is None or total < best[0] - COST_SLACK_USD:
-                    best = (total, checked, solved)
+                best = self._cheaper(best, checked, solved)
             if not failed and not grown:
                 break
             self.loads = {(k, j): load * grown.get(j, 1.0) for (k, j), load in self.loads.items() if j not in failed}
@@ -719,10 +712,30 @@ class _Search:
             except FleetInfeasibleError:
                 break  # what the checks taught leaves no fleet within the quotas: keep the best checked one
         if best is None:  # every round had a failing deployment: keep each route on its own option
-            kept = [Deployment(KEPT, c.model, choice=c) for c in self.kept]
-            return [_checked(d, self.units, self.prices.periods, self.a) for d in kept + [
-                d for d in fleet if d.kind == BATCH]], solved
+            return self._route_by_route(fleet), solved
         return best[1], best[2]
+
+    def _check(self, fleet: list[Deployment]) -> tuple[list[Deployment], set[int], dict[int, float]]:
+        """Each deployment after its simulation check; the candidates (indices) that failed outright, and
+        how many times its replicas each shared one that needed more grew."""
+        index = {id(c): j for j, c in enumerate(self.candidates)}
+        checked = [_best_reserved(_checked(d, self.units, self.prices.periods, self.a), self.prices) for d in fleet]
+        failed = {index[id(d.candidate)] for d in checked if d.notes.startswith(NO_FLEET)}
+        grown = {index[id(d.candidate)]: max(n / max(o, 1) for n, o in zip(c.replicas, d.replicas, strict=True))
+                 for d, c in zip(fleet, checked, strict=True) if d.kind == SHARED and c.replicas != d.replicas}
+        return checked, failed, grown
+
+    def _cheaper(self, best: tuple[float, list[Deployment], Any] | None, checked: list[Deployment],
+                 solved: Any) -> tuple[float, list[Deployment], Any]:
+        """`checked` (with its cost and solution) when it costs less than `best` by more than COST_SLACK_USD."""
+        total = _total(checked, self.units, self.prices, self.a, self.updates)
+        return (total, checked, solved) if best is None or total < best[0] - COST_SLACK_USD else best
+
+    def _route_by_route(self, fleet: list[Deployment]) -> list[Deployment]:
+        """Each route on its own option, and the batch deployments of `fleet`, checked."""
+        kept = [Deployment(KEPT, c.model, choice=c) for c in self.kept]
+        return [_checked(d, self.units, self.prices.periods, self.a) for d in kept + [
+            d for d in fleet if d.kind == BATCH]]
 
 
 def _updates_per_month(routes: pd.DataFrame) -> dict[str, float]:

@@ -330,22 +330,22 @@ def candidate_curves(route: Route, catalog: Catalog, allow_prerelease: bool = Tr
 
 
 def _allowed_curves(route: Route, catalog: Catalog) -> list[Curve]:
+    """The fitted curves of the route's model its allow-lists admit, then the transferred ones."""
     allowed = {name: route.allowed(name) for name in ALLOW_LISTS}
-    out = []
-    for key, curve in catalog.curves.items():
-        if key.model != route.model:
-            continue
-        if ((allowed["engines"] and key.engine not in allowed["engines"])
-                or (allowed["gpus"] and key.gpu not in allowed["gpus"])
-                or (allowed["precisions"] and key.precision not in allowed["precisions"])
-                or (allowed["tps"] and str(key.tp) not in allowed["tps"])
-                or (allowed["configs"] and (key.config or DEFAULT_CONFIG).lower() not in allowed["configs"])):
-            continue
-        out.append(curve)
-    return out + _transferred(route, catalog, allowed)
+    configs = allowed["configs"]
+    fitted = [curve for key, curve in catalog.curves.items()
+              if key.model == route.model and _admits(allowed, key.engine, key.gpu, key.precision, key.tp)
+              and (not configs or (key.config or DEFAULT_CONFIG).lower() in configs)]
+    return fitted + _transferred(route, catalog, allowed)
 
 
-def _transferred(route: Route, catalog: Catalog, allowed: dict) -> list[Curve]:
+def _admits(allowed: dict[str, list[str]], engine: str, gpu: str, precision: str, tp: int) -> bool:
+    """Whether the allow-lists (an empty one admits all) admit this engine, GPU, precision and TP."""
+    return all(not allowed[name] or value in allowed[name] for name, value in
+               (("engines", engine), ("gpus", gpu), ("precisions", precision), ("tps", str(tp))))
+
+
+def _transferred(route: Route, catalog: Catalog, allowed: dict[str, list[str]]) -> list[Curve]:
     """Transferred curves (planner.engine.transfer) for options no fitted curve covers, per catalog.transfer_mode."""
     profiled = any(k.model == route.model for k in catalog.curves)
     if catalog.transfer_mode == "off" or (catalog.transfer_mode == "auto" and profiled):
@@ -357,9 +357,7 @@ def _transferred(route: Route, catalog: Catalog, allowed: dict) -> list[Curve]:
     gpus = [spec for gpu in sorted(set(catalog.prices_df["gpu"])) if (spec := gpu_spec(gpu)) is not None]
 
     def admits(engine: str, gpu: str, precision: str, tp: int) -> bool:
-        return ((engine, gpu, precision, tp) not in covered
-                and all(not allowed[name] or value in allowed[name] for name, value in
-                        (("engines", engine), ("gpus", gpu), ("precisions", precision), ("tps", str(tp)))))
+        return (engine, gpu, precision, tp) not in covered and _admits(allowed, engine, gpu, precision, tp)
     return transferred_candidates(catalog.transfer, model, gpus, admits)
 
 

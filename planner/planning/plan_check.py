@@ -64,7 +64,7 @@ def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKe
     """Simulate every planned (status ok) route of `plan` on the fleet it names.
 
     routes: the ROUTES frame the plan was made from; curves: fitted curves
-    (planner.planning.plan.load_catalog().curves); requests_by_route: replayed requests
+    (planner.planning.plan.load_inputs().curves); requests_by_route: replayed requests
     per route name (planner.traffic.logs), others get synthetic ones: n_requests of
     them, or (None) a steady-state horizon on at most SIM_MAX_REPLICAS replicas
     with their share of the traffic (planner.traffic.workload.SteadyTraffic).  Raises

@@ -26,7 +26,7 @@ ASSUMPTION_NOTES = {
     "pricing_type": "on-demand, reserved or spot price rows",
     "adoption_amortise_months": "one-time engine adoption hours spread over this many months (0 = not counted)",
     "utilisation_cap": "assumption: no replica planned above this peak utilisation (fit error, load shifts)",
-    "slo_attainment": "share of simulated requests that must meet every SLO (planner.simulate check)",
+    "slo_attainment": "share of simulated requests that must meet every SLO (planner.latency.simulate check)",
     "batch_billing": "per-use = batch GPUs billed only while a job runs; always-on = reserved all month",
     "batch_billing_granularity_hours": "assumption: each job run billed in whole hours (0 = billed exactly)",
     "batch_efficiency": "assumption: share of a batch job's wall time spent at predicted throughput",

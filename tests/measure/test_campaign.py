@@ -12,9 +12,11 @@ import yaml
 
 from fleetfacts.errors import InputError
 from fleetfacts.extras import import_ray
-from measure.campaign import load_campaign, plan_jobs
-from measure.campaign_run import EXIT_INCOMPLETE, EXIT_OK, JobSink, StatusFile
-from measure.campaign_worker import DONE, ENV, ROW, Event
+from measure.campaign.command import EXIT_INCOMPLETE, EXIT_OK
+from measure.campaign.driver import JobSink, StatusFile
+from measure.campaign.plan import plan_jobs
+from measure.campaign.spec import load_campaign
+from measure.campaign.worker import DONE, ENV, ROW, Event
 from measure.cli import main
 from measure.stats import Measurement
 from measure.sweep import build_row

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from measure.campaign_run import EXIT_INCOMPLETE
+from measure.campaign.command import EXIT_INCOMPLETE
 from tests.conftest import REPO
 from tests.measure.campaign_helpers import assert_complete_once, profile_rows, wait_for_rows, write_campaign
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from measure.campaign.plan import JobPayload
 from measure.engines import make_engine
 from measure.estimate import ENGINE_START_S
 from measure.profile_job import run_record
@@ -33,7 +34,7 @@ class Event:
 
 
 class EventSink(Protocol):
-    """Where one job's events go on the driver (measure.campaign_run.JobSink), whichever executor runs it."""
+    """Where one job's events go on the driver (measure.campaign.driver.JobSink), whichever executor runs it."""
 
     @property
     def running(self) -> bool: ...
@@ -42,8 +43,8 @@ class EventSink(Protocol):
     def fail(self, reason: str) -> None: ...
 
 
-def run_job(payload: Any, emit: Callable[[Event], None]) -> None:
-    """Run `payload` (a measure.campaign.JobPayload) here; every outcome is an event, nothing raises but
+def run_job(payload: JobPayload, emit: Callable[[Event], None]) -> None:
+    """Run `payload` here; every outcome is an event, nothing raises but
     KeyboardInterrupt (a failing job must not stop the campaign)."""
     req = payload.request
     try:

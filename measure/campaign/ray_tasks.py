@@ -21,8 +21,9 @@ from typing import Any
 import fleetfacts
 import measure
 from fleetfacts.extras import import_ray
-from measure.campaign import JobPayload
-from measure.campaign_worker import NODE, Event, EventSink, run_job
+from measure.campaign.plan import JobPayload
+from measure.campaign.worker import NODE, Event, EventSink, run_job
+from measure.envinfo import gpu_info
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ LOCAL = "local"
 
 
 def ray_executor(address: str):
-    """An executor for campaign_run: connects to (or, for `local`, starts) Ray; MissingExtra without Ray."""
+    """An executor for measure.campaign.driver: connects to (or, for `local`, starts) Ray; MissingExtra without Ray."""
     ray = import_ray()
 
     def execute(payloads: list[JobPayload], sinks: dict[int, EventSink]) -> None:
@@ -58,8 +59,6 @@ def _connect(ray: Any, address: str, payloads: list[JobPayload]) -> None:
 
 
 def _local_gpu_count() -> int:
-    from measure.envinfo import gpu_info  # noqa: PLC0415
-
     return len(gpu_info())
 
 
