@@ -1,6 +1,6 @@
 """Count the functions of the project above a cyclomatic complexity, counted as radon counts it.
 
-    python tools/complexity.py [--top N] [PATH ...]      (default: fleetfacts measure planner ui app.py)
+    python scripts/complexity.py [--top N] [PATH ...]      (default: fleetfacts measure planner ui app.py)
 
 The lint (ruff C901, limit 10) counts branches and loops only; radon (not a dependency) also counts each
 boolean operator, ternary, comprehension clause and assert, so it finds the long conditions the lint lets
