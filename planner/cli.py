@@ -801,18 +801,17 @@ def _deploy_arguments(p: argparse.ArgumentParser) -> None:
                    f"on {deploy.HPA_METRIC} (target: the plan's operating concurrency per pod)")
 
 
-def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
+def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, PlanRow]]:
     """(CSV line, row) of the plan rows to deploy; raises InputError when none is."""
     check_plan_file(args.plan)
-    plan = load_plan_rows(args.plan)
-    rows = [(i + 2 + _comment_lines(args.plan), r) for i, r in enumerate(plan.to_dict("records"))]
+    plan = plan_rows(load_plan_rows(args.plan))
+    rows = [(i + 2 + _comment_lines(args.plan), r) for i, r in enumerate(plan)]
     if args.route:
-        rows = [(line, r) for line, r in rows if r["route"] == args.route]
+        rows = [(line, r) for line, r in rows if r.route == args.route]
         if not rows:
-            raise InputError(f"{args.plan}: no route {args.route!r} (routes: {', '.join(plan['route'])})")
+            raise InputError(f"{args.plan}: no route {args.route!r} (routes: {', '.join(r.route for r in plan)})")
         return rows
-    wanted = [(line, r) for line, r in rows if r["status"] == "ok" and (args.format == "k8s" or
-                                                                        r["engine"] == args.format)]
+    wanted = [(line, r) for line, r in rows if r.ok and (args.format == "k8s" or r.engine == args.format)]
     if not wanted:
         raise InputError(f"{args.plan}: no planned route runs on {args.format}")
     return wanted

@@ -15,7 +15,7 @@ checked against the schema when it is made (InputError naming the route and the 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
@@ -107,7 +107,7 @@ class PlanRow:
             e2e_pred_ms=s.e2e_ms, **latency_columns(route, s), utilisation=option.utilisation,
             gpu_usd_per_month=c.gpu_usd_per_month, eng_usd_per_month=c.eng_usd_per_month,
             total_usd_per_month=c.total_usd_per_month, usd_per_1m_output_tok=c.usd_per_1m_output_tok,
-            sim_attainment=option.sim_attainment, sim_replicas=option.sim_replicas, provenance=s.provenance,
+            sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas), provenance=s.provenance,
             latency_basis=option.latency_basis, price_source=c.price_source, notes=option.notes)
 
     @classmethod
@@ -125,6 +125,11 @@ class PlanRow:
         if not self.ok or self.tp is None:
             return ""
         return option_name(self.engine, self.engine_version, self.gpu, self.precision, self.tp, self.engine_config)
+
+
+def _whole(value: float) -> int | None:
+    """A count held as a float (NaN = none, as Option's simulation columns) as an int or None."""
+    return None if math.isnan(value) else int(value)
 
 
 # Rounding of plan files (issue 15): tokens/s to whole tokens, dollars to cents, milliseconds to 0.1 ms;
@@ -171,8 +176,3 @@ def _scalar(value: Any) -> Any:
     if value is None or value is pd.NA:
         return None
     return value.item() if hasattr(value, "item") else value
-
-
-def ok_rows(rows: Sequence[PlanRow]) -> list[PlanRow]:
-    """The planned (status ok) rows."""
-    return [r for r in rows if r.ok]
