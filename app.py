@@ -29,6 +29,7 @@ from planner.planning.exports import baseline_diff, printable, workbook_bytes
 from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from planner.sizing.assumptions import Assumptions
+from planner.sizing.plan_row import plan_rows
 from ui import charts, scenario, tables
 
 log = logging.getLogger("fleetplan.app")
@@ -522,7 +523,7 @@ def summary(shown: Shown, settings: scenario.Settings) -> None:
                    help="Against the previous plan: red and down when fewer routes are planned (one turned "
                         "infeasible or was removed); the $ and GPU changes compare only routes planned in both.")
     timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
-    st.caption(f"Totals cover {printable(plan_coverage(result.plan))} · {range_text(result.plan)} · "
+    st.caption(f"Totals cover {printable(plan_coverage(result.rows))} · {range_text(result.plan)} · "
                + check_text(shown.unchecked))
     st.caption(f"{timing} · {change_scope(change)} · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
@@ -911,7 +912,7 @@ def baseline_section(result: PlanResult) -> pd.DataFrame | None:
     except InputError as err:
         st.error(f"{err}. No baseline is compared.")
         return None
-    diff = baseline_diff(result.plan, baseline)
+    diff = baseline_diff(result.rows, plan_rows(baseline))
     st.caption(f"Differences against {upload.name}, per route; the fleet row sums only the routes planned in both.")
     st.dataframe(tables.styled(tables.diff_table(diff), tables.DIFF_FORMATS), hide_index=True, key="baseline_diff",
                  placeholder="")

@@ -412,16 +412,23 @@ def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") 
 
 
 def _cell(value: object, col: Column, where: str, line: int) -> object:
+    try:
+        return typed_cell(value, col)
+    except ValueError as err:
+        raise InputError(f"{where}, line {line}, column {col.name!r}: {err}") from None
+
+
+def typed_cell(value: object, col: Column) -> object:
+    """One cell as its column types it: text as str (slugs and enums lower-cased), numbers as int or float
+    within their bounds; a blank cell as the column's default, else '' (text) or NaN (numbers).
+    Raises ValueError saying what was expected (the caller names the file, line and column)."""
     if _is_blank(value):
         if col.required:
-            raise InputError(f"{where}, line {line}, column {col.name!r}: a value is required ({col.doc})")
+            raise ValueError(f"a value is required ({col.doc})")
         if col.default is not None:
             return col.default
         return "" if col.kind in ("str", "slug", "enum") else math.nan
-    try:
-        return _convert(value, col)
-    except ValueError as err:
-        raise InputError(f"{where}, line {line}, column {col.name!r}: {err}") from None
+    return _convert(value, col)
 
 
 def read_csv_text(path: Path) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from rich import box
 from rich.console import Console
@@ -77,6 +78,7 @@ from planner.planning.plan import (
 )
 from planner.planning.plan_check import format_simulations, simulate_plan
 from planner.sizing.assumptions import Assumptions
+from planner.sizing.plan_row import PlanRow, plan_rows
 from planner.traffic.logs import log_to_routes, read_log
 from planner.traffic.workload import replay_requests
 
@@ -210,14 +212,14 @@ def _run_plan(args: argparse.Namespace) -> int:
     assumptions = _assumptions_from_args(args)
     mapper = route_map(args.workers, args.ray)  # a bad flag or missing Ray fails before the curves are fitted
     routes = load_routes(args.routes)
-    baseline = read_plan(args.baseline)[0] if args.baseline else None
+    baseline = plan_rows(read_plan(args.baseline)[0]) if args.baseline else None
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer)
     result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate,
                        **({"map_routes": mapper} if mapper else {}))
     side = write_plan(result, args.out)
     if args.options_out:
         write_csv(result.options, args.options_out)
-    diff = None if baseline is None else baseline_diff(result.plan, baseline)
+    diff = None if baseline is None else baseline_diff(result.rows, baseline)
     if diff is not None:
         write_csv(diff, _diff_path(args.out))
     if args.xlsx:
@@ -286,45 +288,50 @@ def plan_table(result) -> Table:
     for name in ("route", "engine / option", "GPUs", "$/month", "runner-up", "saves/mo", "b-even", "basis"):
         table.add_column(name, justify="right" if name in ("GPUs", "$/month", "saves/mo") else "left",
                          no_wrap=name in NO_WRAP)
-    for _, r in result.plan.iterrows():
-        if r["status"] != "ok":
-            table.add_row(_cell(r["route"]), "(infeasible)", *[""] * 6)
+    for r in result.rows:
+        if not r.ok:
+            table.add_row(_cell(r.route), "(infeasible)", *[""] * 6)
             continue
-        engine = engine_label(r["engine"], r["engine_version"], r["engine_config"])
-        option = f"{engine}\n{r['gpu']} {r['precision']} tp{_num(r['tp'])}"
-        breakeven = _num(r["breakeven_updates_per_month"], "{:.2f}") or ("never" if str(r["breakeven_note"]).startswith(
-            "never") else "-" if r["runner_up"] else "")
-        table.add_row(_cell(r["route"]), _cell(option),
-                      _range(_num(r["gpus"]), _num(r["gpus_low"]), _num(r["gpus_high"])),
-                      _money_range(r["total_usd_per_month"], r["total_usd_per_month_low"], r["total_usd_per_month_high"]),
-                      _cell(r["runner_up"]), _savings(r), breakeven,
-                      BASIS.get(str(r["provenance"]), str(r["provenance"])))
+        engine = engine_label(r.engine, r.engine_version, r.engine_config)
+        option = f"{engine}\n{r.gpu} {r.precision} tp{_num(r.tp)}"
+        breakeven = _num(r.breakeven_updates_per_month, "{:.2f}") or ("never" if r.breakeven_note.startswith(
+            "never") else "-" if r.runner_up else "")
+        table.add_row(_cell(r.route), _cell(option), _range(_num(r.gpus), _num(r.gpus_low), _num(r.gpus_high)),
+                      _money_range(r.total_usd_per_month, r.total_usd_per_month_low, r.total_usd_per_month_high),
+                      _cell(r.runner_up), _savings(r), breakeven, BASIS.get(r.provenance, r.provenance))
     return table
 
 
-def _savings(row) -> str:
+def _savings(row: PlanRow) -> str:
     """What the pick saves against its runner-up; 'none' when the runner-up is cheaper (print_plan says why)."""
-    return "none" if runner_up_caveat(row) else _money(row["savings_usd_per_month"])
+    return "none" if runner_up_caveat(row) else _money(row.savings_usd_per_month)
+
+
+def _sum(rows: list[PlanRow], field: str) -> float:
+    """A column's total over rows, blanks counted as 0 (as pandas sums a column)."""
+    values = [getattr(r, field) for r in rows]
+    return float(np.nansum(np.array([math.nan if v is None else v for v in values], dtype=float)))
 
 
 def print_plan(result) -> None:
     """The plan as a readable table, what the totals cover, infeasible routes' reasons and the assumptions."""
     console = _console()
     console.print(plan_table(result))
-    ok = result.plan[result.plan["status"] == "ok"]
-    console.print(f"total: {_num(ok['gpus'].sum())} GPUs ({_num(ok['gpus_low'].sum())}–{_num(ok['gpus_high'].sum())}), "
-                  f"{_money(ok['total_usd_per_month'].sum())}/month ({_money(ok['total_usd_per_month_low'].sum())}–"
-                  f"{_money(ok['total_usd_per_month_high'].sum())}) over {terminal_safe(plan_coverage(result.plan))}",
+    ok = [r for r in result.rows if r.ok]
+    console.print(f"total: {_num(_sum(ok, 'gpus'))} GPUs ({_num(_sum(ok, 'gpus_low'))}–{_num(_sum(ok, 'gpus_high'))}), "
+                  f"{_money(_sum(ok, 'total_usd_per_month'))}/month ({_money(_sum(ok, 'total_usd_per_month_low'))}–"
+                  f"{_money(_sum(ok, 'total_usd_per_month_high'))}) over {terminal_safe(plan_coverage(result.rows))}",
                   markup=False, highlight=False)
     console.print("second lines: GPUs and $/month if each replica delivers the low or high end of its throughput "
                   "interval (at least the curve's leave-one-out error). b-even: model updates/month at which the "
                   "runner-up costs the same ('-': same engine build, not meaningful). basis: measured, published, "
                   "predicted or extrapolated.", markup=False, style="dim")
-    for _, r in result.plan[result.plan["status"] == "ok"].iterrows():
+    for r in ok:
         if caveat := runner_up_caveat(r):
-            console.print(terminal_safe(f"{r['route']}: {caveat}"), markup=False, highlight=False)
-    for _, r in result.plan[result.plan["status"] != "ok"].iterrows():
-        console.print(terminal_safe(f"infeasible: {r['route']}: {r['notes']}"), markup=False)
+            console.print(terminal_safe(f"{r.route}: {caveat}"), markup=False, highlight=False)
+    for r in result.rows:
+        if not r.ok:
+            console.print(terminal_safe(f"infeasible: {r.route}: {r.notes}"), markup=False)
     for name, value, what in result.assumptions.describe():
         console.print(f"  {name} = {value}  ({what})", markup=False, style="dim")
 
@@ -757,7 +764,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 def _run_simulate(args: argparse.Namespace) -> int:
 
     routes = load_routes(args.routes)
-    plan, _ = read_plan(args.plan)
+    plan = plan_rows(read_plan(args.plan)[0])
     if args.log:
         given = replay_requests(args.log, routes, args.format, args.route)
     else:  # each route's own request log (the routes file's `log` column), as `plan` replays it
@@ -794,18 +801,17 @@ def _deploy_arguments(p: argparse.ArgumentParser) -> None:
                    f"on {deploy.HPA_METRIC} (target: the plan's operating concurrency per pod)")
 
 
-def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
+def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, PlanRow]]:
     """(CSV line, row) of the plan rows to deploy; raises InputError when none is."""
     check_plan_file(args.plan)
-    plan = load_plan_rows(args.plan)
-    rows = [(i + 2 + _comment_lines(args.plan), r) for i, r in enumerate(plan.to_dict("records"))]
+    plan = plan_rows(load_plan_rows(args.plan))
+    rows = [(i + 2 + _comment_lines(args.plan), r) for i, r in enumerate(plan)]
     if args.route:
-        rows = [(line, r) for line, r in rows if r["route"] == args.route]
+        rows = [(line, r) for line, r in rows if r.route == args.route]
         if not rows:
-            raise InputError(f"{args.plan}: no route {args.route!r} (routes: {', '.join(plan['route'])})")
+            raise InputError(f"{args.plan}: no route {args.route!r} (routes: {', '.join(r.route for r in plan)})")
         return rows
-    wanted = [(line, r) for line, r in rows if r["status"] == "ok" and (args.format == "k8s" or
-                                                                        r["engine"] == args.format)]
+    wanted = [(line, r) for line, r in rows if r.ok and (args.format == "k8s" or r.engine == args.format)]
     if not wanted:
         raise InputError(f"{args.plan}: no planned route runs on {args.format}")
     return wanted

@@ -44,6 +44,7 @@ from planner.planning.exports import printable
 from planner.planning.fleet import FleetResult, Levers, waterfall_fleets, waterfall_table
 from planner.planning.plan import Catalog, PlanResult, make_plan, plan_coverage, plan_csv_text, validate_routes
 from planner.sizing.assumptions import Assumptions
+from planner.sizing.plan_row import plan_rows
 from planner.traffic.logs import log_to_routes
 
 SCENARIO_FORMAT = "fleetplan-scenario"
@@ -355,10 +356,9 @@ def resolve_logs(routes: pd.DataFrame, folder: Path, where: str) -> tuple[pd.Dat
 def unchecked_plan(result: PlanResult, reason: str) -> PlanResult:
     """`result` with every route's notes led by 'NOT CHECKED BY SIMULATION (reason)': how a plan the
     simulation check did not confirm travels in a download (CSV and workbook)."""
-    plan = result.plan.copy()
     lead = f"NOT CHECKED BY SIMULATION ({reason})"
-    plan["notes"] = [lead if pd.isna(n) or not str(n).strip() else f"{lead}; {n}" for n in plan["notes"]]
-    return replace(result, plan=plan)
+    return replace(result, rows=tuple(replace(r, notes=f"{lead}; {r.notes}" if r.notes.strip() else lead)
+                                      for r in result.rows))
 
 
 def merge_routes(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
@@ -731,7 +731,7 @@ NOT_LIKE_FOR_LIKE = "different routes planned than the other scenarios: totals n
 
 
 def _covered(plan: pd.DataFrame, same_routes: bool = True) -> str:
-    text = plan_coverage(plan)
+    text = plan_coverage(plan_rows(plan))
     return text if same_routes else f"{text}; {NOT_LIKE_FOR_LIKE}"
 
 

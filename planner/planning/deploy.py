@@ -1,6 +1,6 @@
 """Launch configs for a plan row: the `vllm serve` command, `trtllm-serve` + its options, Kubernetes manifests.
 
-Pure: takes a plan row (schema PLAN) and the engine settings its profile was measured
+Pure: takes a plan row (planner.sizing.plan_row.PlanRow) and the engine settings its profile was measured
 with (`EngineSettings.from_env`, from the profile's env.json), returns `DeployFile`s
 (name + text); writing them is the CLI's job.  The deployment runs what was measured:
 every engine setting the profile recorded is passed on, except the ones that only
@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from fleetfacts.errors import InputError
 from fleetfacts.specs import bundled_model_sources, bundled_model_specs
+from planner.sizing.plan_row import PlanRow
 
 FORMATS = ("vllm", "trtllm", "k8s")
 # Port every generated server listens on (vLLM's and trtllm-serve's default).
@@ -102,21 +103,18 @@ class Target:
     line: int
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], plan_file: str, line: int) -> Target:
-        """From a PLAN row with status ok; raises InputError naming what the row lacks."""
-        where = f"{plan_file}, line {line} (route {row.get('route')!r})"
-        if row.get("status") != "ok":
-            raise InputError(f"{where}: status {row.get('status')!r}, nothing to deploy ({row.get('notes', '')})")
+    def from_row(cls, row: PlanRow, plan_file: str, line: int) -> Target:
+        """From a plan row with status ok; raises InputError naming what the row lacks."""
+        where = f"{plan_file}, line {line} (route {row.route!r})"
+        if not row.ok:
+            raise InputError(f"{where}: status {row.status!r}, nothing to deploy ({row.notes})")
         for column in ("model", "engine", "gpu", "precision", "tp", "replicas", "max_model_len"):
-            if _blank(row.get(column)):
+            if _blank(getattr(row, column)):
                 raise InputError(f"{where}, column {column!r}: empty; re-run `python -m planner plan` "
                                  "(plans written before deploy existed lack it)")
-        concurrency = row.get("operating_concurrency")
-        concurrency = math.nan if _blank(concurrency) else float(str(concurrency))
-        target = cls(str(row["route"]), str(row["model"]), str(row["engine"]), str(row.get("engine_version") or ""),
-                     str(row["gpu"]), str(row["precision"]), int(row["tp"]), int(row["replicas"]),
-                     concurrency, int(row["max_model_len"]),
-                     str(row.get("profile") or ""), plan_file, line)
+        assert row.tp is not None and row.replicas is not None and row.max_model_len is not None
+        target = cls(row.route, row.model, row.engine, row.engine_version, row.gpu, row.precision, row.tp,
+                     row.replicas, row.operating_concurrency, row.max_model_len, row.profile, plan_file, line)
         _check_tp(target, where)
         return target
 
@@ -141,7 +139,7 @@ def _check_tp(target: Target, where: str) -> None:
 
 
 def _blank(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() in ("", "<NA>")
+    return value is None or value == ""
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 plan, and a multi-sheet workbook (.xlsx: plan, totals, assumptions, sources, and the baseline
 difference when there is one).
 
-    totals = plan_totals_table(result.plan)
-    diff = baseline_diff(result.plan, read_plan("last_quarter.csv")[0])
+    totals = plan_totals_table(result.rows)
+    diff = baseline_diff(result.rows, plan_rows(read_plan("last_quarter.csv")[0]))
     Path("plan.xlsx").write_bytes(workbook_bytes(result, diff))
 
 Every text cell of a workbook is written as a string (never a formula) and formula-escaped like
@@ -16,13 +16,15 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from fleetfacts.schema import escape_formula
 from planner.engine.curves import engine_label
-from planner.planning.plan import PlanResult, assumptions_document, plan_coverage, rounded_plan
+from planner.planning.plan import PlanResult, assumptions_document, plan_coverage
+from planner.sizing.plan_row import PlanRow, plan_frame
 
 TOTAL_COLUMNS = ("route", "status", "gpus", "gpus_low", "gpus_high", "gpu_usd_per_month", "eng_usd_per_month",
                  "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")
@@ -35,10 +37,10 @@ DIFF_COLUMNS = ("route", "change", "engine_before", "engine_now", "gpus_before",
                 "usd_per_month_before", "usd_per_month_now", "usd_per_month_change")
 
 
-def plan_totals_table(plan: pd.DataFrame) -> pd.DataFrame:
+def plan_totals_table(plan: Sequence[PlanRow]) -> pd.DataFrame:
     """One row per route and a fleet-total row over the planned routes; the fleet row's status says
     what it covers ('3 of 4 routes; chat infeasible')."""
-    rows = rounded_plan(plan).reindex(columns=list(TOTAL_COLUMNS))
+    rows = plan_frame(plan, rounded=True).reindex(columns=list(TOTAL_COLUMNS))
     ok = rows[rows["status"] == "ok"]
     fleet = {"route": FLEET, "status": plan_coverage(plan),
              **{c: round(float(pd.to_numeric(ok[c], errors="coerce").sum()), 2) for c in SUMMED}}
@@ -53,29 +55,25 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\\", "\\\\"))
 
 
-def _engine(row: dict[str, Any]) -> str:
-    if row.get("status") != "ok":
+def _engine(row: PlanRow) -> str:
+    if not row.ok:
         return "infeasible"
-    return f"{engine_label(row['engine'], row['engine_version'], row.get('engine_config'))} / {row['gpu']}"
+    return f"{engine_label(row.engine, row.engine_version, row.engine_config)} / {row.gpu}"
 
 
-def _number(value: object) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan
-    return number if math.isfinite(number) else math.nan
+def _number(value: int | float | None) -> float:
+    return math.nan if value is None or not math.isfinite(value) else float(value)
 
 
-def baseline_diff(plan: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
+def baseline_diff(plan: Sequence[PlanRow], baseline: Sequence[PlanRow]) -> pd.DataFrame:
     """Per route (union of both plans): engine/GPU, GPUs and total $/month before and now, and the change.
 
     `change` is 'same', 'changed', 'new' (not in the baseline), 'removed', 'now infeasible' or
     'now feasible'; the fleet row compares totals only over the routes planned in both (its
     `change` says which routes it leaves out), never over different route sets silently.
     """
-    before = {str(r["route"]): r for r in baseline.to_dict("records")}
-    now = {str(r["route"]): r for r in plan.to_dict("records")}
+    before = {r.route: r for r in baseline}
+    now = {r.route: r for r in plan}
     rows = [_diff_row(name, before.get(name), now.get(name)) for name in dict.fromkeys([*now, *before])]
     both = [r for r in rows if r["change"] in ("same", "changed")]
     left_out = [r["route"] for r in rows if r["change"] not in ("same", "changed")]
@@ -88,13 +86,13 @@ def baseline_diff(plan: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([*rows, fleet], columns=list(DIFF_COLUMNS))
 
 
-def _diff_row(name: str, before: dict | None, now: dict | None) -> dict[str, Any]:
-    def side(row: dict | None) -> tuple[str, float, float]:
+def _diff_row(name: str, before: PlanRow | None, now: PlanRow | None) -> dict[str, Any]:
+    def side(row: PlanRow | None) -> tuple[str, float, float]:
         if row is None:
             return "", math.nan, math.nan
-        if row.get("status") != "ok":
+        if not row.ok:
             return "infeasible", math.nan, math.nan
-        return _engine(row), _number(row.get("gpus")), round(_number(row.get("total_usd_per_month")), 2)
+        return _engine(row), _number(row.gpus), round(_number(row.total_usd_per_month), 2)
 
     (e0, g0, d0), (e1, g1, d1) = side(before), side(now)
     return {"route": name, "change": _change(before, now, (e0, g0, d0) != (e1, g1, d1)), "engine_before": e0,
@@ -102,12 +100,12 @@ def _diff_row(name: str, before: dict | None, now: dict | None) -> dict[str, Any
             "usd_per_month_before": d0, "usd_per_month_now": d1, "usd_per_month_change": round(d1 - d0, 2)}
 
 
-def _change(before: dict | None, now: dict | None, differs: bool) -> str:
+def _change(before: PlanRow | None, now: PlanRow | None, differs: bool) -> str:
     if before is None:
         return "new"
     if now is None:
         return "removed"
-    ok0, ok1 = before.get("status") == "ok", now.get("status") == "ok"
+    ok0, ok1 = before.ok, now.ok
     if ok0 != ok1:
         return "now feasible" if ok1 else "now infeasible"
     if not ok1:
@@ -152,8 +150,8 @@ def workbook_bytes(result: PlanResult, diff: pd.DataFrame | None = None) -> byte
 
     book = Workbook()
     sheets: dict[str, pd.DataFrame] = {
-        "plan": rounded_plan(result.plan),
-        "totals": plan_totals_table(result.plan),
+        "plan": plan_frame(result.rows, rounded=True),
+        "totals": plan_totals_table(result.rows),
         "assumptions": _assumptions_frame(result),
         "sources": result.sources,
     }

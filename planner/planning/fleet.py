@@ -43,7 +43,7 @@ from planner.planning.fleet_check import Bucket, Stream
 from planner.planning.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
-from planner.sizing.options import plan_option
+from planner.sizing.plan_row import PlanRow
 from planner.traffic.logs import diurnal_profile, read_log
 from planner.traffic.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
 
@@ -352,16 +352,15 @@ class Choice:
 
 
 def _kept_choices(baseline: PlanResult, catalog: Catalog) -> list[Choice]:
-    plan = baseline.plan
-    return [Choice(row["route"], row["model"], KEPT, _planned_row(baseline, row),
-                   catalog.ops_book.find(row["engine"], row["engine_version"]))
-            for row in plan[(plan["status"] == "ok") & (plan["traffic"] == "online")].to_dict("records")]
+    return [Choice(row.route, row.model, KEPT, _planned_row(baseline, row),
+                   catalog.ops_book.find(row.engine, row.engine_version))
+            for row in baseline.rows if row.ok and row.traffic == "online"]
 
 
 def _batch_choices(routes: pd.DataFrame, baseline: PlanResult, catalog: Catalog, a: Assumptions,
                    levers: Levers) -> list[Choice]:
     """Per planned batch route: its checked options (on-demand; and spot with the pricing lever)."""
-    ok = set(baseline.plan.loc[(baseline.plan["status"] == "ok") & (baseline.plan["traffic"] == "batch"), "route"])
+    ok = {row.route for row in baseline.rows if row.ok and row.traffic == "batch"}
     if not ok:
         return []
     tables = [baseline.options]
@@ -831,24 +830,22 @@ def _choice_attainment(choice: Choice | None) -> float:
 def _route_by_route(kept: list[Choice], baseline: PlanResult, catalog: Catalog) -> list[Deployment]:
     """Every route on its own planned option: the fleet when the program's fleet, once checked, is not cheaper."""
     fleet = [Deployment(KEPT, c.model, choice=c, attainment=_choice_attainment(c)) for c in kept]
-    plan = baseline.plan
-    for row in plan[(plan["status"] == "ok") & (plan["traffic"] == "batch")].to_dict("records"):
-        choice = Choice(row["route"], row["model"], BATCH, _planned_row(baseline, row),
-                        catalog.ops_book.find(row["engine"], row["engine_version"]))
+    for row in (r for r in baseline.rows if r.ok and r.traffic == "batch"):
+        choice = Choice(row.route, row.model, BATCH, _planned_row(baseline, row),
+                        catalog.ops_book.find(row.engine, row.engine_version))
         fleet.append(Deployment(BATCH, choice.model, choice=choice, attainment=_choice_attainment(choice)))
     return fleet
 
 
-def _planned_row(baseline: PlanResult, plan_row: Mapping[str, Any]) -> dict[str, Any]:
-    """The options-table row of the option a PLAN row recommends."""
+def _planned_row(baseline: PlanResult, plan_row: PlanRow) -> dict[str, Any]:
+    """The options-table row of the option a plan row recommends."""
     options = baseline.options
-    match = options[(options["route"] == plan_row["route"]) & (options["option"] == plan_option(plan_row))]
+    match = options[(options["route"] == plan_row.route) & (options["option"] == plan_row.option)]
     return dict(match.iloc[0].to_dict())
 
 
 def _baseline_total(baseline: PlanResult) -> float:
-    ok = baseline.plan[baseline.plan["status"] == "ok"]
-    return float(ok["total_usd_per_month"].sum())
+    return float(np.nansum([row.total_usd_per_month for row in baseline.rows if row.ok]))
 
 
 # ---------------------------------------------------------------- costs of the fleet chosen
@@ -947,7 +944,7 @@ def _result(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assum
         "mip_gap": None if getattr(solved, "mip_gap", None) is None else float(solved.mip_gap),
         "kept_route_by_route": kept_all,
         "always_on_usd_per_month": round(_always_on_usd(fleet, units, prices, a, updates), 2),
-        "unplanned_routes": sorted(baseline.plan.loc[baseline.plan["status"] != "ok", "route"]),
+        "unplanned_routes": sorted(row.route for row in baseline.rows if not row.ok),
     }
     return FleetResult(table, engineering, hourly, placed, summary, baseline)
 
@@ -1050,9 +1047,9 @@ def _route_rows(fleet: list[Deployment], units: list[Unit], table: pd.DataFrame,
             if not math.isnan(d.attainment):
                 attained[route] = min(attained.get(route, 1.0), d.attainment)
     rows = []
-    for r in baseline.plan.to_dict("records"):
-        if r["status"] == "ok":
-            rows.append((r["route"], r["traffic"], ";".join(names.get(r["route"], [])), attained.get(r["route"])))
+    for r in baseline.rows:
+        if r.ok:
+            rows.append((r.route, r.traffic, ";".join(names.get(r.route, [])), attained.get(r.route)))
     return pd.DataFrame(rows, columns=list(ROUTE_COLUMNS))
 
 

@@ -2,7 +2,7 @@
 
     catalog = load_inputs()                      # bundled profiles (fitted), prices, engine-ops costs
     result = make_plan(routes_df, catalog, Assumptions())
-    result.plan      # schema PLAN, one row per route
+    result.rows      # one PlanRow per route (schema PLAN); result.plan: the same as a DataFrame
     result.options   # every evaluated option, feasible or not, with its reason
     write_plan(result, "plan.csv")   # plain CSV + plan.assumptions.json beside it
     plan_df, assumptions = read_plan("plan.csv")
@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -55,7 +55,8 @@ from planner.latency import simulate, with_server_latency
 from planner.planning.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
-from planner.sizing.options import LATENCY_INTERVAL_COLUMNS, OPTION_COLUMNS, Option, evaluate_option, option_label
+from planner.sizing.options import OPTION_COLUMNS, Option, evaluate_option, option_label
+from planner.sizing.plan_row import PlanRow, plan_frame
 from planner.sizing.sizing import LogRequests
 from planner.traffic.routes import ALLOW_LISTS, Route, parse_diurnal
 from planner.traffic.workload import SIM_BATCH_SAMPLE, route_log_requests
@@ -231,13 +232,18 @@ SOURCE_COLUMNS = ("route", "kind", "what", "source", "date")  # PlanResult.sourc
 
 @dataclass(frozen=True, eq=False)
 class PlanResult:
-    """A plan: one row per route (schema PLAN), every evaluated option, the assumptions used, and per
+    """A plan: one PlanRow per route (schema PLAN), every evaluated option, the assumptions used, and per
     planned route the sources of its price and profile (SOURCE_COLUMNS)."""
 
-    plan: pd.DataFrame
+    rows: tuple[PlanRow, ...]
     options: pd.DataFrame
     assumptions: Assumptions
     sources: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=list(SOURCE_COLUMNS)))
+
+    @cached_property
+    def plan(self) -> pd.DataFrame:
+        """The rows as a PLAN DataFrame (planner.sizing.plan_row.plan_frame), for the app's tables."""
+        return plan_frame(self.rows)
 
 
 # Simulation check: keep simulating the cheapest unchecked option until the SIM_CHECK_TOP cheapest
@@ -266,20 +272,20 @@ def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumption
     """
     assumptions = assumptions or Assumptions()
     routes = validate_routes(routes_df)
-    plan_rows, option_rows = [], []
+    plan_rows: list[PlanRow] = []
+    option_rows: list[dict[str, Any]] = []
     plan_route = functools.partial(_plan_route, catalog=catalog, assumptions=assumptions,
                                    check_by_simulation=check_by_simulation)
     for plan_row, rows in map_routes(plan_route, routes.to_dict("records")):
         option_rows.extend(rows)
         plan_rows.append(plan_row)
     options_df = pd.DataFrame(option_rows, columns=list(OPTION_COLUMNS))
-    plan_df = validate_frame(pd.DataFrame(plan_rows, columns=PLAN.names), PLAN, "plan")
-    return PlanResult(plan_df, options_df, assumptions, plan_sources(plan_df, catalog))
+    return PlanResult(tuple(plan_rows), options_df, assumptions, plan_sources(plan_rows, catalog))
 
 
 def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
-                check_by_simulation: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One route's PLAN row and option rows (a module-level function, so process pools can pickle it)."""
+                check_by_simulation: bool) -> tuple[PlanRow, list[dict[str, Any]]]:
+    """One route's plan row and option rows (a module-level function, so process pools can pickle it)."""
     route = Route.from_row(row)
     curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
     log, log_note = _route_log(route)
@@ -289,11 +295,10 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
         options = _online_simulation_check(route, options, assumptions, log)
     elif check_by_simulation and route.traffic == "batch":
         options = _batch_simulation_check(route, options, assumptions)
-    rows = [option.to_row() for option in options]
-    plan_row = _plan_row(route, rows, catalog, assumptions, held_back, log)
+    plan_row = _plan_row(route, options, catalog, assumptions, held_back, log)
     if log_note:
-        plan_row["notes"] = _join(log_note, plan_row["notes"])
-    return plan_row, rows
+        plan_row = dataclasses.replace(plan_row, notes=_join(log_note, plan_row.notes))
+    return plan_row, [option.to_row() for option in options]
 
 
 def _route_log(route: Route) -> tuple[LogRequests | None, str]:
@@ -368,14 +373,15 @@ def _cheapest_unsimulated(options: list[Option], a: Assumptions) -> Option | Non
 
 def _ranked(options: list[Option], a: Assumptions) -> list[Option]:
     """Feasible options in the order the plan prefers them (_rank_key)."""
-    return sorted((o for o in options if o.feasible), key=lambda o: _rank_key(o.to_row(), o.route.traffic, a))
+    return sorted((o for o in options if o.feasible), key=lambda o: _rank_key(o, a))
 
 
-def _rank_key(row: Mapping[str, Any], traffic: str, a: Assumptions) -> tuple:
+def _rank_key(option: Option, a: Assumptions) -> tuple:
     """Cheapest first; for an online route, options whose latency rests on no measurement go last
     unless the assumptions allow them (their TTFT is the engine model's alone, and optimistic)."""
-    unverified = traffic == "online" and not a.allow_unverified_latency and row["latency_basis"] == "unverified"
-    return (unverified, row["total_usd_per_month"], row["gpus"], row["option"])
+    unverified = (option.route.traffic == "online" and not a.allow_unverified_latency
+                  and option.latency_basis == "unverified")
+    return (unverified, option.total_usd_per_month, option.sizing.gpus, option.name)
 
 
 def _online_simulation_check(route: Route, options: list[Option], a: Assumptions,
@@ -464,36 +470,36 @@ def _join(*parts: object) -> str:
 
 # ---------------------------------------------------------------- choosing
 
-def _plan_row(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: Assumptions,
-              held_back: list[str] | None = None, log: LogRequests | None = None) -> dict[str, Any]:
-    """The PLAN row of a route from its option rows: the best-ranked feasible one (_rank_key), its runner-up,
+def _plan_row(route: Route, options: list[Option], catalog: Catalog, a: Assumptions,
+              held_back: list[str] | None = None, log: LogRequests | None = None) -> PlanRow:
+    """The plan row of a route from its options: the best-ranked feasible one (_rank_key), its runner-up,
     its ranges."""
-    base = {"route": route.name, "traffic": route.traffic, "model": route.model}
-    feasible = sorted((o for o in options if o["feasible"]), key=lambda o: _rank_key(o, route.traffic, a))
+    feasible = _ranked(options, a)
     if not feasible:
-        return {**base, "status": "infeasible", "notes": _infeasible_reason(route, options, catalog, a, held_back)}
-    best = _widened(feasible[0], _option_loo_error(catalog, route, feasible[0]["option"]))
-    runner = next((o for o in feasible[1:] if (o["engine"], o["gpu"]) != (best["engine"], best["gpu"])), None)
-    sim = {"sim_attainment": best.get("sim_attainment", math.nan), "sim_replicas": best.get("sim_replicas", math.nan)}
-    runner_up = _runner_up_columns(best, runner)
-    notes = _join(best["notes"], f"{len(held_back)} pre-release engine build(s) not considered "
-                  f"({', '.join(held_back)}; allow_prerelease)" if held_back else "", runner_up_caveat(runner_up))
-    deployment = {"max_model_len": _max_model_len(route, log), "profile": _profile_files(route, best, catalog)}
-    return {**base, "status": "ok", **{c: best[c] for c in _COPIED}, **runner_up, **sim,
-            **plan_ranges(best, route.traffic, a), **deployment, "notes": notes}
+        return PlanRow.infeasible(route.name, route.traffic, route.model,
+                                  _infeasible_reason(route, options, catalog, a, held_back))
+    best = feasible[0]
+    runner = next((o for o in feasible[1:] if (o.key.engine, o.key.gpu) != (best.key.engine, best.key.gpu)), None)
+    row = _widened(PlanRow.recommending(best), _option_loo_error(catalog, route, best.name))
+    row = dataclasses.replace(row, **_runner_up_columns(best, runner),
+                              **plan_ranges(row, best.sizing.peak_utilisation, a),
+                              max_model_len=_max_model_len(route, log), profile=_profile_files(route, best.key, catalog))
+    held = (f"{len(held_back)} pre-release engine build(s) not considered ({', '.join(held_back)}; allow_prerelease)"
+            if held_back else "")
+    return dataclasses.replace(row, notes=_join(row.notes, held, runner_up_caveat(row)))
 
 
-def runner_up_caveat(row: Mapping[str, Any]) -> str:
+def runner_up_caveat(row: PlanRow) -> str:
     """For a plan row whose runner-up costs less than the recommendation (negative savings_usd_per_month):
     'runner-up X is $Y/month cheaper but its latency is unverified (...)'; '' otherwise.
 
     _rank_key puts a cheaper feasible option behind for that one reason: an online route's option with no
     latency measurement behind it, while allow_unverified_latency is off.
     """
-    savings = row.get("savings_usd_per_month")
-    if not isinstance(savings, (int, float)) or not savings < 0:
+    savings = row.savings_usd_per_month
+    if not savings < 0:
         return ""
-    return (f"runner-up {row['runner_up']} is ${-savings:,.0f}/month cheaper but its latency is unverified (no "
+    return (f"runner-up {row.runner_up} is ${-savings:,.0f}/month cheaper but its latency is unverified (no "
             f"latency measurement behind it; allow_unverified_latency ranks it by cost)")
 
 
@@ -511,17 +517,16 @@ def _max_model_len(route: Route, log: LogRequests | None = None) -> int:
     return max(quantiles, int(np.max(inputs + outputs)))
 
 
-def _profile_files(route: Route, best: dict[str, Any], catalog: Catalog) -> str:
+def _profile_files(route: Route, key: GroupKey, catalog: Catalog) -> str:
     """The profile files of the chosen curve's group, ';'-separated, relative to the project root if bundled;
     those with engine settings beside them (env.json: what `deploy` runs) first."""
     frame = catalog.profiles_df
     if "file" not in frame.columns:
         return ""
-    key = {"engine": best["engine"], "engine_version": best["engine_version"], "gpu": best["gpu"],
-           "model": route.model, "precision": best["precision"], "tp": best["tp"],
-           "config": best["engine_config"] or DEFAULT_CONFIG}
+    group = {"engine": key.engine, "engine_version": key.engine_version, "gpu": key.gpu, "model": route.model,
+             "precision": key.precision, "tp": key.tp, "config": key.config or DEFAULT_CONFIG}
     mask = np.ones(len(frame), dtype=bool)
-    for column, value in key.items():
+    for column, value in group.items():
         mask &= (frame[column] == value).to_numpy()
     files = sorted(set(frame.loc[mask, "file"]), key=lambda f: (not (Path(f).parent / "env.json").is_file(), f))
     return ";".join(_relative(Path(f)) for f in files)
@@ -535,11 +540,6 @@ def _relative(path: Path) -> str:
         return str(path)
 
 
-_COPIED = ("engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
-           "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
-           "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", *LATENCY_INTERVAL_COLUMNS,
-           "latency_tier", "utilisation", "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "usd_per_1m_output_tok", "provenance",
-           "latency_basis", "price_source")
 # A throughput interval never reaches below this share of its middle (keeps GPU ranges finite).
 MIN_LOW_SHARE = 0.05
 
@@ -549,78 +549,80 @@ def _option_loo_error(catalog: Catalog, route: Route, name: str) -> float:
     return 0.0 if key is None else group_loo_error(catalog, key)
 
 
-def _widened(option: dict[str, Any], loo_error: float) -> dict[str, Any]:
-    """The option with its throughput interval at least +-loo_error (the group's worst leave-one-out
+def _widened(row: PlanRow, loo_error: float) -> PlanRow:
+    """The row with its throughput interval at least +-loo_error (the group's worst leave-one-out
     error, as `validate` reports it): a curve is never shown tighter than it predicts its own points."""
-    mid = option["replica_output_tok_per_s"]
+    mid = row.replica_output_tok_per_s
     if not loo_error or not math.isfinite(mid):
-        return option
-    low = min(option["replica_output_tok_per_s_low"], mid * max(MIN_LOW_SHARE, 1.0 - loo_error))
-    high = max(option["replica_output_tok_per_s_high"], mid * (1.0 + loo_error))
-    return {**option, "replica_output_tok_per_s_low": low, "replica_output_tok_per_s_high": high}
+        return row
+    low = min(row.replica_output_tok_per_s_low, mid * max(MIN_LOW_SHARE, 1.0 - loo_error))
+    high = max(row.replica_output_tok_per_s_high, mid * (1.0 + loo_error))
+    return dataclasses.replace(row, replica_output_tok_per_s_low=low, replica_output_tok_per_s_high=high)
 
 
-def plan_ranges(option: dict[str, Any], traffic: str, a: Assumptions) -> dict[str, float]:
-    """GPUs and total $/month if a replica delivers the low or the high end of its throughput interval.
+def plan_ranges(row: PlanRow, peak_utilisation: float, a: Assumptions) -> dict[str, Any]:
+    """GPUs and total $/month (as PlanRow fields) if a replica delivers the low or the high end of its
+    throughput interval; {} when the row has no size or throughput to scale.
 
-    The load a fleet carries is utilisation x replicas x throughput; at another throughput it needs
-    that load over (cap x throughput) replicas (cap: utilisation_cap online, 1 for a batch deadline).
-    A fleet sized by latency or by the simulation check above its load is never shown smaller: its
-    low end is its own size.  GPU dollars scale with GPUs (batch per-use: with the job's hours).
+    The load a fleet carries is utilisation x replicas x throughput (online: the peak utilisation, as
+    the option's sizing has it); at another throughput it needs that load over (cap x throughput) replicas
+    (cap: utilisation_cap online, 1 for a batch deadline).  A fleet sized by latency or by the simulation
+    check above its load is never shown smaller: its low end is its own size.  GPU dollars scale with GPUs
+    (batch per-use: with the job's hours).
     """
-    replicas, tp, mid = option["replicas"], option["tp"], option["replica_output_tok_per_s"]
-    online = traffic == "online"
-    load = option["peak_utilisation"] if online else option["utilisation"]
+    replicas, tp, mid = row.replicas, row.tp, row.replica_output_tok_per_s
+    online = row.traffic == "online"
+    load = peak_utilisation if online else row.utilisation
     cap = a.utilisation_cap if online else 1.0
-    if not all(math.isfinite(float(v)) for v in (replicas, mid, load)) or mid <= 0:
+    if replicas is None or tp is None or not all(math.isfinite(float(v)) for v in (mid, load)) or mid <= 0:
         return {}
 
     def needed(tok_s: float) -> int:
         return max(1, math.ceil(load * replicas * mid / (cap * tok_s) - 1e-9))
 
     load_bound = needed(mid) >= replicas
-    low = min(replicas, needed(option["replica_output_tok_per_s_high"])) if load_bound else replicas
-    high = max(replicas, needed(option["replica_output_tok_per_s_low"]))
-    per_use = traffic == "batch" and a.batch_billing == "per-use"
+    low = min(replicas, needed(row.replica_output_tok_per_s_high)) if load_bound else replicas
+    high = max(replicas, needed(row.replica_output_tok_per_s_low))
+    per_use = row.traffic == "batch" and a.batch_billing == "per-use"
     return {"gpus_low": low * tp, "gpus_high": high * tp,
-            "total_usd_per_month_low": _total_at(option, low / replicas, mid / option["replica_output_tok_per_s_high"],
+            "total_usd_per_month_low": _total_at(row, low / replicas, mid / row.replica_output_tok_per_s_high,
                                                  per_use),
-            "total_usd_per_month_high": _total_at(option, high / replicas, mid / option["replica_output_tok_per_s_low"],
+            "total_usd_per_month_high": _total_at(row, high / replicas, mid / row.replica_output_tok_per_s_low,
                                                   per_use)}
 
 
-def _total_at(option: dict[str, Any], fleet_ratio: float, hours_ratio: float, per_use: bool) -> float:
-    gpu = option["gpu_usd_per_month"] * (hours_ratio if per_use else fleet_ratio)
-    return option["total_usd_per_month"] - option["gpu_usd_per_month"] + gpu
+def _total_at(row: PlanRow, fleet_ratio: float, hours_ratio: float, per_use: bool) -> float:
+    gpu = row.gpu_usd_per_month * (hours_ratio if per_use else fleet_ratio)
+    return row.total_usd_per_month - row.gpu_usd_per_month + gpu
 
 
-def _runner_up_columns(best: dict[str, Any], runner: dict[str, Any] | None) -> dict[str, Any]:
+def _runner_up_columns(best: Option, runner: Option | None) -> dict[str, Any]:
+    """The runner-up's PlanRow fields: its name, total, what the pick saves and the break-even."""
     if runner is None:
-        return {"runner_up": "", "runner_up_total_usd_per_month": math.nan, "savings_usd_per_month": math.nan,
-                "breakeven_updates_per_month": math.nan, "breakeven_note": ""}
+        return {}
     u, note = breakeven(best, runner)
-    return {"runner_up": runner["option"], "runner_up_total_usd_per_month": runner["total_usd_per_month"],
-            "savings_usd_per_month": runner["total_usd_per_month"] - best["total_usd_per_month"],
+    return {"runner_up": runner.name, "runner_up_total_usd_per_month": runner.total_usd_per_month,
+            "savings_usd_per_month": runner.total_usd_per_month - best.total_usd_per_month,
             "breakeven_updates_per_month": u, "breakeven_note": note}
 
 
-def breakeven(best: dict[str, Any], runner: dict[str, Any]) -> tuple[float, str]:
+def breakeven(best: Option, runner: Option) -> tuple[float, str]:
     """(updates/month at which the runner-up costs the same, '') or (NaN, why there is none).
 
     Only between different engine builds (engine or version): the same build on another GPU costs
     the same engineer hours per update and differs only in its build GPU-hour price, a crossing of
     price lines that says nothing about adopting an engine.
     """
-    if (best["engine"], best["engine_version"]) == (runner["engine"], runner["engine_version"]):
+    if (best.key.engine, best.key.engine_version) == (runner.key.engine, runner.key.engine_version):
         return math.nan, "same engine build as the runner-up: updates cost the same engineering work"
-    u = costs.breakeven_updates(best["fixed_usd_per_month"], best["usd_per_update"],
-                                runner["fixed_usd_per_month"], runner["usd_per_update"])
+    u = costs.breakeven_updates(best.cost.fixed_usd_per_month, best.cost.usd_per_update,
+                                runner.cost.fixed_usd_per_month, runner.cost.usd_per_update)
     if u is None:
         return math.nan, "never: the recommendation stays cheaper at any update rate"
     return u, ""
 
 
-def _infeasible_reason(route: Route, options: list[dict[str, Any]], catalog: Catalog, a: Assumptions,
+def _infeasible_reason(route: Route, options: list[Option], catalog: Catalog, a: Assumptions,
                        held_back: list[str] | None = None) -> str:
     if not options:
         reason = _no_profile_reason(route, catalog)
@@ -628,17 +630,17 @@ def _infeasible_reason(route: Route, options: list[dict[str, Any]], catalog: Cat
             reason += (f"; pre-release engine builds not considered: {', '.join(held_back)} "
                        f"(allow them with --allow-prerelease)")
         return reason
-    priced = [o for o in options if catalog.price_book.find(o["gpu"], a.provider, a.pricing_type) is not None]
+    priced = [o for o in options if catalog.price_book.find(o.key.gpu, a.provider, a.pricing_type) is not None]
     if not priced:
-        gpus = sorted({o["gpu"] for o in options})
+        gpus = sorted({o.key.gpu for o in options})
         where = f"provider {a.provider}" if a.provider else "any provider"
         return (f"missing price: no {a.pricing_type} price from {where} for {', '.join(gpus)} "
                 f"(add one to the prices table, or choose another provider or pricing type)")
-    misses = [o for o in priced if o["miss_ratio"] > 0]
+    misses = [o for o in priced if o.sizing.miss_ratio > 0]
     if misses:
-        closest = min(misses, key=lambda o: o["miss_ratio"])
-        return f"no option meets the SLOs; closest: {closest['option']} {closest['reason']}"
-    reasons = sorted({o["reason"] for o in options})
+        closest = min(misses, key=lambda o: o.sizing.miss_ratio)
+        return f"no option meets the SLOs; closest: {closest.name} {closest.reason}"
+    reasons = sorted({o.reason for o in options})
     return "no feasible option: " + "; ".join(reasons)
 
 
@@ -653,33 +655,35 @@ def _no_profile_reason(route: Route, catalog: Catalog) -> str:
 
 # ---------------------------------------------------------------- totals, sources
 
-def plan_coverage(plan: pd.DataFrame) -> str:
+def plan_coverage(rows: Sequence[PlanRow]) -> str:
     """What a plan's totals cover: '4 of 4 routes', or '3 of 4 routes; chat infeasible'."""
-    bad = [str(r) for r in plan.loc[plan["status"] != "ok", "route"]]
-    text = f"{len(plan) - len(bad)} of {len(plan)} routes"
+    bad = [r.route for r in rows if not r.ok]
+    text = f"{len(rows) - len(bad)} of {len(rows)} routes"
     return f"{text}; {', '.join(bad)} infeasible" if bad else text
 
 
 
 
-def plan_sources(plan: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+def plan_sources(plan: Sequence[PlanRow], catalog: Catalog) -> pd.DataFrame:
     """Per planned route: its GPU price's source and the sources of the profile rows its curve was fitted to."""
     rows = []
-    for r in plan[plan["status"] == "ok"].to_dict("records"):
-        rows.append({"route": r["route"], "kind": "price", "what": f"{r['gpu']} GPU-hour", "source": r["price_source"],
+    for r in plan:
+        if not r.ok:
+            continue
+        rows.append({"route": r.route, "kind": "price", "what": f"{r.gpu} GPU-hour", "source": r.price_source,
                      "date": ""})
-        rows.extend({"route": r["route"], "kind": "profile", "what": p["what"], "source": p["source"],
+        rows.extend({"route": r.route, "kind": "profile", "what": p["what"], "source": p["source"],
                      "date": p["date"]} for p in _profile_sources(r, catalog.profiles_df))
     return pd.DataFrame(rows, columns=list(SOURCE_COLUMNS))
 
 
-def _profile_sources(row: dict[str, Any], profiles: pd.DataFrame) -> list[dict[str, str]]:
+def _profile_sources(row: PlanRow, profiles: pd.DataFrame) -> list[dict[str, str]]:
     if profiles.empty:
         return []
-    match = profiles[(profiles["engine"] == row["engine"]) & (profiles["engine_version"] == row["engine_version"])
-                     & (profiles["gpu"] == row["gpu"]) & (profiles["precision"] == row["precision"])
-                     & (profiles["tp"] == row["tp"])
-                     & (profiles["config"].replace("", DEFAULT_CONFIG).fillna(DEFAULT_CONFIG) == row["engine_config"])]
+    match = profiles[(profiles["engine"] == row.engine) & (profiles["engine_version"] == row.engine_version)
+                     & (profiles["gpu"] == row.gpu) & (profiles["precision"] == row.precision)
+                     & (profiles["tp"] == row.tp)
+                     & (profiles["config"].replace("", DEFAULT_CONFIG).fillna(DEFAULT_CONFIG) == row.engine_config)]
     counts = match.groupby(["provenance", "source", "date"]).size()
     return [{"what": f"{n} {prov} profile point(s)", "source": src, "date": str(date)}
             for (prov, src, date), n in counts.items()]
@@ -687,31 +691,8 @@ def _profile_sources(row: dict[str, Any], profiles: pd.DataFrame) -> list[dict[s
 
 # ---------------------------------------------------------------- plan files
 
-# Rounding of plan files (issue 15): tokens/s to whole tokens, dollars to cents, milliseconds to 0.1 ms;
-# finer digits are noise next to the intervals and make a capacity review's spreadsheet unreadable.
-PLAN_DECIMALS = {
-    **dict.fromkeys(("replica_output_tok_per_s", "replica_output_tok_per_s_low", "replica_output_tok_per_s_high"), 0),
-    **dict.fromkeys(("gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "total_usd_per_month_low",
-                     "total_usd_per_month_high", "usd_per_1m_output_tok", "runner_up_total_usd_per_month",
-                     "savings_usd_per_month"), 2),
-    **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "operating_concurrency",
-                     *LATENCY_INTERVAL_COLUMNS), 1),
-    "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
-}
 ASSUMPTIONS_SUFFIX = ".assumptions.json"
 ASSUMPTIONS_FORMAT = "fleetplan-plan-assumptions"
-
-
-def rounded_plan(plan: pd.DataFrame) -> pd.DataFrame:
-    """The plan as files show it (PLAN_DECIMALS); integer columns as whole numbers."""
-    out = plan.reindex(columns=PLAN.names).copy()
-    for column, digits in PLAN_DECIMALS.items():
-        out[column] = pd.to_numeric(out[column], errors="coerce").round(digits)
-        if digits == 0:
-            out[column] = out[column].astype("Int64")
-    for column in (c.name for c in PLAN.columns if c.kind == "int"):
-        out[column] = pd.to_numeric(out[column], errors="coerce").round().astype("Int64")
-    return out
 
 
 def assumptions_path(plan_path: str | Path) -> Path:
@@ -722,7 +703,7 @@ def assumptions_path(plan_path: str | Path) -> Path:
 
 def plan_csv_text(result: PlanResult) -> str:
     """The plan as a plain CSV: header on line 1, no comments, rounded, formula-safe."""
-    safe = rounded_plan(result.plan).astype(object).map(escape_formula)
+    safe = plan_frame(result.rows, rounded=True).astype(object).map(escape_formula)
     return safe.to_csv(index=False, lineterminator="\n")
 
 
@@ -731,7 +712,7 @@ def assumptions_document(result: PlanResult) -> dict[str, Any]:
     sources = result.sources.astype(object).where(result.sources.notna(), None)
     return {"format": ASSUMPTIONS_FORMAT, "assumptions": result.assumptions.to_dict(),
             "assumption_notes": {name: what for name, _, what in result.assumptions.describe()},
-            "coverage": plan_coverage(result.plan),
+            "coverage": plan_coverage(result.rows),
             "price_sources": [r for r in sources.to_dict("records") if r["kind"] == "price"],
             "profile_sources": [r for r in sources.to_dict("records") if r["kind"] == "profile"]}
 

@@ -1,6 +1,6 @@
 """The simulation check of a saved plan: each planned route simulated on the fleet the plan names.
 
-`simulate_plan(routes, plan, curves)` -> one RouteSimulation per planned route
+`simulate_plan(routes, plan_rows, curves)` -> one RouteSimulation per planned route
 (online: SLO attainment and latency percentiles; batch: makespan against the
 deadline); `format_simulations` turns them into text.  The simulator itself
 is planner.latency.simulate; `python -m planner simulate` is the command.
@@ -18,7 +18,7 @@ import pandas as pd
 from fleetfacts.errors import InputError
 from planner.engine.curves import Curve, CurveLike, GroupKey, find_curve
 from planner.latency.simulate import METRICS, PERCENTILES, SimResult, batch_makespan, check_fleet, simulate_requests
-from planner.sizing.options import plan_option
+from planner.sizing.plan_row import PlanRow
 from planner.traffic.routes import Route
 from planner.traffic.workload import (
     DEFAULT_SIM_REQUESTS,
@@ -57,13 +57,14 @@ class RouteSimulation:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
-def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKey, Curve],
+def simulate_plan(routes: pd.DataFrame, plan: Sequence[PlanRow], curves: dict[GroupKey, Curve],
                   requests_by_route: Mapping[str, Requests] | None = None,
                   seed: int = 0, n_requests: int | None = None, router: str = "jsq"
                   ) -> list[RouteSimulation]:
     """Simulate every planned (status ok) route of `plan` on the fleet it names.
 
-    routes: the ROUTES frame the plan was made from; curves: fitted curves
+    routes: the ROUTES frame the plan was made from; plan: its rows (PlanResult.rows, or
+    planner.sizing.plan_row.plan_rows of a plan read from a file); curves: fitted curves
     (planner.planning.plan.load_inputs().curves); requests_by_route: replayed requests
     per route name (planner.traffic.logs), others get synthetic ones: n_requests of
     them, or (None) a steady-state horizon on at most SIM_MAX_REPLICAS replicas
@@ -75,30 +76,30 @@ def simulate_plan(routes: pd.DataFrame, plan: pd.DataFrame, curves: dict[GroupKe
         raise InputError(f"--seed: expected a whole number >= 0, got {seed}")
     by_name = {str(r["name"]): r for r in routes.to_dict("records")}
     out = []
-    for p in plan.to_dict("records"):
-        if p["status"] != "ok":
+    for p in plan:
+        if not p.ok:
             continue
-        row = by_name.get(str(p["route"]))
+        row = by_name.get(p.route)
         if row is None:
-            raise InputError(f"plan route {p['route']!r} is not in the routes file")
-        _check_sizes(p)
+            raise InputError(f"plan route {p.route!r} is not in the routes file")
+        replicas, tp = _sizes(p)
         # A plan written before engine_config existed has none: find_curve then prefers the default config.
-        curve = find_curve(curves, p["engine"], p["gpu"], row["model"], p["precision"], int(p["tp"]),
-                           str(p["engine_version"]), p.get("engine_config") or None)
-        option = plan_option(p)
-        given = (requests_by_route or {}).get(str(p["route"]))
-        out.append(_simulate_route(Route.from_row(row), curve, int(p["replicas"]), option, given, seed, n_requests,
-                                   router))
+        curve = find_curve(curves, p.engine, p.gpu, row["model"], p.precision, tp, p.engine_version,
+                           p.engine_config or None)
+        given = (requests_by_route or {}).get(p.route)
+        out.append(_simulate_route(Route.from_row(row), curve, replicas, p.option, given, seed, n_requests, router))
     return out
 
 
-def _check_sizes(plan_row: Mapping) -> None:
-    """InputError when a planned row has no replica or no GPU per replica to simulate."""
+def _sizes(plan_row: PlanRow) -> tuple[int, int]:
+    """(replicas, tp) of a planned row; InputError when it has no replica or no GPU per replica to simulate."""
     for column in ("replicas", "tp"):
-        value = plan_row.get(column)
-        if value is None or pd.isna(value) or int(value) < 1:
-            raise InputError(f"plan route {plan_row['route']!r}, column {column!r}: expected a whole number >= 1 "
-                             f"for a planned (status ok) route, got {value}")
+        value = getattr(plan_row, column)
+        if value is None or value < 1:
+            raise InputError(f"plan route {plan_row.route!r}, column {column!r}: expected a whole number >= 1 "
+                             f"for a planned (status ok) route, got {'<NA>' if value is None else value}")
+    assert plan_row.replicas is not None and plan_row.tp is not None
+    return plan_row.replicas, plan_row.tp
 
 
 def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, given: Requests | None, seed: int,

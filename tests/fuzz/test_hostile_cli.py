@@ -6,6 +6,7 @@ outcome: a one-line `error: ...` with exit 2 and nothing changed, or output that
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -20,6 +21,7 @@ from fleetfacts.schema import load_plan_rows, write_csv
 from planner.cli import main
 from planner.planning import deploy
 from planner.planning.plan import MIN_RATE_RPS
+from planner.sizing.plan_row import plan_rows
 from tests.conftest import REPO, cli_fits_bundled_once
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
 
@@ -115,10 +117,10 @@ def test_hostile_route_names_never_run_nor_add_yaml_keys(plan, tmp_path, fmt):
 def test_carriage_returns_in_names_stay_in_comments(plan, tmp_path, fmt):
     out = tmp_path / "deploy"
     out.mkdir()
-    rows = [r for r in load_plan_rows(plan).to_dict("records") if fmt == "k8s" or r["engine"] == fmt]
+    rows = [r for r in plan_rows(load_plan_rows(plan)) if fmt == "k8s" or r.engine == fmt]
     for name in CR_NAMES:
         for i, row in enumerate(rows):
-            target = deploy.Target.from_row({**row, "route": f"{name}-{i}"}, f"plan{name}.csv", i + 2)
+            target = deploy.Target.from_row(dataclasses.replace(row, route=f"{name}-{i}"), f"plan{name}.csv", i + 2)
             settings = deploy.EngineSettings(f"env{name}.json")
             for f in deploy.deployment_files(fmt, target, settings, "org/model"):
                 (out / f"{len(list(out.iterdir()))}-{f.name}").write_text(f.text)
@@ -199,7 +201,7 @@ def test_deploy_out_onto_a_file_or_device_is_one_line(plan, tmp_path, capsys):
     assert "not a folder" in _one_line_error(capsys) and target.read_text() == "keep me"
     out = tmp_path / "deploy"
     out.mkdir()
-    name = deploy.Target.from_row(next(r for r in load_plan_rows(plan).to_dict("records") if r["engine"] == "vllm"),
+    name = deploy.Target.from_row(next(r for r in plan_rows(load_plan_rows(plan)) if r.engine == "vllm"),
                                   str(plan), 2).name
     os.mkfifo(out / f"{name}.vllm.sh")
     assert main(["deploy", "--plan", str(plan), "--format", "vllm", "--out", str(out)]) == 2

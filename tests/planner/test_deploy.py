@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -14,6 +15,7 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import load_plan_rows
 from planner.cli import main
 from planner.planning import deploy
+from planner.sizing.plan_row import plan_rows
 from tests.conftest import cli_fits_bundled_once
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +33,7 @@ def plan(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rows(plan):
-    frame = load_plan_rows(plan)
-    return {r["route"]: r for r in frame.to_dict("records") if r["status"] == "ok"}
+    return {r.route: r for r in plan_rows(load_plan_rows(plan)) if r.ok}
 
 
 def _deploy(plan, out, fmt, *extra):
@@ -51,17 +52,17 @@ def _flags(argv: list[str]) -> dict[str, str]:
 
 def test_vllm_commands_run_what_the_profile_measured(plan, rows, tmp_path):
     assert _deploy(plan, tmp_path, "vllm") == 0
-    vllm_rows = {k: r for k, r in rows.items() if r["engine"] == "vllm"}
+    vllm_rows = {k: r for k, r in rows.items() if r.engine == "vllm"}
     assert vllm_rows, "the example plan has a vLLM route"
     for route, row in vllm_rows.items():
         text = (tmp_path / f"{route}.vllm.sh").read_text()
         flags = _flags(_serve_argv(text, "vllm"))
-        env_path = ROOT / row["profile"].split(";")[0]
+        env_path = ROOT / row.profile.split(";")[0]
         run = json.loads((env_path.parent / "env.json").read_text())["runs"][-1]
-        assert "line " in text and row["profile"] in text and "env.json" in text  # where it came from
-        assert flags["--tensor-parallel-size"] == str(row["tp"])
-        assert flags["--max-model-len"] == str(row["max_model_len"])
-        assert int(flags["--max-num-seqs"]) == run["max_num_seqs"] >= row["operating_concurrency"]
+        assert "line " in text and row.profile in text and "env.json" in text  # where it came from
+        assert flags["--tensor-parallel-size"] == str(row.tp)
+        assert flags["--max-model-len"] == str(row.max_model_len)
+        assert int(flags["--max-num-seqs"]) == run["max_num_seqs"] >= row.operating_concurrency
         assert int(flags["--max-num-batched-tokens"]) == run["max_num_batched_tokens"]
         for key, value in run["effective_engine_args"].items():
             if key in deploy.MEASUREMENT_ONLY_ARGS:
@@ -75,23 +76,23 @@ def test_vllm_commands_run_what_the_profile_measured(plan, rows, tmp_path):
 def test_trtllm_files_per_engine_version(plan, rows, tmp_path):
     assert _deploy(plan, tmp_path, "trtllm") == 0
     for route, row in rows.items():
-        if row["engine"] != "trtllm":
+        if row.engine != "trtllm":
             continue
         script = (tmp_path / f"{route}.trtllm.sh").read_text()
         options = yaml.safe_load((tmp_path / f"{route}.trtllm-options.yaml").read_text())
-        assert options["max_batch_size"] >= row["operating_concurrency"]
+        assert options["max_batch_size"] >= row.operating_concurrency
         flags = _flags(_serve_argv(script, "trtllm-serve"))
-        assert flags["--tp_size"] == str(row["tp"]) and flags["--extra_llm_api_options"].endswith("options.yaml")
-        old = deploy.trtllm_flow(row["engine_version"]) == "engine"
+        assert flags["--tp_size"] == str(row.tp) and flags["--extra_llm_api_options"].endswith("options.yaml")
+        old = deploy.trtllm_flow(row.engine_version) == "engine"
         assert ("trtllm-build" in script) == old
         if old:
             build = _flags(shlex.split(next(line for line in script.splitlines() if line.startswith("trtllm-build"))))
             assert build["--max_batch_size"] == str(options["max_batch_size"])
-            assert build["--max_seq_len"] == str(row["max_model_len"])
+            assert build["--max_seq_len"] == str(row.max_model_len)
 
 
 def test_trtllm_1x_serves_the_checkpoint_without_a_build(rows):
-    row = {**next(r for r in rows.values() if r["engine"] == "trtllm"), "engine_version": "1.1.0"}
+    row = dataclasses.replace(next(r for r in rows.values() if r.engine == "trtllm"), engine_version="1.1.0")
     target = deploy.Target.from_row(row, "plan.csv", 2)
     files = deploy.deployment_files("trtllm", target, deploy.EngineSettings.none_recorded("p.csv"), "org/model")
     script = files[0].text
@@ -111,15 +112,15 @@ def test_k8s_manifests_validate_against_the_kubernetes_schema(plan, rows, tmp_pa
         kinds = {d["kind"]: d for d in docs}
         deployment = kinds["Deployment"]
         container = deployment["spec"]["template"]["spec"]["containers"][0]
-        assert deployment["spec"]["replicas"] == row["replicas"]
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(row["tp"])
+        assert deployment["spec"]["replicas"] == row.replicas
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(row.tp)
         assert container["readinessProbe"]["httpGet"]["path"] == "/health"
-        assert deployment["metadata"]["annotations"]["fleetplan.io/profile"] == row["profile"]
+        assert deployment["metadata"]["annotations"]["fleetplan.io/profile"] == row.profile
         assert "Service" in kinds
-        assert ("HorizontalPodAutoscaler" in kinds) == (row["replicas"] > 1)
-        if row["replicas"] > 1:
+        assert ("HorizontalPodAutoscaler" in kinds) == (row.replicas > 1)
+        if row.replicas > 1:
             hpa = kinds["HorizontalPodAutoscaler"]["spec"]
-            assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, row["replicas"])
+            assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, row.replicas)
 
 
 def test_the_schema_check_can_fail(plan, tmp_path):
@@ -132,8 +133,8 @@ def test_the_schema_check_can_fail(plan, tmp_path):
 
 
 def test_a_batch_cap_below_the_operating_point_is_refused(rows):
-    row = next(r for r in rows.values() if r["engine"] == "vllm")
-    target = deploy.Target.from_row({**row, "operating_concurrency": 5000.0}, "plan.csv", 3)
+    row = next(r for r in rows.values() if r.engine == "vllm")
+    target = deploy.Target.from_row(dataclasses.replace(row, operating_concurrency=5000.0), "plan.csv", 3)
     settings = deploy.EngineSettings("env.json", {}, max_num_seqs=1024)
     with pytest.raises(InputError, match="operates at 5000 sequences per replica but the profile ran with"):
         deploy.deployment_files("vllm", target, settings, "org/model")
@@ -151,15 +152,15 @@ def test_bad_requests_get_one_line_errors(plan, tmp_path, capsys):
 
 
 def test_a_tp_that_does_not_divide_the_heads_is_refused(rows):
-    row = next(r for r in rows.values() if r["engine"] == "vllm")  # llama-3.1-8b: 32 attention heads
+    row = next(r for r in rows.values() if r.engine == "vllm")  # llama-3.1-8b: 32 attention heads
     with pytest.raises(InputError, match="column 'tp': 3 does not divide llama-3.1-8b's 32 attention heads"):
-        deploy.Target.from_row({**row, "tp": 3}, "plan.csv", 3)
-    assert deploy.Target.from_row({**row, "tp": 4}, "plan.csv", 3).tp == 4
+        deploy.Target.from_row(dataclasses.replace(row, tp=3), "plan.csv", 3)
+    assert deploy.Target.from_row(dataclasses.replace(row, tp=4), "plan.csv", 3).tp == 4
 
 
 def test_a_precision_without_a_vllm_recipe_is_refused_not_served_as_auto(rows):
-    row = next(r for r in rows.values() if r["engine"] == "vllm")
-    target = deploy.Target.from_row({**row, "precision": "int4"}, "plan.csv", 3)
+    row = next(r for r in rows.values() if r.engine == "vllm")
+    target = deploy.Target.from_row(dataclasses.replace(row, precision="int4"), "plan.csv", 3)
     with pytest.raises(InputError, match="precision 'int4' has no vLLM serving recipe"):
         deploy.deployment_files("vllm", target, deploy.EngineSettings("env.json", {}), "org/model")
     recorded = deploy.EngineSettings("env.json", {"dtype": "half", "quantization": "awq"})

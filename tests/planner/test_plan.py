@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PLAN, validate_frame
 from planner.planning.plan import (
-    PLAN_DECIMALS,
     Catalog,
     load_inputs,
     load_routes,
@@ -24,13 +23,13 @@ from planner.planning.plan import (
     plan_csv_text,
     read_assumptions,
     read_plan,
-    rounded_plan,
     validate_routes,
     write_plan,
 )
 from planner.sizing import costs
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import plan_option
+from planner.sizing.plan_row import PLAN_DECIMALS, plan_rows, rounded_plan
 from tests.conftest import bundled_catalog
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 
@@ -389,10 +388,11 @@ def test_simulating_a_plan_uses_the_curve_of_its_config(tuned_inputs):
     route = routes(online_route(rate_rps=40, **VLLM_H100))
     plan = make_plan(route, tuned_inputs).plan
     assert plan["engine_config"].iloc[0] == "tuned"
-    (tuned,) = simulate_plan(route, plan, tuned_inputs.curves, n_requests=200)
+    (tuned,) = simulate_plan(route, plan_rows(plan), tuned_inputs.curves, n_requests=200)
     assert tuned.option == "vllm/0.26.0/h100/bf16/tp1/tuned"
     # A plan written before the engine_config column existed means the default settings.
-    (old,) = simulate_plan(route, plan.drop(columns="engine_config"), tuned_inputs.curves, n_requests=200)
+    old_plan = plan_rows(plan.drop(columns="engine_config"))
+    (old,) = simulate_plan(route, old_plan, tuned_inputs.curves, n_requests=200)
     assert old.option == "vllm/0.26.0/h100/bf16/tp1"
 
 

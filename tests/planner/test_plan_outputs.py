@@ -4,14 +4,17 @@ say what they cover."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from planner.engine.curves import leave_one_out
+from planner.engine.curves import GroupKey, leave_one_out
 from planner.planning.exports import FLEET, baseline_diff, plan_totals_table
 from planner.planning.plan import breakeven, is_prerelease, load_routes, make_plan, plan_coverage, plan_ranges
 from planner.sizing.assumptions import Assumptions
+from planner.sizing.options import NO_COST, Option
+from planner.sizing.plan_row import PlanRow
 from tests.conftest import REPO, bundled_catalog
 
 EXAMPLE = REPO / "examples" / "routes.csv"
@@ -23,8 +26,13 @@ def bundled():
 
 
 @pytest.fixture(scope="module")
-def example_plan(bundled):
-    return make_plan(load_routes(EXAMPLE), bundled).plan
+def example_result(bundled):
+    return make_plan(load_routes(EXAMPLE), bundled)
+
+
+@pytest.fixture(scope="module")
+def example_plan(example_result):
+    return example_result.plan
 
 
 @pytest.mark.parametrize("version,pre", [("0.20+main", True), ("1.0rc1", True), ("0.21.dev3", True),
@@ -62,25 +70,29 @@ def test_plan_intervals_are_never_tighter_than_leave_one_out(bundled, example_pl
 
 
 def option(**changes):
-    base = {"replicas": 10, "tp": 1, "replica_output_tok_per_s": 100.0, "replica_output_tok_per_s_low": 50.0,
-            "replica_output_tok_per_s_high": 200.0, "peak_utilisation": 0.95, "utilisation": 0.5,
-            "gpu_usd_per_month": 1000.0, "total_usd_per_month": 1200.0}
-    return {**base, **changes}
+    base = {"route": "r", "status": "ok", "traffic": "online", "replicas": 10, "tp": 1,
+            "replica_output_tok_per_s": 100.0, "replica_output_tok_per_s_low": 50.0,
+            "replica_output_tok_per_s_high": 200.0, "utilisation": 0.5, "gpu_usd_per_month": 1000.0,
+            "total_usd_per_month": 1200.0}
+    return PlanRow(**{**base, **changes})
 
 
 def test_a_load_bound_fleet_ranges_with_the_throughput_interval():
-    r = plan_ranges(option(), "online", Assumptions())
+    r = plan_ranges(option(), 0.95, Assumptions())
     assert (r["gpus_low"], r["gpus_high"]) == (5, 20)
     assert r["total_usd_per_month_low"] == pytest.approx(200 + 500) and r["total_usd_per_month_high"] == 2200
 
 
 def test_a_latency_bound_fleet_is_never_shown_smaller():
-    r = plan_ranges(option(replicas=3, peak_utilisation=0.1), "online", Assumptions())
+    r = plan_ranges(option(replicas=3), 0.1, Assumptions())
     assert (r["gpus_low"], r["gpus_high"]) == (3, 3)
 
 
 def row(engine, version, fixed, per_update):
-    return {"engine": engine, "engine_version": version, "fixed_usd_per_month": fixed, "usd_per_update": per_update}
+    """An option of `engine` `version` with only the costs break-even reads (fixed $/month, $ per update)."""
+    cost = dataclasses.replace(NO_COST, fixed_usd_per_month=fixed, usd_per_update=per_update)
+    key = GroupKey(engine, version, "h100", "llama-3.1-8b", "bf16", 1)
+    return Option(None, key, None, None, True, "", 0.5, "", cost)  # type: ignore[arg-type]
 
 
 def test_break_even_between_engines_and_not_within_one_build():
@@ -95,18 +107,19 @@ def test_break_even_between_engines_and_not_within_one_build():
 def test_totals_say_what_they_cover(bundled):
     routes = load_routes(EXAMPLE)
     routes.loc[routes["name"] == "chat", "tpot_slo_ms"] = 0.5
-    plan = make_plan(routes, bundled).plan
-    assert plan_coverage(plan) == "3 of 4 routes; chat infeasible"
-    totals = plan_totals_table(plan).set_index("route")
+    result = make_plan(routes, bundled)
+    plan = result.plan
+    assert plan_coverage(result.rows) == "3 of 4 routes; chat infeasible"
+    totals = plan_totals_table(result.rows).set_index("route")
     assert totals.loc[FLEET, "status"] == "3 of 4 routes; chat infeasible"
     ok = plan[plan["status"] == "ok"]
     assert totals.loc[FLEET, "gpus"] == ok["gpus"].sum()
 
 
-def test_baseline_fleet_total_compares_like_for_like(example_plan):
-    now = example_plan.copy()
-    now.loc[now["route"] == "chat", "status"] = "infeasible"
-    diff = baseline_diff(now, example_plan).set_index("route")
+def test_baseline_fleet_total_compares_like_for_like(example_result):
+    before = example_result.rows
+    now = [dataclasses.replace(r, status="infeasible") if r.route == "chat" else r for r in before]
+    diff = baseline_diff(now, before).set_index("route")
     assert diff.loc["chat", "change"] == "now infeasible"
     assert "not counted: chat" in diff.loc[FLEET, "change"]
     assert diff.loc[FLEET, "usd_per_month_change"] == 0  # chat is left out of both sides, not silently dropped

@@ -1,0 +1,178 @@
+"""One typed plan row: a route's recommendation (or why it has none), from its sizing to the exports.
+
+`PlanRow` has exactly the columns of fleetfacts.schema.PLAN, in the schema's order, as typed fields:
+text as str ('' = blank), whole numbers as int (None = blank), numbers as float (NaN = blank).  A row is
+checked against the schema when it is made (InputError naming the route and the column).
+
+- `PlanRow.recommending(option)`: the row of a route's chosen Option (status ok); the plan adds its
+  runner-up, ranges, simulation check and deployment columns with `dataclasses.replace`;
+  `PlanRow.infeasible(...)`: the row of a route with no feasible option;
+- `plan_frame(rows)`: the one conversion to the PLAN DataFrame (typed, the schema's column order);
+  `plan_frame(rows, rounded=True)`: as the plan files show it (PLAN_DECIMALS);
+- `plan_rows(frame)`: the way back, for a plan read from a file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass, fields
+from typing import Any
+
+import pandas as pd
+
+from fleetfacts.errors import InputError
+from fleetfacts.schema import PLAN, typed_cell, validate_frame
+from planner.sizing.options import LATENCY_INTERVAL_COLUMNS, Option, latency_columns, option_name
+
+NAN = math.nan
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One row of a plan (schema PLAN; see its column docs for each field's meaning and unit)."""
+
+    route: str
+    status: str
+    traffic: str = ""
+    model: str = ""
+    engine: str = ""
+    engine_version: str = ""
+    engine_config: str = ""
+    gpu: str = ""
+    precision: str = ""
+    tp: int | None = None
+    replicas: int | None = None
+    gpus: int | None = None
+    gpus_low: int | None = None
+    gpus_high: int | None = None
+    operating_concurrency: float = NAN
+    replica_output_tok_per_s: float = NAN
+    replica_output_tok_per_s_low: float = NAN
+    replica_output_tok_per_s_high: float = NAN
+    ttft_pred_ms: float = NAN
+    ttft_pred_ms_low: float = NAN
+    ttft_pred_ms_high: float = NAN
+    tpot_pred_ms: float = NAN
+    tpot_pred_ms_low: float = NAN
+    tpot_pred_ms_high: float = NAN
+    e2e_pred_ms: float = NAN
+    e2e_pred_ms_low: float = NAN
+    e2e_pred_ms_high: float = NAN
+    latency_tier: str = ""
+    utilisation: float = NAN
+    gpu_usd_per_month: float = NAN
+    eng_usd_per_month: float = NAN
+    total_usd_per_month: float = NAN
+    total_usd_per_month_low: float = NAN
+    total_usd_per_month_high: float = NAN
+    usd_per_1m_output_tok: float = NAN
+    runner_up: str = ""
+    runner_up_total_usd_per_month: float = NAN
+    savings_usd_per_month: float = NAN
+    breakeven_updates_per_month: float = NAN
+    breakeven_note: str = ""
+    sim_attainment: float = NAN
+    sim_replicas: int | None = None
+    max_model_len: int | None = None
+    profile: str = ""
+    provenance: str = ""
+    latency_basis: str = ""
+    price_source: str = ""
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        """Every field as its PLAN column types it (numpy scalars to Python, slugs lower-cased, bounds checked)."""
+        for column in PLAN.columns:
+            value = getattr(self, column.name)
+            try:
+                typed = typed_cell(value, column)
+            except ValueError as err:
+                raise InputError(f"plan, route {self.route!r}, column {column.name!r}: {err}") from None
+            if column.kind == "int" and isinstance(typed, float):  # blank
+                typed = None
+            object.__setattr__(self, column.name, typed)
+
+    @classmethod
+    def recommending(cls, option: Option) -> PlanRow:
+        """The row recommending `option` for its route (status ok): its engine build, size, throughput,
+        latency, cost, basis and notes; the plan's own columns (runner-up, ranges, ...) blank."""
+        route, key, s, c = option.route, option.key, option.sizing, option.cost
+        return cls(
+            route=route.name, status="ok", traffic=route.traffic, model=route.model, engine=key.engine,
+            engine_version=key.engine_version, engine_config=key.config, gpu=key.gpu, precision=key.precision,
+            tp=key.tp, replicas=s.replicas, gpus=s.gpus, operating_concurrency=s.concurrency,
+            replica_output_tok_per_s=s.replica_tok_s, replica_output_tok_per_s_low=s.replica_tok_s_low,
+            replica_output_tok_per_s_high=s.replica_tok_s_high, ttft_pred_ms=s.ttft_ms, tpot_pred_ms=s.tpot_ms,
+            e2e_pred_ms=s.e2e_ms, **latency_columns(route, s), utilisation=option.utilisation,
+            gpu_usd_per_month=c.gpu_usd_per_month, eng_usd_per_month=c.eng_usd_per_month,
+            total_usd_per_month=c.total_usd_per_month, usd_per_1m_output_tok=c.usd_per_1m_output_tok,
+            sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas), provenance=s.provenance,
+            latency_basis=option.latency_basis, price_source=c.price_source, notes=option.notes)
+
+    @classmethod
+    def infeasible(cls, route: str, traffic: str, model: str, reason: str) -> PlanRow:
+        """The row of a route no option serves, with the reason in its notes."""
+        return cls(route=route, status="infeasible", traffic=traffic, model=model, notes=reason)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def option(self) -> str:
+        """The recommended option's name (engine/version/gpu/precision/tpN[/config]); '' when infeasible."""
+        if not self.ok or self.tp is None:
+            return ""
+        return option_name(self.engine, self.engine_version, self.gpu, self.precision, self.tp, self.engine_config)
+
+
+def _whole(value: float) -> int | None:
+    """A count held as a float (NaN = none, as Option's simulation columns) as an int or None."""
+    return None if math.isnan(value) else int(value)
+
+
+# Rounding of plan files (issue 15): tokens/s to whole tokens, dollars to cents, milliseconds to 0.1 ms;
+# finer digits are noise next to the intervals and make a capacity review's spreadsheet unreadable.
+PLAN_DECIMALS = {
+    **dict.fromkeys(("replica_output_tok_per_s", "replica_output_tok_per_s_low", "replica_output_tok_per_s_high"), 0),
+    **dict.fromkeys(("gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "total_usd_per_month_low",
+                     "total_usd_per_month_high", "usd_per_1m_output_tok", "runner_up_total_usd_per_month",
+                     "savings_usd_per_month"), 2),
+    **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "operating_concurrency",
+                     *LATENCY_INTERVAL_COLUMNS), 1),
+    "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
+}
+
+
+def plan_frame(rows: Iterable[PlanRow], rounded: bool = False) -> pd.DataFrame:
+    """The rows as a PLAN DataFrame: the schema's columns in its order, typed as validate_frame types them
+    (numbers float64, whole numbers Int64, text object); `rounded`: as plan files show them (PLAN_DECIMALS)."""
+    frame = validate_frame(pd.DataFrame([astuple(r) for r in rows], columns=PLAN.names), PLAN, "plan")
+    return rounded_plan(frame) if rounded else frame
+
+
+def rounded_plan(plan: pd.DataFrame) -> pd.DataFrame:
+    """A PLAN frame as files show it (PLAN_DECIMALS); integer columns as whole numbers."""
+    out = plan.reindex(columns=PLAN.names).copy()
+    for column, digits in PLAN_DECIMALS.items():
+        out[column] = pd.to_numeric(out[column], errors="coerce").round(digits)
+        if digits == 0:
+            out[column] = out[column].astype("Int64")
+    for column in (c.name for c in PLAN.columns if c.kind == "int"):
+        out[column] = pd.to_numeric(out[column], errors="coerce").round().astype("Int64")
+    return out
+
+
+def plan_rows(frame: pd.DataFrame) -> tuple[PlanRow, ...]:
+    """The rows of a validated PLAN frame (fleetfacts.schema.validate_frame, read_plan) as PlanRows."""
+    names = [f.name for f in fields(PlanRow)]
+    return tuple(PlanRow(*(_scalar(v) for v in values))
+                 for values in frame.reindex(columns=names).itertuples(index=False, name=None))
+
+
+def _scalar(value: Any) -> Any:
+    """A frame cell as a plain Python value (pandas' NA and None as None)."""
+    if value is None or value is pd.NA:
+        return None
+    return value.item() if hasattr(value, "item") else value
