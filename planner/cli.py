@@ -66,9 +66,6 @@ from planner.latency import (
 )
 from planner.outputs import check_output, write_files
 from planner.planning import deploy
-from planner.planning.exports import baseline_diff, format_diff, workbook_bytes
-from planner.planning.fanout import route_map
-from planner.planning.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
 from planner.planning.plan import (
     assumptions_path,
     check_plan_file,
@@ -81,10 +78,13 @@ from planner.planning.plan import (
     runner_up_caveat,
     write_plan,
 )
-from planner.planning.plan_check import format_simulations, simulate_plan
 from planner.sizing.assumptions import Assumptions
 from planner.traffic.logs import log_to_routes, read_log
 from planner.traffic.workload import replay_requests
+
+# The fleet optimiser, the workbook and plan-diff writer, the process pool and the simulation check are imported
+# by the commands that use them (plan, fleet, simulate): predict, the answer a user waits for most, does not
+# load them (issue 23).
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +209,8 @@ def _diff_path(out: str) -> Path:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
+    from planner.planning.exports import baseline_diff, format_diff, workbook_bytes
+    from planner.planning.fanout import route_map
 
     inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
               "--assumptions-from": args.assumptions_from}
@@ -678,6 +680,7 @@ def parse_quotas(items: list[str]) -> dict[str, int]:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
+    from planner.planning.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
     summary_path = Path(args.out).with_name(Path(args.out).stem + ".summary.json")
     refuse_overwriting_inputs({"--out": args.out, "--out (summary)": summary_path},
                               {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops,
@@ -752,6 +755,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
+    from planner.planning.plan_check import format_simulations, simulate_plan
 
     routes = load_routes(args.routes)
     plan, _ = read_plan(args.plan)
