@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PROFILE_GROUP
@@ -185,6 +184,8 @@ def fit_front_end(runs: list[EngineRun], basis: str, prefill_scale: float = 1.0)
     """The front end that makes the replayed rows' TTFT p50/p99 match the measured ones; None without rows."""
     if not runs:
         return None
+    from scipy.optimize import least_squares  # here, not at the top: a warm start reads fits back without scipy
+
     rows = [_FitRow.of(run) for run in runs]
     fit = least_squares(_residuals, START, bounds=(LOWER, UPPER), args=(rows,), x_scale=X_SCALE,
                         max_nfev=MAX_EVALUATIONS, loss="soft_l1", f_scale=ROBUST_SCALE)
