@@ -403,11 +403,12 @@ def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") 
         raw = frame[col.name].tolist() if col.name in frame.columns else [None] * len(frame)
         out[col.name] = [_cell(v, col, where, line) for line, v in zip(lines, raw, strict=True)]
     result = pd.DataFrame(out, columns=schema.names, index=range(len(frame)))
-    result.attrs["lines"] = lines
     for col in schema.columns:
         if col.kind in ("int", "float"):
             result[col.name] = pd.to_numeric(result[col.name], errors="coerce").astype(
                 "Int64" if col.kind == "int" else "float64")
+    # Set last: pandas deep-copies a frame's attrs into every column it hands out (half of a profile's load).
+    result.attrs["lines"] = lines
     return result
 
 

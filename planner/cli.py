@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -28,7 +27,6 @@ from rich.table import Table
 
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import (
-    PROFILE_GROUP,
     ROUTES,
     atomic_write_bytes,
     load_plan_rows,
@@ -58,12 +56,17 @@ from planner.engine.transfer_check import (
     validate_transfer,
 )
 from planner.latency import METRICS as LATENCY_METRICS
-from planner.latency import Lengths, OpenLoop, Replay, latency_summary, predict, validate_latency, with_server_latency
+from planner.latency import (
+    Lengths,
+    OpenLoop,
+    Replay,
+    latency_summary,
+    predict,
+    validate_latency,
+    with_server_latency_of,
+)
 from planner.outputs import check_output, write_files
 from planner.planning import deploy
-from planner.planning.exports import baseline_diff, format_diff, workbook_bytes
-from planner.planning.fanout import route_map
-from planner.planning.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
 from planner.planning.plan import (
     assumptions_path,
     check_plan_file,
@@ -76,11 +79,14 @@ from planner.planning.plan import (
     runner_up_caveat,
     write_plan,
 )
-from planner.planning.plan_check import format_simulations, simulate_plan
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import PlanRow, plan_rows
 from planner.traffic.logs import log_to_routes, read_log
 from planner.traffic.workload import replay_requests
+
+# The fleet optimiser, the workbook and plan-diff writer, the process pool and the simulation check are imported
+# by the commands that use them (plan, fleet, simulate): predict, the answer a user waits for most, does not
+# load them (issue 23).
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +211,8 @@ def _diff_path(out: str) -> Path:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
+    from planner.planning.exports import baseline_diff, format_diff, workbook_bytes
+    from planner.planning.fanout import route_map
 
     inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
               "--assumptions-from": args.assumptions_from}
@@ -213,7 +221,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     mapper = route_map(args.workers, args.ray)  # a bad flag or missing Ray fails before the curves are fitted
     routes = load_routes(args.routes)
     baseline = plan_rows(read_plan(args.baseline)[0]) if args.baseline else None
-    catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer)
+    catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer, models=routes["model"])
     result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate,
                        **({"map_routes": mapper} if mapper else {}))
     side = write_plan(result, args.out)
@@ -388,7 +396,7 @@ def _run_predict(args: argparse.Namespace) -> int:
     if args.request_rate is not None:
         return _run_predict_open_loop(args)
 
-    curve = _predict_curve(args)
+    curve = _predict_curve(args, serving=args.batch_size is None)
     if args.batch_size is not None:
         pred = curve.predict_offline(args.input_len, args.output_len, args.batch_size)
     elif args.closed_loop == "rounds":
@@ -430,16 +438,20 @@ def _model_for(name: str, config_path: str | None):
         raise InputError(f"--model-config {config_path}: not a decoder config.json (missing or bad {err})") from None
 
 
-def _predict_curve(args: argparse.Namespace) -> Curve:
+def _predict_curve(args: argparse.Namespace, serving: bool = True) -> Curve:
+    """The curve `predict` asks for; `serving`: with its server model (the front end the online loads add;
+    an offline batch does not meet it, and skips its fit)."""
     for name in ("input_len", "output_len", "batch_size", "concurrency", "tp", "num_requests"):
         _positive(name, getattr(args, name))
     profiles = load_profiles(args.profiles)
     why = ""
     if not args.model_config:
-        needed = _predict_profiles(profiles, args)
-        try:
-            return find_curve(with_server_latency(fit_curves(needed), needed), args.engine, args.gpu, args.model,
-                              args.precision, args.tp, args.engine_version, args.config)
+        asked = profiles[(profiles["engine"] == args.engine) & (profiles["gpu"] == args.gpu)
+                         & (profiles["model"] == args.model)] if not profiles.empty else profiles
+        try:  # fit the asked engine, GPU and model only (every other group is left alone)
+            curve = find_curve(fit_curves(asked), args.engine, args.gpu, args.model, args.precision, args.tp,
+                               args.engine_version, args.config)
+            return with_server_latency_of(curve, profiles) if serving else curve
         except NoCurveError:
             try:  # say what is available: every group (fitted only on this path)
                 find_curve(fit_curves(profiles), args.engine, args.gpu, args.model, args.precision, args.tp,
@@ -454,19 +466,6 @@ def _predict_curve(args: argparse.Namespace) -> Curve:
 
 # Percentiles `predict --request-rate` prints.
 SHOWN_PERCENTILES = (50, 95, 99)
-
-
-def _predict_profiles(profiles: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
-    """The rows `predict` needs: the asked engine, GPU and model, and every group of that engine with open-loop
-    server rows (the front ends a group without its own borrows from): the same curve as a plan's, fitted in
-    a fraction of the time (every other group is left alone)."""
-    if profiles.empty:
-        return profiles
-    engine = profiles["engine"] == args.engine
-    asked = engine & (profiles["gpu"] == args.gpu) & (profiles["model"] == args.model)
-    rate_groups = profiles.loc[engine & (profiles["mode"] == "rate"), list(PROFILE_GROUP)].drop_duplicates()
-    servers = profiles.merge(rate_groups, on=list(PROFILE_GROUP), how="left", indicator=True)["_merge"] == "both"
-    return profiles[asked | servers.to_numpy()]
 
 
 def _run_predict_open_loop(args: argparse.Namespace) -> int:
@@ -688,6 +687,7 @@ def parse_quotas(items: list[str]) -> dict[str, int]:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
+    from planner.planning.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
     summary_path = Path(args.out).with_name(Path(args.out).stem + ".summary.json")
     refuse_overwriting_inputs({"--out": args.out, "--out (summary)": summary_path},
                               {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops,
@@ -696,7 +696,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
     assumptions = _assumptions_from_args(args)
     levers = Levers(share=not args.no_share, mix=args.mix, autoscale=args.autoscale, pricing=not args.no_pricing_mix)
     routes = load_routes(args.routes)
-    catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer)
+    catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer, models=routes["model"])
     result = make_fleet(routes, catalog, assumptions, levers, quotas, check=not args.no_simulate)
     atomic_write_bytes(args.out, fleet_csv_text(result).encode("utf-8"))
     atomic_write_bytes(summary_path, (json.dumps(result.summary, indent=2) + "\n").encode("utf-8"))
@@ -762,6 +762,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
+    from planner.planning.plan_check import format_simulations, simulate_plan
 
     routes = load_routes(args.routes)
     plan = plan_rows(read_plan(args.plan)[0])

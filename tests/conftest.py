@@ -48,10 +48,10 @@ def cli_fits_bundled_once() -> Iterator[None]:
 
     real = planner.cli.load_inputs
 
-    def load_inputs(profiles_dir=None, prices=None, ops=None, transfer="auto"):
+    def load_inputs(profiles_dir=None, prices=None, ops=None, transfer="auto", models=None):
         if profiles_dir is None and prices is None and ops is None:
-            return bundled_catalog(transfer)
-        return real(profiles_dir, prices, ops, transfer=transfer)
+            return bundled_catalog(transfer)  # every model's curves: those of `models` are the same
+        return real(profiles_dir, prices, ops, transfer=transfer, models=models)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planner.cli, "load_inputs", load_inputs)

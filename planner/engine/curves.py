@@ -49,7 +49,6 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 from packaging.version import InvalidVersion, Version
-from scipy.optimize import lsq_linear
 
 from fleetfacts.arrivals import arrival_cv
 from fleetfacts.errors import FleetplanError, InputError
@@ -64,7 +63,7 @@ from fleetfacts.specs import (
     load_model_specs,
     weight_bytes,
 )
-from planner.engine.fitcache import memo_frame
+from planner.engine.fitcache import memo, memo_frame
 from planner.engine.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
@@ -550,6 +549,8 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
     bandwidth and r = h = 0: a table of saturated throughputs cannot separate them.
     m (routed experts' weights) is fitted only when some observation sees it (an MoE model).
     """
+    from scipy.optimize import lsq_linear  # here, not at the top: a warm start reads fits back without scipy
+
     phi = np.array([o.phi for o in obs])
     target = np.array([o.seconds for o in obs])
     weight = np.array([o.weight for o in obs])
@@ -575,6 +576,23 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
     cov = np.zeros((N_PARAMS, N_PARAMS))
     cov[np.ix_(mask, mask)] = sigma**2 * np.linalg.pinv(design.T @ design)
     return Fit(theta, cov, sigma, free, len(obs))
+
+
+def _stored_fit(obs: list[Observation], floors: Floors, full: bool, noise: float) -> Fit:
+    """fit_observations(), memoised on disk by its inputs (planner.engine.fitcache): a warm start reads the
+    fit back (JSON floats round-trip exactly) and does not import scipy (a quarter of a second)."""
+    arrays = (np.array([o.phi for o in obs], dtype=float), np.array([o.seconds for o in obs], dtype=float),
+              np.array([o.weight for o in obs], dtype=float))
+    content = b"".join(a.tobytes() for a in arrays) + repr((arrays[0].shape, floors, full, noise)).encode()
+
+    def fit() -> dict[str, Any]:
+        f = fit_observations(obs, floors, full, noise)
+        return {"theta": f.theta.tolist(), "cov": f.cov.tolist(), "sigma": f.sigma, "free": list(f.free),
+                "n_obs": f.n_obs}
+
+    v = memo("curve-fit", content, fit)
+    return Fit(np.array(v["theta"], dtype=float), np.array(v["cov"], dtype=float), float(v["sigma"]),
+               tuple(bool(x) for x in v["free"]), int(v["n_obs"]))
 
 
 def _is_rich(group: pd.DataFrame, obs: list[Observation]) -> bool:
@@ -808,7 +826,7 @@ def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
     if len(obs) < (7 if rich else 4):
         log.info("%s: %d usable observations, too few to fit; exact shapes only", key.label(), len(obs))
         return None
-    fit = fit_observations(obs, _roofline_floors(key), full=rich, noise=repeat_noise(group))
+    fit = _stored_fit(obs, _roofline_floors(key), rich, repeat_noise(group))
     provenance = "measured" if (group["provenance"] == "measured").all() else "published"
     has_latency = any(o.kind != "throughput" for o in obs)
     note = "" if rich else "fitted to saturated throughputs only (t0 from the roofline, assumed 80% of datasheet bandwidth)"
@@ -924,12 +942,19 @@ def leave_one_out(profiles: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
         key = GroupKey.from_values(values)
-        errors = _loo_errors(key, group.reset_index(drop=True))
+        errors = _stored_loo_errors(key, group.reset_index(drop=True))
         if errors is None:
             continue
         rows.append({"group": key.label(), "provenance": group["provenance"].iloc[0], "n_points": len(errors),
                      "median_err_pct": float(np.median(errors)), "max_err_pct": float(np.max(errors))})
     return pd.DataFrame(rows, columns=["group", "provenance", "n_points", "median_err_pct", "max_err_pct"])
+
+
+def _stored_loo_errors(key: GroupKey, group: pd.DataFrame) -> list[float] | None:
+    """_loo_errors(), memoised on disk by the group's rows (planner.engine.fitcache): a plan reads its options'
+    errors back instead of refitting each group once per point (and importing scipy)."""
+    content = f"{key!r}\n".encode() + group.drop(columns=["file"], errors="ignore").to_csv(index=False).encode()
+    return memo("loo-errors", content, lambda: _loo_errors(key, group))
 
 
 def _loo_errors(key: GroupKey, group: pd.DataFrame) -> list[float] | None:

@@ -1,5 +1,6 @@
-"""An on-disk memo of slow, deterministic work: the server front-end calibration (~1 s a group) and the
-validated profile tables (~0.5 s for the bundled ones).
+"""An on-disk memo of slow, deterministic work: the server front-end calibration (up to ~0.5 s a group), the
+validated profile tables (~0.25 s for the bundled ones), each group's curve fit and its leave-one-out errors
+(a warm start reads them back without importing scipy, a quarter of a second).
 
 A value is stored under a key made of what it is computed from (the caller's content bytes, e.g. a profile
 group's rows) and the code version (a digest of every source file of planner/ and fleetfacts/), so a changed

@@ -71,7 +71,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import lsq_linear
 
 from fleetfacts.roofline import GIB, kv_cache_tokens
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE_GROUP
@@ -578,6 +577,9 @@ def _solve_pooled(pb: _Problem, factor: np.ndarray | None = None) -> np.ndarray:
     b = np.concatenate([rhs, prior_rhs])
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0] = 1.0
+    from scipy.optimize import lsq_linear  # here, not at the top: predict and plan import this module for
+    # every command, and only a transfer fits (scipy costs a quarter of a second to import)
+
     result = lsq_linear(a / scale, b, bounds=(0.0, np.inf), method="bvls")
     coef = pb.fixed.copy()
     coef[free] = result.x / scale
@@ -776,6 +778,8 @@ def _with_moe_coefficients(calibration: Calibration, moe: list[GroupData]) -> Ca
     a, b = np.array(rows), np.array(rhs)
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0] = 1.0
+    from scipy.optimize import lsq_linear  # imported where used: see _solve_pooled
+
     x = lsq_linear(a / scale, b, bounds=(0.0, np.inf), method="bvls").x / scale
     resid = a @ x - b
     sigma = max(NOISE_FLOOR, math.sqrt(float(resid @ resid) / max(len(b) - len(slots), 1)))

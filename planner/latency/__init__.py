@@ -24,10 +24,13 @@ from planner.latency.server_fit import (
     load_shares,
     predict_row,
     server_rows,
+    serving_curves,
     validate_latency,
     with_server_latency,
+    with_server_latency_of,
 )
 
 __all__ = ["METRICS", "PERCENTILES", "TIER_ANALYTIC", "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "LatencyReport",
            "Lengths", "Load", "OpenLoop", "Replay", "calibrate", "latency_basis", "latency_summary", "load_shares", "predict",
-           "predict_row", "server_rows", "validate_latency", "with_server_latency"]
+           "predict_row", "server_rows", "serving_curves", "validate_latency", "with_server_latency",
+           "with_server_latency_of"]

@@ -29,11 +29,10 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PROFILE_GROUP
-from planner.engine.curves import Curve, GroupKey, fit_group, row_caps
+from planner.engine.curves import Curve, GroupKey, fit_curves, fit_group, row_caps
 from planner.engine.fitcache import memo
 from planner.engine.frontend import FrontEnd, StreamLoad, stream_load
 from planner.latency.door import pct_ms, pcts_ms
@@ -185,6 +184,8 @@ def fit_front_end(runs: list[EngineRun], basis: str, prefill_scale: float = 1.0)
     """The front end that makes the replayed rows' TTFT p50/p99 match the measured ones; None without rows."""
     if not runs:
         return None
+    from scipy.optimize import least_squares  # here, not at the top: a warm start reads fits back without scipy
+
     rows = [_FitRow.of(run) for run in runs]
     fit = least_squares(_residuals, START, bounds=(LOWER, UPPER), args=(rows,), x_scale=X_SCALE,
                         max_nfev=MAX_EVALUATIONS, loss="soft_l1", f_scale=ROBUST_SCALE)
@@ -229,6 +230,54 @@ def with_server_latency(curves: dict[GroupKey, Curve], profiles: pd.DataFrame) -
     return {key: curve if curve.front_end is not None else _borrow(curve, donors) for key, curve in fitted.items()}
 
 
+def serving_curves(profiles: pd.DataFrame, models: Iterable[str] | None = None) -> dict[GroupKey, Curve]:
+    """The fitted curves of `models` (None: every model) with their server models, each the same as
+    with_server_latency(fit_curves(profiles), profiles) gives it: the other models' groups are left alone,
+    except those with server rows (the front ends a group without its own borrows from)."""
+    if models is None:
+        return with_server_latency(fit_curves(profiles), profiles)
+    wanted = set(models)
+    needed = profiles[profiles["model"].isin(wanted).to_numpy() | _server_group_rows(profiles)]
+    curves = with_server_latency(fit_curves(needed), needed)
+    return {key: curve for key, curve in curves.items() if key.model in wanted}
+
+
+def with_server_latency_of(curve: Curve, profiles: pd.DataFrame) -> Curve:
+    """`curve` (fitted on its group of `profiles`) with its server model, the same as with_server_latency over
+    every group gives it, fitting only what it needs: its own group's server rows, else the closest donor
+    group that fits (predict asks for one curve: the other groups are left alone)."""
+    servers = _server_groups(profiles)
+    if curve.key in servers:
+        return _calibrated(curve, servers[curve.key])
+    if not curve.fit.is_full:
+        return curve  # _borrow lends nothing to it: no donor is fitted
+    same_engine = [key for key in servers if key.engine == curve.key.engine]
+    # Closest first; a stable sort keeps with_server_latency's order among equals, as its max() picks the first.
+    for key in sorted(same_engine, key=_closeness(curve.key), reverse=True):
+        donor = fit_group(key, servers[key])
+        if donor is not None:
+            return _borrow(curve, [_calibrated(donor, servers[key])])
+    return curve
+
+
+def _server_group_rows(profiles: pd.DataFrame) -> np.ndarray:
+    """A mask of `profiles`' rows that belong to a group with server rows (server_rows)."""
+    keys = server_rows(profiles)[list(PROFILE_GROUP)].drop_duplicates()
+    merged = profiles[list(PROFILE_GROUP)].merge(keys, on=list(PROFILE_GROUP), how="left", indicator=True)
+    return (merged["_merge"] == "both").to_numpy()
+
+
+def _server_groups(profiles: pd.DataFrame) -> dict[GroupKey, pd.DataFrame]:
+    """Every group of `profiles` with server rows, in with_server_latency's (groupby) order."""
+    rows = profiles[_server_group_rows(profiles)]
+    return {GroupKey.from_values(v): g for v, g in rows.groupby(list(PROFILE_GROUP), sort=True)}
+
+
+def _closeness(target: GroupKey) -> Callable[[GroupKey], tuple[bool, bool, bool]]:
+    """How close a donor's group is to `target`'s (same GPU, then model, then precision): the larger the closer."""
+    return lambda key: (key.gpu == target.gpu, key.model == target.model, key.precision == target.precision)
+
+
 def _borrow(curve: Curve, donors: Iterable[Curve]) -> Curve:
     """Lend `curve` the front end of the closest measured server of the same engine (GPU, then model).
 
@@ -239,8 +288,8 @@ def _borrow(curve: Curve, donors: Iterable[Curve]) -> Curve:
     same_engine = [d for d in donors if d.key.engine == curve.key.engine]
     if not same_engine or not curve.fit.is_full:
         return curve
-    closest = max(same_engine, key=lambda d: (d.key.gpu == curve.key.gpu, d.key.model == curve.key.model,
-                                              d.key.precision == curve.key.precision))
+    closer = _closeness(curve.key)
+    closest = max(same_engine, key=lambda d: closer(d.key))
     assert closest.front_end is not None
     lent = closest.front_end.transferred(closest.key.label())
     if closest.key.gpu != curve.key.gpu:

@@ -48,10 +48,10 @@ from fleetfacts.schema import (
     validate_frame,
 )
 from fleetfacts.specs import gpu_spec, model_facts
-from planner.engine.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, fit_curves, leave_one_out, load_profiles
+from planner.engine.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, leave_one_out, load_profiles
 from planner.engine.transfer import Transfer
 from planner.engine.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
-from planner.latency import simulate, with_server_latency
+from planner.latency import serving_curves, simulate
 from planner.planning.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
@@ -78,7 +78,8 @@ __all__ = ["Catalog", "PlanResult", "RouteMap", "assumptions_path", "candidate_c
 class Catalog:
     """What the planner chooses from and prices with: fitted curves, prices, engine-ops costs (load once).
 
-    profiles_df: the profile rows the curves were fitted to.
+    curves: of every profiled model, or of the models load_inputs was asked for (a plan's routes' models).
+    profiles_df: every profile row (the curves were fitted to those of their models; the transfer to all).
     loo_error: cache of group_loo_error (per model:option, the group's worst leave-one-out error).
     transfer_mode: which routes get transferred options (planner.engine.transfer_check.TRANSFER_MODES).
     """
@@ -106,18 +107,20 @@ class Catalog:
 
 
 def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.DataFrame | None = None,
-                ops: str | Path | pd.DataFrame | None = None, transfer: str = "auto") -> Catalog:
+                ops: str | Path | pd.DataFrame | None = None, transfer: str = "auto",
+                models: Iterable[str] | None = None) -> Catalog:
     """Load and fit profiles, and load prices and engine-ops tables (None = the bundled files).
 
     `prices` / `ops` may be a path or an already validated DataFrame; `transfer` one of TRANSFER_MODES.
-    Raises InputError.
+    `models`: fit only these models' curves (a plan of routes needs its routes' models; each curve is the
+    one a catalog of every model holds); None = every model.  Raises InputError.
     """
     if transfer not in TRANSFER_MODES:
         raise InputError(f"transfer mode {transfer!r}: expected one of {', '.join(TRANSFER_MODES)}")
     # The small tables first: a bad prices or ops file is refused before seconds of curve fitting.
     prices_df, ops_df = _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS)
     profiles = load_profiles(profiles_dir)
-    curves = with_server_latency(fit_curves(profiles), profiles)
+    curves = serving_curves(profiles, models)
     log.info("fitted %d curves from %d profile rows", len(curves), len(profiles))
     return Catalog(curves, prices_df, ops_df, profiles, transfer_mode=transfer)
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from fleetfacts.schema import PROFILE_GROUP
+from planner.engine import curves as curves_module
 from planner.engine import fitcache
-from planner.engine.curves import fit_curves, load_profiles
+from planner.engine.curves import fit_curves, leave_one_out, load_profiles
 from planner.latency import server_fit
+from tests.conftest import REPO
 
 GROUP = "vllm-llama-3.1-8b-bf16-tp1-server-openloop"
 
@@ -82,3 +87,49 @@ def test_validated_profiles_are_read_back_and_a_changed_or_corrupt_file_is_valid
     text = (folder / "profile.csv").read_text()
     (folder / "profile.csv").write_text(text.replace(",ok,", ",failed,", 1))
     assert len(load_profiles(folder)) == len(first) - 1
+
+
+def _fit(curves) -> tuple:
+    (curve,) = curves.values()
+    return curve.fit.theta.tolist(), curve.fit.cov.tolist(), curve.fit.sigma, curve.fit.free, curve.fit.n_obs
+
+
+def test_a_curve_fit_is_read_back_exactly_and_a_corrupt_entry_is_fitted_again(server_group, monkeypatch, tmp_path):
+    group, curves = server_group
+    with monkeypatch.context() as patched:
+        patched.setattr(curves_module, "fit_observations", lambda *a: pytest.fail("fitted again instead of read back"))
+        assert _fit(fit_curves(group)) == _fit(curves)
+    (entry,) = (tmp_path / "cache" / "curve-fit").glob("*.json")
+    entry.write_text("{", encoding="utf-8")
+    assert _fit(fit_curves(group)) == _fit(curves)
+    assert json.loads(entry.read_text(encoding="utf-8"))["value"]["theta"] == _fit(curves)[0]
+    monkeypatch.setenv(fitcache.NO_CACHE_ENV, "1")
+    assert _fit(fit_curves(group)) == _fit(curves)
+
+
+def test_leave_one_out_errors_are_read_back(server_group, monkeypatch):
+    group, _ = server_group
+    first = leave_one_out(group)
+    with monkeypatch.context() as patched:
+        patched.setattr(curves_module, "_loo_errors", lambda *a: pytest.fail("refitted instead of read back"))
+        assert leave_one_out(group).equals(first)
+    monkeypatch.setenv(fitcache.NO_CACHE_ENV, "1")
+    assert leave_one_out(group).equals(first)
+
+
+def test_a_warm_predict_and_plan_do_not_import_scipy(tmp_path):
+    """Every fit they need is read back from the cache: scipy (a quarter of a second to import) stays unloaded."""
+    env = {**os.environ, fitcache.CACHE_DIR_ENV: str(tmp_path / "cache")}
+    env.pop(fitcache.NO_CACHE_ENV, None)
+    probe = ("import runpy, sys; sys.argv = ['planner', *sys.argv[1:]]\n"
+             "try:\n    runpy.run_module('planner', run_name='__main__')\n"
+             "finally:\n    print('scipy loaded' if 'scipy' in sys.modules else 'scipy not loaded', file=sys.stderr)")
+    commands = (["predict", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", "1000",
+                 "--output-len", "1000", "--concurrency", "64"],
+                ["plan", "--routes", "examples/routes.csv", "--out", str(tmp_path / "plan.csv"), "--no-simulate"])
+    for args in commands:
+        runs = [subprocess.run([sys.executable, "-c", probe, *args], cwd=REPO, env=env, capture_output=True,
+                               text=True, timeout=300) for _ in range(2)]
+        assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+        assert runs[0].stdout.replace("plan.csv", "") == runs[1].stdout.replace("plan.csv", "")
+        assert runs[1].stderr.strip().endswith("scipy not loaded"), (args[0], runs[1].stderr)
