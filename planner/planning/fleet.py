@@ -36,7 +36,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import FLEET, escape_formula, validate_frame
+from fleetfacts.schema import FLEET, csv_cell, validate_frame
 from planner.engine.curves import Curve
 from planner.planning import fleet_check
 from planner.planning.fleet_check import Bucket, Stream
@@ -1102,8 +1102,8 @@ def lever_waterfall(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assu
 
 def fleet_csv_text(result: FleetResult) -> str:
     """The fleet as a plain CSV (header on line 1), formula-safe as the plan CSV (a route named '=...' gets a
-    leading apostrophe; fleetfacts.schema.unescape_formula reads it back)."""
-    return result.deployments.astype(object).map(escape_formula).to_csv(index=False, lineterminator="\n")
+    leading apostrophe; fleetfacts.schema.unescape_formula reads it back), one line per deployment."""
+    return result.deployments.astype(object).map(csv_cell).to_csv(index=False, lineterminator="\n")
 
 
 

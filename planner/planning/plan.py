@@ -39,7 +39,8 @@ from fleetfacts.schema import (
     ROUTES,
     Schema,
     atomic_write_bytes,
-    escape_formula,
+    csv_cell,
+    escape_controls,
     load_table,
     read_csv_text,
     row_lines,
@@ -172,11 +173,14 @@ def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame
     """Schema-check a routes frame (typed or raw) plus per-traffic rules; returns the typed frame.
 
     Online routes need rate_rps and at least one latency SLO; batch routes need
-    num_requests and deadline_hours; route names must be unique.
+    num_requests and deadline_hours; route names must be unique.  A name's control characters (line breaks,
+    tabs, ESC, NUL, ...) become visible escapes (fleetfacts.schema.escape_controls), so every output (CSV,
+    workbook, deployment files, console) carries the same printable name.
     """
     present = [c for c in routes.columns if c in ROUTES.names]
     cells = routes[present].astype(object)
     typed = validate_frame(cells.where(routes[present].notna(), None), ROUTES, where)
+    typed["name"] = typed["name"].map(escape_controls)
     seen: set[str] = set()
     for line, row in zip(row_lines(routes), typed.to_dict("records"), strict=True):
         _check_route_row(row, f"{where}, line {line}", seen)
@@ -724,7 +728,7 @@ def assumptions_path(plan_path: str | Path) -> Path:
 
 def plan_csv_text(result: PlanResult) -> str:
     """The plan as a plain CSV: header on line 1, no comments, rounded, formula-safe."""
-    safe = rounded_plan(result.plan).astype(object).map(escape_formula)
+    safe = rounded_plan(result.plan).astype(object).map(csv_cell)
     return safe.to_csv(index=False, lineterminator="\n")
 
 

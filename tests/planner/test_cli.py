@@ -268,7 +268,8 @@ def test_options_out_neutralises_formulas(files, tmp_path, capsys, name):
     assert invoke(capsys, "plan", "--routes", routes, "--out", tmp_path / "p.csv", *data_flags(files), "--options-out",
                   options).returncode == 0
     cells = [c for row in pd.read_csv(options, dtype=str, keep_default_na=False).itertuples(index=False) for c in row]
-    assert f"'{name}" in cells
+    # A leading tab is a control character: escaped when the routes load (issue 25), so no formula either.
+    assert (f"'{name}" if not name.startswith("\t") else "\\x09" + name[1:]) in cells
     assert not [c for c in cells if c.startswith(("=", "+", "@", "\t")) and not _number(c)]
 
 
