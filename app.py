@@ -26,7 +26,7 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.engine.curves import GroupKey
 from planner.planning.exports import baseline_diff, printable, workbook_bytes
-from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
+from planner.planning.fleet import FleetResult, Levers, check_fleet_size, fleet_csv_text, lever_steps
 from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from planner.sizing.assumptions import Assumptions
 from ui import charts, scenario, tables
@@ -785,6 +785,11 @@ def fleet_view(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, se
                "engineering counted once per engine and model, and the levers chosen here; every shared "
                "deployment is checked by simulating its mixed traffic. It takes tens of seconds, so it runs when "
                "you press the button, once per combination of inputs and levers.")
+    try:
+        check_fleet_size(len(routes), "routes table")
+    except InputError as err:
+        st.error(f"No fleet: {err}.")
+        return
     levers = lever_controls()
     key = input_key(routes, prices, ops, settings) + levers.describe()
     done = st.session_state.setdefault("fleet_keys", set())

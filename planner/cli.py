@@ -62,7 +62,14 @@ from planner.outputs import check_output, write_files
 from planner.planning import deploy
 from planner.planning.exports import baseline_diff, format_diff, workbook_bytes
 from planner.planning.fanout import route_map
-from planner.planning.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
+from planner.planning.fleet import (
+    MAX_FLEET_ROUTES,
+    Levers,
+    check_fleet_size,
+    fleet_csv_text,
+    format_fleet,
+    make_fleet,
+)
 from planner.planning.plan import (
     assumptions_path,
     check_plan_file,
@@ -649,7 +656,8 @@ register(Command("plan", "size and price a fleet for every route; writes a plan 
 # ---------------------------------------------------------------- fleet
 
 def _fleet_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--routes", required=True, help="routes CSV (schema ROUTES)")
+    p.add_argument("--routes", required=True, help=f"routes CSV (schema ROUTES), at most {MAX_FLEET_ROUTES} routes "
+                   "(more: split the file, or plan route by route with `plan`)")
     p.add_argument("--out", required=True, help="where to write the fleet CSV (one row per deployment, schema "
                    "FLEET); its summary goes beside it in <name>.summary.json")
     _input_arguments(p)
@@ -689,6 +697,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
     assumptions = _assumptions_from_args(args)
     levers = Levers(share=not args.no_share, mix=args.mix, autoscale=args.autoscale, pricing=not args.no_pricing_mix)
     routes = load_routes(args.routes)
+    check_fleet_size(len(routes), args.routes)  # before the curves are fitted
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer)
     result = make_fleet(routes, catalog, assumptions, levers, quotas, check=not args.no_simulate)
     atomic_write_bytes(args.out, fleet_csv_text(result).encode("utf-8"))

@@ -619,6 +619,21 @@ def _checked_quotas(quotas: Mapping[str, int], catalog: Catalog) -> dict[str, in
     return dict(quotas)
 
 
+# Most routes one fleet program takes: its time grows faster than the route count.  `planner fleet` on the
+# benchmarks' synthetic organisation (6 models), 2 shared cores, 2026-12-04: 50 routes 70 s and 0.7 GB, 100
+# routes 290-510 s and 1.3 GB (issue 25: 200 routes 118 s and 2 GB, 2,000 past 5 minutes).  More routes:
+# split the file, or plan them route by route (`plan`).
+MAX_FLEET_ROUTES = 100
+
+
+def check_fleet_size(count: int, where: str = "routes") -> None:
+    """InputError when `count` routes are more than one fleet program takes (MAX_FLEET_ROUTES)."""
+    if count > MAX_FLEET_ROUTES:
+        raise InputError(f"{where}: {count:,} routes; a fleet plans at most {MAX_FLEET_ROUTES} routes together "
+                         f"(MAX_FLEET_ROUTES: more take minutes and gigabytes): split the routes file into fleets "
+                         f"of at most {MAX_FLEET_ROUTES}, or plan route by route with `python -m planner plan`")
+
+
 def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None = None,
                levers: Levers = Levers(), quotas: Mapping[str, int] | None = None,
                baseline: PlanResult | None = None, check: bool = True,
@@ -628,8 +643,10 @@ def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptio
     baseline: the route-by-route plan on the same inputs (made, with its simulation check, when None).
     check: simulate every shared deployment on its mixed traffic and add replicas until each route's
     attainment reaches the assumptions' target.  quotas: most GPUs of a type at any hour.
-    Raises InputError on bad inputs, FleetInfeasibleError when the quotas leave no fleet.
+    Raises InputError on bad inputs or more than MAX_FLEET_ROUTES routes, FleetInfeasibleError when the
+    quotas leave no fleet.
     """
+    check_fleet_size(len(routes_df))
     a = assumptions or Assumptions()
     quotas = _checked_quotas(quotas or {}, catalog)
     routes = validate_routes(routes_df)
