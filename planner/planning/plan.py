@@ -634,12 +634,20 @@ def _infeasible_reason(route: Route, options: list[dict[str, Any]], catalog: Cat
             reason += (f"; pre-release engine builds not considered: {', '.join(held_back)} "
                        f"(allow them with --allow-prerelease)")
         return reason
-    priced = [o for o in options if catalog.price_book.find(o["gpu"], a.provider, a.pricing_type) is not None]
+    priced = [o for o in options if o["priced"]]
+    where = f"provider {a.provider}" if a.provider else "any provider"
     if not priced:
         gpus = sorted({o["gpu"] for o in options})
-        where = f"provider {a.provider}" if a.provider else "any provider"
         return (f"missing price: no {a.pricing_type} price from {where} for {', '.join(gpus)} "
                 f"(add one to the prices table, or choose another provider or pricing type)")
+    # Unpriced options whose only fault is the price: they meet the SLOs (or deadline), the priced ones do not.
+    unpriced_fits = sorted({o["gpu"] for o in options if not o["priced"] and o["reason"].startswith("no price")})
+    if unpriced_fits:
+        gpus, goal = ", ".join(unpriced_fits), "deadline" if route.traffic == "batch" else "SLOs"
+        return (f"missing price: only options on {gpus} meet the {goal}, and there is no {a.pricing_type} price "
+                f"from {where} for {gpus} (the priced GPUs, {', '.join(sorted({o['gpu'] for o in priced}))}, miss "
+                f"it): choose another provider, or add a {gpus} price (a prices file: --prices, or the app's "
+                f"prices table)")
     misses = [o for o in priced if o["miss_ratio"] > 0]
     if misses:
         closest = min(misses, key=lambda o: o["miss_ratio"])
