@@ -640,20 +640,28 @@ def _infeasible_reason(route: Route, options: list[dict[str, Any]], catalog: Cat
         gpus = sorted({o["gpu"] for o in options})
         return (f"missing price: no {a.pricing_type} price from {where} for {', '.join(gpus)} "
                 f"(add one to the prices table, or choose another provider or pricing type)")
-    # Unpriced options whose only fault is the price: they meet the SLOs (or deadline), the priced ones do not.
-    unpriced_fits = sorted({o["gpu"] for o in options if not o["priced"] and o["reason"].startswith("no price")})
-    if unpriced_fits:
-        gpus, goal = ", ".join(unpriced_fits), "deadline" if route.traffic == "batch" else "SLOs"
-        return (f"missing price: only options on {gpus} meet the {goal}, and there is no {a.pricing_type} price "
-                f"from {where} for {gpus} (the priced GPUs, {', '.join(sorted({o['gpu'] for o in priced}))}, miss "
-                f"it): choose another provider, or add a {gpus} price (a prices file: --prices, or the app's "
-                f"prices table)")
+    if unpriced := _unpriced_reason(route, options, priced, a, where):
+        return unpriced
     misses = [o for o in priced if o["miss_ratio"] > 0]
     if misses:
         closest = min(misses, key=lambda o: o["miss_ratio"])
         return f"no option meets the SLOs; closest: {closest['option']} {closest['reason']}"
     reasons = sorted({o["reason"] for o in options})
     return "no feasible option: " + "; ".join(reasons)
+
+
+def _unpriced_reason(route: Route, options: list[dict[str, Any]], priced: list[dict[str, Any]], a: Assumptions,
+                     where: str) -> str:
+    """The cause when the only options that meet the route's SLOs (or deadline) have no price: their only
+    fault is the price, while the priced ones miss; '' otherwise."""
+    fits = sorted({o["gpu"] for o in options if not o["priced"] and o["reason"].startswith("no price")})
+    if not fits:
+        return ""
+    gpus, goal = ", ".join(fits), "deadline" if route.traffic == "batch" else "SLOs"
+    return (f"missing price: only options on {gpus} meet the {goal}, and there is no {a.pricing_type} price "
+            f"from {where} for {gpus} (the priced GPUs, {', '.join(sorted({o['gpu'] for o in priced}))}, miss "
+            f"it): choose another provider, or add a {gpus} price (a prices file: --prices, or the app's "
+            f"prices table)")
 
 
 def _no_profile_reason(route: Route, catalog: Catalog) -> str:
