@@ -26,7 +26,7 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.engine.curves import GroupKey
 from planner.planning.exports import baseline_diff, printable, workbook_bytes
-from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
+from planner.planning.fleet import FleetResult, Levers, check_fleet_size, fleet_csv_text, lever_steps
 from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_rows
@@ -71,7 +71,7 @@ def bundled_inputs() -> Catalog:
 
 @st.cache_data(show_spinner=False)
 def bundled_routes() -> pd.DataFrame:
-    return load_routes(EXAMPLE_ROUTES)
+    return scenario.resolve_logs(load_routes(EXAMPLE_ROUTES), EXAMPLE_ROUTES.parent, "examples/routes.csv")[0]
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -786,6 +786,11 @@ def fleet_view(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, se
                "engineering counted once per engine and model, and the levers chosen here; every shared "
                "deployment is checked by simulating its mixed traffic. It takes tens of seconds, so it runs when "
                "you press the button, once per combination of inputs and levers.")
+    try:
+        check_fleet_size(len(routes), "routes table")
+    except InputError as err:
+        st.error(f"No fleet: {err}.")
+        return
     levers = lever_controls()
     key = input_key(routes, prices, ops, settings) + levers.describe()
     done = st.session_state.setdefault("fleet_keys", set())

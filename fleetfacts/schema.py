@@ -570,6 +570,32 @@ def terminal_safe(value: object) -> str:
     return _TERMINAL_UNSAFE.sub(lambda m: ascii(m.group())[1:-1], str(value))
 
 
+# What a route name may not carry raw into any output (CSV, workbook, deployment files, console): C0 controls
+# (tab, line feed and carriage return included: a CSV row must stay one line), DEL, C1, the Unicode line and
+# paragraph separators and the bidirectional overrides and isolates (they reorder what is shown).
+_NAME_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character as a visible escape (ESC -> '\\x1b', U+2028 -> '\\u2028') and, in
+    such a text, every backslash doubled so the escape reads back unambiguously; other text is unchanged
+    (so escaping twice is escaping once).  Route names pass through it when routes are loaded."""
+    if not _NAME_UNSAFE.search(text):
+        return text
+    return _NAME_UNSAFE.sub(_escape, text.replace("\\", "\\\\"))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def csv_cell(value: object) -> object:
+    """A cell as written to every CSV: text with its control characters escaped (`escape_controls`, so a row
+    stays one line) and formula-escaped (`escape_formula`); other values unchanged."""
+    return escape_formula(escape_controls(value)) if isinstance(value, str) else value
+
+
 def unescape_formula(value: object) -> object:
     if isinstance(value, str) and _escaped(value):
         return value[1:]
@@ -590,8 +616,9 @@ def write_table(frame: pd.DataFrame, path: str | Path, schema: Schema, comments:
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path, comments: Sequence[str] = ()) -> None:
-    """Write any frame as a formula-safe CSV, atomically (a temp file in the same folder, renamed)."""
-    safe = frame.map(escape_formula)
+    """Write any frame as a formula-safe CSV of one line per row (`csv_cell`), atomically (a temp file in the
+    same folder, renamed)."""
+    safe = frame.map(csv_cell)
     text = "".join(f"# {line}\n" for line in comments) + safe.to_csv(index=False, lineterminator="\n")
     atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -67,6 +67,7 @@ from planner.latency import (
 )
 from planner.outputs import check_output, write_files
 from planner.planning import deploy
+from planner.planning.fleet_size import MAX_FLEET_ROUTES, check_fleet_size
 from planner.planning.plan import (
     assumptions_path,
     check_plan_file,
@@ -655,7 +656,8 @@ register(Command("plan", "size and price a fleet for every route; writes a plan 
 # ---------------------------------------------------------------- fleet
 
 def _fleet_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--routes", required=True, help="routes CSV (schema ROUTES)")
+    p.add_argument("--routes", required=True, help=f"routes CSV (schema ROUTES), at most {MAX_FLEET_ROUTES} routes "
+                   "(more: split the file, or plan route by route with `plan`)")
     p.add_argument("--out", required=True, help="where to write the fleet CSV (one row per deployment, schema "
                    "FLEET); its summary goes beside it in <name>.summary.json")
     _input_arguments(p)
@@ -696,6 +698,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
     assumptions = _assumptions_from_args(args)
     levers = Levers(share=not args.no_share, mix=args.mix, autoscale=args.autoscale, pricing=not args.no_pricing_mix)
     routes = load_routes(args.routes)
+    check_fleet_size(len(routes), args.routes)  # before the curves are fitted
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer, models=routes["model"])
     result = make_fleet(routes, catalog, assumptions, levers, quotas, check=not args.no_simulate)
     atomic_write_bytes(args.out, fleet_csv_text(result).encode("utf-8"))

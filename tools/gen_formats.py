@@ -19,7 +19,13 @@ INTRO = {
                "also holds `env.json`, the environment record (engine and version, torch, CUDA, driver, GPU, engine "
                "arguments, command line, date). `output_tok_per_s` is for the whole replica (all `tp` GPUs).",
     "routes": "What you plan for (`examples/routes.csv`). Online routes need `rate_rps` and at least one SLO; batch "
-              "routes need `num_requests` and `deadline_hours`. Allow-lists are `;`-separated slugs, empty = all.",
+              "routes need `num_requests` and `deadline_hours`. Allow-lists are `;`-separated slugs, empty = all. "
+              "Route names are text of any kind (quotes, commas, `;`, a leading `=`), but a name's control "
+              "characters (line feed, carriage return, tab, ESC, NUL, DEL, C1, U+2028/2029, bidirectional "
+              "overrides) are replaced by visible escapes when the routes load (`\\x0a`, `\\x1b`, `\\u2028`; "
+              "backslashes doubled in such a name; `fleetfacts.schema.escape_controls`), so the plan, options and "
+              "fleet CSVs (one line per row), the workbook, the deployment files and the console all carry the "
+              "same printable name (`tests/fuzz/test_hostile_names.py`).",
     "prices": "`planner/data/prices.csv`: one GPU-hour price per row, with its source and the date it was read.",
     "engine_ops": "`planner/data/engine_ops.csv`: what a model update costs on each engine version (matched by the "
                   "PEP 440 specifier in `versions`). The engineer hourly rate is a plan assumption.",

@@ -74,6 +74,8 @@ FACTOR_RANGE = (0.01, 100.0)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 # Request logs are longer than tables; beyond this the CLI is the better tool.
 MAX_LOG_BYTES = 200 * 1024 * 1024
+# The bundled examples: the only folder whose request logs a routes table in the app may name (relative to it).
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
 @dataclass(frozen=True)
@@ -326,31 +328,42 @@ def _unpriced_hint(options: pd.DataFrame) -> str:
 
 
 def resolve_logs(routes: pd.DataFrame, folder: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
-    """An uploaded routes table with each relative `log` path resolved against `folder` (the bundled examples
-    folder, where `examples/routes.csv` names its logs), and one warning per log that is not there.
+    """A routes table as the app shows it, each `log` relative to `folder` (the bundled examples folder, where
+    `examples/routes.csv` names its logs: `traces/...`), never this machine's absolute path to it; and one
+    warning per relative log that is not there.  `planning_logs` resolves them when the routes are planned.
 
     An upload has no folder of its own, so a relative path could not be read and the route would be sized on
     synthetic arrivals without a word; such a route still is (the planner says so in its notes), and the
-    warning says it here.  Paths leading out of `folder` (`../`) are not followed.  Absolute paths are kept."""
+    warning says it here.  Paths leading out of `folder` (`../`) are not followed.  Absolute paths outside
+    `folder` are kept as given."""
     routes = routes.copy()
     base = folder.resolve()
-    warnings, resolved = [], []
+    warnings, shown = [], []
     for name, given in zip(routes["name"], routes["log"], strict=True):
-        path = Path(str(given)) if isinstance(given, str) and given else None
-        if path is None or path.is_absolute():
-            resolved.append(given)
-            continue
-        candidate = (base / path).resolve()
-        if candidate.is_relative_to(base) and candidate.is_file():
-            resolved.append(str(candidate))
-            continue
-        resolved.append(given)
-        warnings.append(f"{where}: route '{printable(str(name))}': request log {printable(str(given))!r} is not in "
-                        f"the bundled examples folder, so the app cannot replay it: the route is sized on synthetic "
-                        f"arrivals at its rate and arrival CV, not on its log (for the log itself: "
-                        f"`python -m planner plan --routes FILE` with the log beside the routes file)")
-    routes["log"] = resolved
+        inside = _inside(given, base)
+        shown.append(inside.relative_to(base).as_posix() if inside else given)
+        if inside is None and isinstance(given, str) and given and not Path(given).is_absolute():
+            warnings.append(f"{where}: route '{printable(str(name))}': request log {printable(given)!r} is not "
+                            f"in the bundled examples folder, so the app cannot replay it: the route is sized on "
+                            f"synthetic arrivals at its rate and arrival CV, not on its log (for the log itself: "
+                            f"`python -m planner plan --routes FILE` with the log beside the routes file)")
+    routes["log"] = shown
     return routes, warnings
+
+
+def planning_logs(routes: pd.DataFrame, folder: Path = EXAMPLES_DIR) -> pd.DataFrame:
+    """`routes` with each log that lies in `folder` (as `resolve_logs` shows it) as the absolute path the
+    planner reads; others unchanged."""
+    base = folder.resolve()
+    return routes.assign(log=[str(found) if (found := _inside(given, base)) else given for given in routes["log"]])
+
+
+def _inside(given: object, base: Path) -> Path | None:
+    """The file `given` (relative to `base`, or absolute) names inside `base`, or None."""
+    if not isinstance(given, str) or not given:
+        return None
+    candidate = (base / given).resolve()
+    return candidate if candidate.is_relative_to(base) and candidate.is_file() else None
 
 
 def unchecked_plan(result: PlanResult, reason: str) -> PlanResult:
@@ -449,7 +462,7 @@ def scenario_inputs(routes: pd.DataFrame, inputs: Catalog, settings: Settings, a
     tables = replace(inputs, prices_df=scale_prices(inputs.prices_df if prices is None else prices,
                                                     settings.gpu_price_factor),
                      ops_df=inputs.ops_df if ops is None else ops)
-    typed = validate_routes(routes, "routes table")
+    typed = planning_logs(validate_routes(routes, "routes table"))
     return apply_settings(typed, settings), tables, scenario_assumptions(settings, assumptions)
 
 

@@ -36,10 +36,11 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from fleetfacts.errors import FleetplanError, InputError
-from fleetfacts.schema import FLEET, escape_formula, validate_frame
+from fleetfacts.schema import FLEET, csv_cell, validate_frame
 from planner.engine.curves import Curve
 from planner.planning import fleet_check
 from planner.planning.fleet_check import Bucket, Stream
+from planner.planning.fleet_size import check_fleet_size
 from planner.planning.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
@@ -627,8 +628,10 @@ def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptio
     baseline: the route-by-route plan on the same inputs (made, with its simulation check, when None).
     check: simulate every shared deployment on its mixed traffic and add replicas until each route's
     attainment reaches the assumptions' target.  quotas: most GPUs of a type at any hour.
-    Raises InputError on bad inputs, FleetInfeasibleError when the quotas leave no fleet.
+    Raises InputError on bad inputs or more than MAX_FLEET_ROUTES routes, FleetInfeasibleError when the
+    quotas leave no fleet.
     """
+    check_fleet_size(len(routes_df))
     a = assumptions or Assumptions()
     quotas = _checked_quotas(quotas or {}, catalog)
     routes = validate_routes(routes_df)
@@ -1112,8 +1115,8 @@ def lever_waterfall(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assu
 
 def fleet_csv_text(result: FleetResult) -> str:
     """The fleet as a plain CSV (header on line 1), formula-safe as the plan CSV (a route named '=...' gets a
-    leading apostrophe; fleetfacts.schema.unescape_formula reads it back)."""
-    return result.deployments.astype(object).map(escape_formula).to_csv(index=False, lineterminator="\n")
+    leading apostrophe; fleetfacts.schema.unescape_formula reads it back), one line per deployment."""
+    return result.deployments.astype(object).map(csv_cell).to_csv(index=False, lineterminator="\n")
 
 
 

@@ -39,7 +39,8 @@ from fleetfacts.schema import (
     ROUTES,
     Schema,
     atomic_write_bytes,
-    escape_formula,
+    csv_cell,
+    escape_controls,
     load_table,
     read_csv_text,
     row_lines,
@@ -176,11 +177,14 @@ def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame
     """Schema-check a routes frame (typed or raw) plus per-traffic rules; returns the typed frame.
 
     Online routes need rate_rps and at least one latency SLO; batch routes need
-    num_requests and deadline_hours; route names must be unique.
+    num_requests and deadline_hours; route names must be unique.  A name's control characters (line breaks,
+    tabs, ESC, NUL, ...) become visible escapes (fleetfacts.schema.escape_controls), so every output (CSV,
+    workbook, deployment files, console) carries the same printable name.
     """
     present = [c for c in routes.columns if c in ROUTES.names]
     cells = routes[present].astype(object)
     typed = validate_frame(cells.where(routes[present].notna(), None), ROUTES, where)
+    typed["name"] = typed["name"].map(escape_controls)
     seen: set[str] = set()
     for line, row in zip(row_lines(routes), typed.to_dict("records"), strict=True):
         _check_route_row(row, f"{where}, line {line}", seen)
@@ -633,18 +637,33 @@ def _infeasible_reason(route: Route, options: list[Option], catalog: Catalog, a:
             reason += (f"; pre-release engine builds not considered: {', '.join(held_back)} "
                        f"(allow them with --allow-prerelease)")
         return reason
-    priced = [o for o in options if catalog.price_book.find(o.key.gpu, a.provider, a.pricing_type) is not None]
+    priced = [o for o in options if o.price is not None]
+    where = f"provider {a.provider}" if a.provider else "any provider"
     if not priced:
         gpus = sorted({o.key.gpu for o in options})
-        where = f"provider {a.provider}" if a.provider else "any provider"
         return (f"missing price: no {a.pricing_type} price from {where} for {', '.join(gpus)} "
                 f"(add one to the prices table, or choose another provider or pricing type)")
+    if unpriced := _unpriced_reason(route, options, priced, a, where):
+        return unpriced
     misses = [o for o in priced if o.sizing.miss_ratio > 0]
     if misses:
         closest = min(misses, key=lambda o: o.sizing.miss_ratio)
         return f"no option meets the SLOs; closest: {closest.name} {closest.reason}"
     reasons = sorted({o.reason for o in options})
     return "no feasible option: " + "; ".join(reasons)
+
+
+def _unpriced_reason(route: Route, options: list[Option], priced: list[Option], a: Assumptions, where: str) -> str:
+    """The cause when the only options that meet the route's SLOs (or deadline) have no price: their only
+    fault is the price, while the priced ones miss; '' otherwise."""
+    fits = sorted({o.key.gpu for o in options if o.price is None and o.reason.startswith("no price")})
+    if not fits:
+        return ""
+    gpus, goal = ", ".join(fits), "deadline" if route.traffic == "batch" else "SLOs"
+    return (f"missing price: only options on {gpus} meet the {goal}, and there is no {a.pricing_type} price "
+            f"from {where} for {gpus} (the priced GPUs, {', '.join(sorted({o.key.gpu for o in priced}))}, miss "
+            f"it): choose another provider, or add a {gpus} price (a prices file: --prices, or the app's "
+            f"prices table)")
 
 
 def _no_profile_reason(route: Route, catalog: Catalog) -> str:
@@ -706,7 +725,7 @@ def assumptions_path(plan_path: str | Path) -> Path:
 
 def plan_csv_text(result: PlanResult) -> str:
     """The plan as a plain CSV: header on line 1, no comments, rounded, formula-safe."""
-    safe = plan_frame(result.rows, rounded=True).astype(object).map(escape_formula)
+    safe = plan_frame(result.rows, rounded=True).astype(object).map(csv_cell)
     return safe.to_csv(index=False, lineterminator="\n")
 
 

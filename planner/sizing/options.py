@@ -34,7 +34,7 @@ OPTION_COLUMNS = (
     "latency_tier", "utilisation",
     "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
     "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month", "latency_basis",
-    "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "reason", "miss_ratio", "provenance",
+    "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "priced", "reason", "miss_ratio", "provenance",
     "price_source", "notes", "analytical_replicas", "sim_replicas", "sim_attainment",
 )
 # Columns of an option's simulation check: absent from its row until it has been simulated.
@@ -165,7 +165,7 @@ class Option:
             "adoption_usd_per_month": c.adoption_usd_per_month, "eng_usd_per_month": c.eng_usd_per_month,
             "fixed_usd_per_month": c.fixed_usd_per_month, "total_usd_per_month": c.total_usd_per_month,
             "usd_per_1m_output_tok": c.usd_per_1m_output_tok, "price_source": c.price_source,
-            "feasible": self.feasible, "reason": self.reason,
+            "feasible": self.feasible, "priced": self.price is not None, "reason": self.reason,
         }
         row.update(latency_columns(self.route, s))
         if self.simulated:
@@ -212,6 +212,7 @@ def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops
     """Size `curve` for `route` (replaying its request `log` where given), price it, and say why it is
     infeasible (reason '' when feasible)."""
     key = curve.key
+    price = price_book.find(key.gpu, assumptions.provider, assumptions.pricing_type)
     try:
         too_long = context_reason(route)
         if too_long:
@@ -219,8 +220,7 @@ def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops
         sized = sizing.size_route(curve, route, key.tp, assumptions.policy, log)
     except (NoCurveError, QueueingError) as err:
         unsized = sizing.unsized(str(err))
-        return Option(route, key, curve, unsized, False, str(err), unsized.utilisation, unsized.note)
-    price = price_book.find(key.gpu, assumptions.provider, assumptions.pricing_type)
+        return Option(route, key, curve, unsized, False, str(err), unsized.utilisation, unsized.note, price=price)
     reason = sized.reason
     ops = None
     try:

@@ -8,7 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-04's third (issue 24: batches beyond the CUDA graphs); earlier lists are in git history.
+# The job list is 2026-12-04 f4984f3 (issue 24: a third MoE model); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -102,7 +102,7 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-# 2026-12-04, third session, second list (issue 24: a third MoE so that a cost one MoE model shows can be learnt
+# 2026-12-04, job list of commit f4984f3 (issue 24: a third MoE so that a cost one MoE model shows can be learnt
 # from others). The first list (beyond-graph batches) is in git history (commit 8779248).
 profile moe-olmoe-1b-7b 200 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-olmoe.csv"
 

@@ -67,3 +67,17 @@ def test_the_fleet_tab_optimises_the_fleet_the_cli_makes(downloads, tmp_path):
     assert list(shown["routes (share of requests)"]) == list(cli["routes"])
     summary = json.loads((tmp_path / "fleet.summary.json").read_text())
     assert fleet_usd == pytest.approx(summary["total_usd_per_month"], abs=1.0)  # the metric shows whole dollars
+
+
+def test_the_fleet_tab_refuses_more_routes_than_the_fleet_plans_together(monkeypatch):
+    """Issue 25: the app takes up to MAX_APP_ROUTES routes, the fleet program fewer (MAX_FLEET_ROUTES).  The
+    limit is lowered below the 4 example routes here: planning 201 routes in the app takes minutes."""
+    import planner.planning.fleet_size as fleet_size
+    monkeypatch.setattr(fleet_size, "MAX_FLEET_ROUTES", 3)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+    at.session_state["chart_tab"] = "Fleet"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [b for b in at.button if b.key == "optimise_fleet"]
+    errors = [e.value for e in at.error]
+    assert any("4 routes" in e and "at most 3" in e and "split" in e for e in errors), errors

@@ -102,3 +102,24 @@ def test_a_route_named_with_esc_or_nul_plans_downloads_and_shows_escaped(app, do
     assert [c.value for c in book["plan"]["A"]][1] == escaped
     assert escaped in set(book["totals"]["A"][i].value for i in range(1, 5))
     assert shown(app, "runner-up")["route"].iloc[0] == escaped
+
+
+def _texts(at: AppTest) -> list[str]:
+    """Every table (as CSV) and message the page shows."""
+    return [d.value.to_csv() for d in at.dataframe] + _messages(at) + [s.value for s in at.success]
+
+
+@pytest.mark.parametrize("upload", [False, True])
+def test_route_logs_show_relative_to_the_examples_never_the_machines_absolute_path(app, upload):
+    """Issue 25: the `log` column showed the machine's absolute path of the bundled trace."""
+    from tests.conftest import REPO
+    if upload:
+        app.file_uploader(key="routes_upload").set_value(("routes.csv", ROUTES_CSV, "text/csv")).run()
+    app.toggle(key="routes_all_columns").set_value(True).run()
+    _no_trace(app)
+    editor = next(d.value for d in app.dataframe if "log" in d.value.columns and "rate_rps" in d.value.columns)
+    assert "traces/azure_llm_2023_code.csv" in set(editor["log"])
+    assert not [t for t in _texts(app) if str(REPO) in t]
+    details = next(d.value for d in app.dataframe if "notes" in d.value.columns and "route" in d.value.columns)
+    notes = details.loc[details["route"] == "code-completion", "notes"].iloc[0]
+    assert "could not be read" not in str(notes), notes  # still sized on its log

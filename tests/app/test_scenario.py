@@ -181,12 +181,16 @@ def test_drop_unknown_allow_values_warns_per_setting():
 
 
 def test_resolve_logs_reads_only_inside_the_examples_folder(tmp_path):
-    from ui.scenario import resolve_logs
+    from ui.scenario import planning_logs, resolve_logs
     (tmp_path / "traces").mkdir()
     (tmp_path / "traces" / "a.csv").write_text("x")
     (tmp_path.parent / "secret.csv").write_text("x")
     routes = pd.DataFrame({"name": ["in", "out", "none", "absolute"],
                            "log": ["traces/a.csv", "../secret.csv", "", "/abs/log.csv"]})
     resolved, warnings = resolve_logs(routes, tmp_path, "up.csv")
-    assert list(resolved["log"]) == [str(tmp_path / "traces" / "a.csv"), "../secret.csv", "", "/abs/log.csv"]
+    assert list(resolved["log"]) == ["traces/a.csv", "../secret.csv", "", "/abs/log.csv"]  # shown: no local path
     assert len(warnings) == 1 and "'out'" in warnings[0] and "synthetic arrivals" in warnings[0]
+    planned = planning_logs(resolved, tmp_path)  # what the planner reads
+    assert list(planned["log"]) == [str(tmp_path / "traces" / "a.csv"), "../secret.csv", "", "/abs/log.csv"]
+    absolute = pd.DataFrame({"name": ["bundled"], "log": [str(tmp_path / "traces" / "a.csv")]})
+    assert list(resolve_logs(absolute, tmp_path, "examples/routes.csv")[0]["log"]) == ["traces/a.csv"]
