@@ -29,7 +29,7 @@ from planner.planning.exports import baseline_diff, printable, workbook_bytes
 from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from planner.sizing.assumptions import Assumptions
-from ui import charts, scenario, tables
+from ui import answer, charts, scenario, tables
 
 log = logging.getLogger("fleetplan.app")
 
@@ -139,6 +139,7 @@ def init_state(inputs: Catalog) -> None:
     ss.scenario_name = "current"
     settings, warnings = scenario.settings_from_query(st.query_params.to_dict())
     ss.link_warnings = warnings + put_settings(settings, inputs, "link")
+    ss.compact = st.query_params.get("layout") == "phone"
 
 
 def put_settings(settings: scenario.Settings, inputs: Catalog, where: str) -> list[str]:
@@ -217,6 +218,9 @@ def sidebar(inputs: Catalog) -> bool:
         st.text_input("Scenario name", key="scenario_name")
         save = st.button("Save scenario for comparison", key="save_scenario", width="stretch")
     with what_if:
+        st.toggle("Compact layout (phone)", key="compact",
+                  help="One card per route instead of wide tables, legends below the charts. On by default with "
+                       "`?layout=phone` in the address.")
         st.header("What if")
         st.slider("Traffic growth (× every route's load)", *GROWTH_RANGE, step=0.05, key="traffic_growth",
                   format="%.2f×")
@@ -501,39 +505,150 @@ def input_key(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, set
     return digest.hexdigest()
 
 
-def summary(shown: Shown, settings: scenario.Settings) -> None:
-    result, seconds = shown.result, shown.seconds
-    totals = scenario.plan_totals(result.plan)
-    change = totals_change(result.plan)
-    mark = " · NOT CHECKED" if shown.unchecked else ""
-    unchecked_help = f"Not checked by simulation ({shown.unchecked})." if shown.unchecked else None
-    cols = st.columns(5)
-    cols[0].metric(f"Fleet $/month{mark}", f"${totals['total_usd_per_month']:,.0f}", border=True,
-                   delta_color="inverse", delta=money_delta(change, "total_usd_per_month"), help=unchecked_help)
-    cols[1].metric(f"GPUs{mark}", f"{totals['gpus']:,.0f}", border=True, delta_color="inverse",
-                   delta=f"{change['gpus']:+,.0f}" if change and change["gpus"] else None, help=unchecked_help)
-    cols[2].metric(f"GPU $/month{mark}", f"${totals['gpu_usd_per_month']:,.0f}", border=True, delta_color="inverse",
-                   delta=money_delta(change, "gpu_usd_per_month"), help=unchecked_help)
-    cols[3].metric("Engineering $/month", f"${totals['eng_usd_per_month']:,.0f}", border=True, delta_color="inverse",
-                   delta=money_delta(change, "eng_usd_per_month"),
-                   help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption.")
-    cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
-                   border=True, delta=planned_delta(change), delta_color="normal",
-                   help="Against the previous plan: red and down when fewer routes are planned (one turned "
-                        "infeasible or was removed); the $ and GPU changes compare only routes planned in both.")
-    timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
-    st.caption(f"Totals cover {printable(plan_coverage(result.plan))} · {range_text(result.plan)} · "
-               + check_text(shown.unchecked))
-    st.caption(f"{timing} · {change_scope(change)} · prices: "
+# ---------------------------------------------------------------- the answer: what to buy
+
+def headline_fleet(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
+                   settings: scenario.Settings) -> FleetResult | None:
+    """The optimised fleet the page leads with: with the Fleet tab's levers when they were optimised on these
+    inputs, else with the default levers, optimised now when there are at most answer.FLEET_AUTO_MAX_ROUTES
+    routes.  None (the route-by-route plan leads) when the plan on the page is not the checked plan of these
+    inputs, when there are more routes and no fleet was optimised, or when no fleet could be made."""
+    if shown.unchecked or not math.isfinite(shown.seconds):
+        return None
+    ss = st.session_state
+    done = ss.setdefault("fleet_keys", set())
+    base = input_key(routes, prices, ops, settings)
+    levers = ss.setdefault("answer_levers", Levers())
+    if base + levers.describe() not in done:
+        levers = Levers()
+        if base + levers.describe() not in done and len(routes) > answer.FLEET_AUTO_MAX_ROUTES:
+            return None
+    with st.spinner(f"Optimising the fleet ({len(routes)} routes together: shared deployments, engineering once, "
+                    "each deployment checked by simulation)…", show_time=True):
+        try:
+            fleet, _ = optimised_fleet(routes, prices, ops, settings, levers)
+        except Exception as err:  # the UI edge: the plan still answers; say why there is no fleet
+            log.exception("fleet optimisation failed")
+            st.warning(f"No optimised fleet ({printable(str(err))}): the answer is the route-by-route plan.")
+            return None
+    done.add(base + levers.describe())
+    return fleet
+
+
+def answer_section(shown: Shown, fleet: FleetResult | None, settings: scenario.Settings
+                   ) -> tuple[answer.Answer, answer.Answer | None]:
+    """What to buy, as the headline: the optimised fleet when there is one (the route-by-route plan then shown
+    as the alternative), else the plan.  Returns the answer and the alternative (None when the plan leads)."""
+    result = shown.result
+    plan_view = answer.plan_answer(result.plan, not shown.unchecked)
+    now = plan_view if fleet is None else answer.fleet_answer(fleet, result.plan)
+    st.subheader("What to buy: " + ("the optimised fleet" if fleet is not None else "route by route"))
+    change = answer_change(now)
+    answer_cards(now, change, shown.unchecked if fleet is None else FLEET_UNCHECKED)
+    if fleet is None:
+        st.caption(f"Totals cover {printable(plan_coverage(result.plan))} · {range_text(result.plan)} · "
+                   + check_text(shown.unchecked))
+    else:
+        st.caption(f"Totals cover {answer.coverage_text(now)} · {fleet_note(fleet.summary)} · "
+                   + fleet_check_text(now.checked))
+    timing = f"re-planned in {shown.seconds * 1000:.0f} ms" if math.isfinite(shown.seconds) else "last good plan"
+    st.caption(f"{timing} · {change_scope(change, now.kind)} · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
                f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
                f"×{settings.traffic_growth:g} · engineer ${result.assumptions.engineer_usd_per_hour:,.0f}/h")
+    if fleet is not None:
+        alternative_section(result.plan, fleet, plan_view, now)
+    return now, (plan_view if fleet is not None else None)
 
 
-def change_scope(change: dict[str, float] | None) -> str:
+FLEET_UNCHECKED = "the fleet's deployments were not simulated"
+
+
+def answer_cards(now: answer.Answer, change: dict[str, float] | None, unchecked: str) -> None:
+    """The answer's totals as five cards, each with its change against the previous answer."""
+    t = now.totals
+    mark = "" if now.checked else " · NOT CHECKED"
+    unchecked_help = None if now.checked else f"Not checked by simulation ({unchecked})."
+    cols = st.columns(5)
+    cols[0].metric(f"Fleet $/month{mark}", f"${t['total_usd_per_month']:,.0f}", border=True,
+                   delta_color="inverse", delta=money_delta(change, "total_usd_per_month"), help=unchecked_help)
+    cols[1].metric(f"GPUs{mark}", f"{t['gpus']:,.0f}", border=True, delta_color="inverse",
+                   delta=f"{change['gpus']:+,.0f}" if change and change["gpus"] else None,
+                   help=unchecked_help or (f"At the busiest hour: {', '.join(f'{n} {g}' for g, n in now.gpus_by_type.items())}"
+                                           " (batch jobs included)." if now.gpus_by_type else None))
+    cols[2].metric(f"GPU $/month{mark}", f"${t['gpu_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "gpu_usd_per_month"), help=unchecked_help)
+    cols[3].metric("Engineering $/month", f"${t['eng_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "eng_usd_per_month"),
+                   help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption"
+                        + (", counted once per engine and model." if now.kind == answer.FLEET else "."))
+    cols[4].metric("Routes planned", f"{len(now.planned)} of {len(now.routes)}",
+                   border=True, delta=planned_delta(change), delta_color="normal",
+                   help="Against the previous answer: red and down when fewer routes are planned (one turned "
+                        "infeasible or was removed); the $ and GPU changes compare only routes planned in both.")
+
+
+def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answer.Answer,
+                        now: answer.Answer) -> None:
+    """The route-by-route plan as the alternative (smaller, labelled so) and per route what the fleet changes."""
+    with st.container(border=True, key="alternative"):
+        st.markdown("**Alternative, not the recommendation: route by route**, every route on its own cheapest "
+                    "option as `python -m planner plan` (the table *Route by route* below). "
+                    + ("Checked by simulation." if plan_view.checked else "**NOT checked by simulation.**"))
+        cols = st.columns(3)
+        cols[0].metric("Route by route $/month", f"${plan_view.totals['total_usd_per_month']:,.0f}",
+                       help="Every route on its own recommendation, engineering counted per route.")
+        cols[1].metric("Route by route GPUs", f"{plan_view.totals['gpus']:,.0f}")
+        cols[2].metric("Fleet saves $/month", f"${plan_view.totals['total_usd_per_month'] - now.totals['total_usd_per_month']:,.0f}",
+                       help="Route by route $/month minus the optimised fleet's.")
+        st.caption(f"Route by route totals cover {printable(plan_coverage(plan))} · {range_text(plan)}")
+    st.markdown("**Plan → fleet, per route**")
+    table = answer.plan_fleet_table(plan, fleet)
+    if st.session_state.get("compact"):
+        route_cards(answer.plan_fleet_cards(table))
+    else:
+        text = st.column_config.TextColumn
+        st.dataframe(tables.styled(table, answer.PLAN_FLEET_FORMATS), hide_index=True, key="plan_to_fleet",
+                     placeholder="", column_config={"route": text(width=130), "why they differ": text(width="large"),
+                                                    "plan: engine / GPU": text(width=210),
+                                                    "fleet: engine / GPU": text(width=210)})
+    st.caption("A shared deployment's GPUs and GPU $ serve every route on it; the fleet counts engineering once "
+               "per engine and model (the route-by-route plan once per route).")
+
+
+def route_cards(cards: Sequence[tuple[str, str, str]]) -> None:
+    """One bordered card per route: its name, the line to buy (GPUs, engine, $/month) and a note."""
+    for title, line, note in cards:
+        with st.container(border=True):
+            st.markdown(f"**{title}**  \n{line}")
+            if note:
+                st.caption(note)
+
+
+def fleet_check_text(checked: bool) -> str:
+    """What the totals' caption says of the fleet's simulation check."""
+    return ("checked by simulation, as `python -m planner fleet`" if checked
+            else "**NOT checked by simulation**: the fleet's deployments were not simulated")
+
+
+def answer_change(now: answer.Answer) -> dict[str, float] | None:
+    """The change from the previous, different answer in this session (answer.answer_change)."""
+    ss = st.session_state
+    if ss.get("last_answer") != now:
+        ss.prev_answer = ss.get("last_answer")
+        ss.last_answer = now
+    return answer.answer_change(now, ss.get("prev_answer"))
+
+
+def change_scope(change: dict[str, float] | None, kind: str = answer.PLAN) -> str:
     """What the cards' changes compare."""
     if change is None:
-        return "changes are against the previous plan"
+        return "changes are against the previous answer of the same kind (fleet or route by route)"
+    if kind == answer.FLEET:
+        if not change["common"]:
+            return ("the $ and GPU changes show only when the fleet plans the same routes as before (a route gained "
+                    "or lost is in 'Routes planned')")
+        return f"changes are against the previous fleet, over the same {change['common']:.0f} routes"
     return (f"changes are against the previous plan, over the {change['common']:.0f} routes planned in both"
             + (" (a route gained or lost is in 'Routes planned', not in the $)" if change["planned"] else ""))
 
@@ -564,18 +679,6 @@ def range_text(plan: pd.DataFrame) -> str:
     return text
 
 
-def totals_change(plan: pd.DataFrame) -> dict[str, float] | None:
-    """The change from the previous, different plan in this session over the routes planned in both
-    (scenario.plan_change; None before any change)."""
-    ss = st.session_state
-    now = scenario.route_totals(plan)
-    if ss.get("last_routes_planned") != now or ss.get("last_routes") != list(plan["route"]):
-        ss.prev_routes_planned = ss.get("last_routes_planned")
-        ss.last_routes_planned, ss.last_routes = now, list(plan["route"])
-    previous = ss.get("prev_routes_planned")
-    return None if previous is None else scenario.plan_change(now, previous)
-
-
 def planned_delta(change: dict[str, float] | None) -> str | None:
     """'-1' when a route turned infeasible (st.metric shows it red and down), '+1' when one became feasible."""
     if not change or not change["planned"]:
@@ -591,13 +694,18 @@ def money_delta(change: dict[str, float] | None, name: str) -> str | None:
     return f"{'+' if change[name] > 0 else '-'}${abs(change[name]):,.0f}"
 
 
-def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
-    st.subheader("Recommendation per route")
+def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative: bool = False) -> None:
+    """The route-by-route plan: the recommendation per route, or the alternative when the fleet leads."""
+    st.subheader("Route by route (the alternative): each route on its own option" if alternative
+                 else "Recommendation per route")
     text = st.column_config.TextColumn
-    st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
-                 column_config={"route": text(width=150), "runner-up": text(width="medium"),
-                                "range": text(width=110, help=tables.RANGE_HELP),
-                                "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
+    if st.session_state.compact:
+        route_cards(answer.plan_cards(result.plan))
+    else:
+        st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation",
+                     placeholder="", column_config={"route": text(width=150), "runner-up": text(width="medium"),
+                                                    "range": text(width=110, help=tables.RANGE_HELP),
+                                                    "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
@@ -783,8 +891,10 @@ LEVERS = {
 def fleet_view(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
     st.caption("One program over all routes (as `python -m planner fleet`): deployments shared between routes, "
                "engineering counted once per engine and model, and the levers chosen here; every shared "
-               "deployment is checked by simulating its mixed traffic. It takes tens of seconds, so it runs when "
-               "you press the button, once per combination of inputs and levers.")
+               "deployment is checked by simulating its mixed traffic. With up to "
+               f"{answer.FLEET_AUTO_MAX_ROUTES} routes the default levers' fleet is made on every edit (seconds) and "
+               "leads the page; other levers, or more routes, run when you press the button, once per combination "
+               "of inputs and levers, and the fleet you optimise here then leads the page.")
     levers = lever_controls()
     key = input_key(routes, prices, ops, settings) + levers.describe()
     done = st.session_state.setdefault("fleet_keys", set())
@@ -799,13 +909,17 @@ def fleet_view(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, se
     if found is None:
         return
     done.add(key)
+    if levers != st.session_state.get("answer_levers", Levers()):  # the page's answer is this fleet from now on
+        st.session_state.answer_levers = levers
+        st.rerun()
     fleet_sections(*found)
 
 
 def lever_controls() -> Levers:
     cols = st.columns(len(LEVERS))
-    on = {name: col.checkbox(label, value=default, key=f"fleet_{name}", help=text)
-          for col, (name, (label, text, default)) in zip(cols, LEVERS.items(), strict=True)}
+    chosen = st.session_state.get("answer_levers", Levers())
+    on = {name: col.checkbox(label, value=getattr(chosen, name), key=f"fleet_{name}", help=text)
+          for col, (name, (label, text, _)) in zip(cols, LEVERS.items(), strict=True)}
     return Levers(**on)
 
 
@@ -947,8 +1061,18 @@ def show_link_warnings() -> None:
 
 # ---------------------------------------------------------------- page
 
+# The answer bar stays under Streamlit's header (3.75rem) while the page scrolls, so an edit's effect on the
+# totals is in view beside the routes editor; the alternative's numbers are smaller than the answer's cards.
+STICKY_CSS = """<style>
+.st-key-answer_bar {position: sticky; top: 3.75rem; z-index: 990; background: #ffffff; padding: 0.4rem 0;
+  border-bottom: 1px solid rgba(49, 51, 63, 0.2);}
+.st-key-answer_bar p {margin: 0;}
+.st-key-alternative [data-testid="stMetricValue"] {font-size: 1.4rem;}
+</style>"""
+
 def main() -> None:
     st.set_page_config(page_title="Fleetplan: GPU fleet what-if", page_icon="🧮", layout="wide")
+    st.markdown(STICKY_CSS, unsafe_allow_html=True)
     try:
         inputs = bundled_inputs()
     except InputError as err:
@@ -959,6 +1083,7 @@ def main() -> None:
     st.caption("Which engine, GPU and how many GPUs each LLM route needs, and what it costs per month. "
                "Change anything on the left or in the tables and the plan re-computes.")
     show_link_warnings()
+    bar = st.container(key="answer_bar")  # stays at the top while scrolling (STICKY_CSS)
     head = st.container()
     save = sidebar(inputs)
     settings = current_settings()
@@ -970,12 +1095,16 @@ def main() -> None:
         st.stop()
     result = shown.result
     with head:
-        summary(shown, settings)
-        recommendation_section(result, routes)
+        fleet = headline_fleet(shown, routes, prices, ops, settings)
+        now, alternative = answer_section(shown, fleet, settings)
+        recommendation_section(result, routes, alternative=fleet is not None)
+    with bar:
+        st.markdown(answer.bar_text(now, alternative))
     charts_section(result, routes, prices, ops, settings)
     export_section(shown, routes, prices, ops, settings, inputs)
     compare_section(result, save)
-    st.query_params.from_dict(scenario.settings_to_query(settings))
+    st.query_params.from_dict({**scenario.settings_to_query(settings),
+                               **({"layout": "phone"} if st.session_state.compact else {})})
 
 
 main()

@@ -245,7 +245,7 @@ def test_the_app_shows_and_downloads_the_plan_the_cli_makes(downloads, tmp_path,
     shown = recommendation(at)
     assert list(shown["GPUs"]) == list(cli["gpus"])
     assert list(shown["$/month"].round(2)) == list(cli["total_usd_per_month"])
-    assert metric(at, "GPUs") == f"{cli['gpus'].sum():,.0f}"
+    assert metric(at, "Route by route GPUs") == f"{cli['gpus'].sum():,.0f}"  # the alternative: the CLI's plan
     assert not any("not yet checked" in w.value for w in at.warning), "the final page still shows the unchecked plan"
 
 
@@ -492,7 +492,7 @@ def test_uploading_the_bundled_routes_plans_what_the_cli_plans(app, tmp_path, bu
     assert_clean(app)
     assert not app.warning, [w.value for w in app.warning]
     gpus, usd = cli_totals(tmp_path)
-    assert (metric(app, "GPUs"), metric(app, "Fleet $/month")) == (gpus, usd)
+    assert (metric(app, "Route by route GPUs"), metric(app, "Route by route $/month")) == (gpus, usd)
     assert any("checked by simulation, as" in c.value for c in app.caption)
 
 
@@ -541,7 +541,8 @@ def test_a_route_turning_infeasible_is_a_red_routes_planned_delta_never_a_green_
     for label in ("Fleet $/month", "GPUs", "GPU $/month", "Engineering $/month"):
         card = metric_element(app, label)
         assert not card.delta or card.proto.color != MetricProto.MetricColor.GREEN, (label, card.delta)
-    assert any("over the 3 routes planned in both" in c.value for c in app.caption)
+    assert any("the $ and GPU changes show only when the fleet plans the same routes" in c.value
+               for c in app.caption)
 
 
 # ---------------------------------------------------------------- issue 25 item 4: the workbook, ignored fields
@@ -612,5 +613,5 @@ def test_a_wide_gpu_range_is_badged_in_the_decision_table_with_its_cause_and_mea
         command = (f"python -m measure profile --gpu {row['gpu']} --engine {row['engine']} --model {row['model']} "
                    f"--precision {row['precision']} --tp {int(row['tp'])}")
         assert f"**{route}**" in notes and command in notes and str(row["provenance"]) in notes, notes
-    summary = next(c.value for c in app.caption if c.value.startswith("Totals cover"))
+    summary = next(c.value for c in app.caption if "wide, see the table:" in c.value)
     assert all(route in summary.split("wide, see the table:")[1] for route in wide), summary
