@@ -722,6 +722,19 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
 
 # ---------------------------------------------------------------- charts
 
+# Width of each panel of the cost-by-option chart in the compact layout: fits a 390 px phone beside its labels.
+COMPACT_FACET_WIDTH = 150
+
+
+def show_chart(chart) -> None:
+    """An Altair chart at the page's width; in the compact layout its legends go below it (charts.fit)."""
+    st.altair_chart(charts.fit(chart, bool(st.session_state.compact)), width="stretch")
+
+
+def legend_columns() -> int:
+    """Legend columns of the charts with a legend entry per line: one on a phone."""
+    return 1 if st.session_state.compact else 2
+
 def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
                    settings: scenario.Settings) -> None:
     st.subheader("Why this plan")
@@ -749,7 +762,7 @@ def cost_by_option(result: PlanResult) -> None:
     if table.empty:
         st.info("No feasible option on any route.")
         return
-    st.altair_chart(charts.option_costs_chart(table))
+    show_chart(charts.option_costs_chart(table, width=COMPACT_FACET_WIDTH if st.session_state.compact else 560))
 
 
 def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
@@ -763,7 +776,7 @@ def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
     st.caption("Monthly total vs model updates per month for the cheapest feasible option of each engine: "
                "GPU cost plus amortised adoption is the intercept, the cost of one update the slope. Where "
                "the lines cross is the decision.")
-    st.altair_chart(charts.breakeven_chart(table, now, crossing))
+    show_chart(charts.breakeven_chart(table, now, crossing))
 
 
 def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
@@ -772,7 +785,7 @@ def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFr
                "Analytical sizing (no simulation check, so the grid stays fast): the ringed point can differ "
                "from the checked plan above.")
     table = sensitivity(routes, prices, ops, settings)
-    st.altair_chart(charts.sensitivity_chart(table))
+    show_chart(charts.sensitivity_chart(table))
 
 
 def curve_controls(result: PlanResult, routes: pd.DataFrame, key: str) -> tuple[str, tuple[str, ...], bool]:
@@ -807,7 +820,7 @@ def throughput_curves(result: PlanResult, routes: pd.DataFrame) -> None:
     fitted, points = throughput_data(model, shape[0], shape[1], mode, gpus, newest)
     st.caption("Lines: fitted iteration-time model (dashed where extrapolated) with its ~90% band. Points: "
                "circles measured by this project, squares published. Tokens/s are per GPU.")
-    st.altair_chart(charts.throughput_chart(fitted, points, mode))
+    show_chart(charts.throughput_chart(fitted, points, mode, legend_columns=legend_columns()))
 
 
 def head_to_head() -> None:
@@ -827,7 +840,7 @@ def head_to_head() -> None:
     pairs = sorted(table.groupby(["gpu", "model", "precision"]).groups, key=lambda g: (g[1], g[2] != "fp8", g[0]))
     pair = st.selectbox("Same GPU, model and precision", pairs, format_func=lambda p: " / ".join(p), key="h2h_pair")
     chosen = table[(table["gpu"] == pair[0]) & (table["model"] == pair[1]) & (table["precision"] == pair[2])]
-    st.altair_chart(charts.head_to_head_chart(chosen))
+    show_chart(charts.head_to_head_chart(chosen))
     st.caption("Faded bars are predicted or extrapolated, not measured. Published TensorRT-LLM figures are "
                "NVIDIA's offline max-throughput runs; vLLM's is the best batch measured at that shape.")
     with st.expander("Numbers and sources"):
@@ -845,7 +858,7 @@ def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
     st.caption(f"Predicted mean TPOT vs tokens/s per GPU as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out. Thick: each engine's frontier; thin: each configuration. "
                "Curves fitted without latency measurements say so in the tooltip.")
-    st.altair_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
+    show_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -870,7 +883,10 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
                f"options of '{printable(route)}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
                f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
-    st.altair_chart(charts.pareto_chart(table, points, slo))
+    show_chart(charts.pareto_chart(table, points, slo, legend_columns=legend_columns()))
+    note = charts.pareto_note(table, points)
+    if note:
+        st.caption(note)
 
 
 # ---------------------------------------------------------------- fleet: all routes together
@@ -950,12 +966,12 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("**GPUs online over the day**")
-        st.altair_chart(charts.hourly_gpus_chart(charts.hourly_gpus_table(result.hourly_gpus)))
+        show_chart(charts.hourly_gpus_chart(charts.hourly_gpus_table(result.hourly_gpus)))
         st.caption("Online deployments only: batch jobs run within their deadlines, not on the clock. Without "
                    "the autoscale lever the fleet is the same every hour.")
     with right:
         st.markdown("**$ per month by lever**")
-        st.altair_chart(charts.waterfall_chart(charts.waterfall_bars(waterfall)))
+        show_chart(charts.waterfall_chart(charts.waterfall_bars(waterfall)))
         st.caption("From every route on its own option, to engineering counted once per engine and model (no "
                    "lever), then each lever added in turn; each step is a full fleet optimisation.")
     st.markdown("**Deployments: which routes share which**")
