@@ -975,9 +975,20 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
         st.caption("From every route on its own option, to engineering counted once per engine and model (no "
                    "lever), then each lever added in turn; each step is a full fleet optimisation.")
     st.markdown("**Deployments: which routes share which**")
-    st.dataframe(tables.styled(tables.fleet_table(result.deployments), tables.FLEET_FORMATS), hide_index=True,
-                 key="fleet_deployments", placeholder="",
-                 column_config={"routes (share of requests)": st.column_config.TextColumn(width="medium")})
+    view = tables.styled(tables.fleet_table(result.deployments), tables.FLEET_FORMATS)
+    text, number = st.column_config.TextColumn, st.column_config.NumberColumn
+    st.dataframe(view, hide_index=True, key="fleet_deployments", placeholder="", column_order=tables.FLEET_DECISION,
+                 column_config={"deployment": text("dep.", width=50), "routes (share of requests)": text(width=200),
+                                "kind": text(width=100), "engine": text(width=130), "GPU": text(width=50),
+                                "precision": text(width=65), "TP": number(width=40),
+                                "replicas (fewest)": number("replicas min", width=85),
+                                "replicas (most)": number("replicas max", width=85),
+                                "reserved": number(width=70), "GPUs (most)": number("GPUs", width=55),
+                                "GPU $/month": number(width=95), "simulated within SLO": number("within SLO", width=85)})
+    st.dataframe(view, hide_index=True, key="fleet_terms", placeholder="", column_order=tables.FLEET_TERMS,
+                 column_config={"deployment": text("dep.", width=50), "model": text(width=110),
+                                "SLO held": text(width=220), "pricing": text(width="large"),
+                                "notes": text(width="medium")})
     name = st.session_state.scenario_name or "scenario"
     st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),
                        file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_fleet",
@@ -1010,7 +1021,9 @@ def export_section(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops
         st.warning(f"The downloads hold a plan **not checked by simulation** ({printable(shown.unchecked)}); "
                    "every row's notes and the file names say so.")
     diff = baseline_section(result)
-    left, middle, scenario_col, right = st.columns([1, 1, 1, 2])
+    row = st.container(horizontal=True, key="downloads")  # buttons as wide as their labels, never cut off
+    left = middle = scenario_col = row
+    right = st.container()
     left.download_button("Download plan CSV", scenario.plan_csv_bytes(result), file_name=f"plan-{slugify(name)}.csv",
                          mime="text/csv", key="download_plan", type="primary", on_click="ignore",
                          help="The same file as `python -m planner plan --out`: a plain CSV (header on line 1, "
@@ -1043,9 +1056,22 @@ def baseline_section(result: PlanResult) -> pd.DataFrame | None:
         return None
     diff = baseline_diff(result.plan, baseline)
     st.caption(f"Differences against {upload.name}, per route; the fleet row sums only the routes planned in both.")
-    st.dataframe(tables.styled(tables.diff_table(diff), tables.DIFF_FORMATS), hide_index=True, key="baseline_diff",
-                 placeholder="")
+    shown = tables.diff_table(diff)
+    st.dataframe(tables.styled(shown, tables.DIFF_FORMATS), hide_index=True, key="baseline_diff", placeholder="",
+                 column_config=column_widths(shown))
     return diff
+
+
+def column_widths(frame: pd.DataFrame) -> dict[str, Any]:
+    """Widths for a per-route comparison table (route, engine / GPU text, numbers), so its columns fit a 1440 px
+    window instead of running past it: text as wide as an engine and GPU, numbers as wide as a $/month."""
+    config: dict[str, Any] = {}
+    for column in frame.columns:
+        if pd.api.types.is_numeric_dtype(frame[column]):
+            config[column] = st.column_config.NumberColumn(width=tables.NUMBER_WIDTH_PX)
+        else:
+            config[column] = st.column_config.TextColumn(width=tables.TEXT_WIDTH_PX)
+    return config
 
 
 def slugify(name: str) -> str:
@@ -1064,7 +1090,7 @@ def compare_section(result: PlanResult, save: bool) -> None:
     plans = {**ss.saved, "now": result.plan}
     table = scenario.compare_plans(plans)
     st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison",
-                 placeholder="")
+                 placeholder="", column_config=column_widths(table))
     if st.button("Clear saved scenarios", key="clear_saved"):
         ss.saved = {}
         st.rerun()

@@ -35,7 +35,7 @@ class Answer:
     routes: tuple[str, ...]
     planned: tuple[str, ...]
     checked: bool
-    per_route: Mapping[str, tuple[float, float, float, float]] | None = None
+    per_route: Mapping[str, tuple[float, ...]] | None = None
     gpus_by_type: Mapping[str, int] | None = None
 
 
@@ -46,7 +46,7 @@ def plan_answer(plan: pd.DataFrame, checked: bool) -> Answer:
         ok["route"], *(pd.to_numeric(ok[c], errors="coerce").fillna(0.0) for c in MONEY), strict=True)}
     totals = {name: sum(v[i] for v in per_route.values()) for i, name in enumerate(MONEY)}
     return Answer(PLAN, totals, tuple(str(r) for r in plan["route"]), tuple(per_route), checked,
-                  per_route)  # type: ignore[arg-type]
+                  per_route)
 
 
 def fleet_answer(fleet: FleetResult, plan: pd.DataFrame) -> Answer:
@@ -122,9 +122,18 @@ def plan_fleet_table(plan: pd.DataFrame, fleet: FleetResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PLAN_FLEET_COLUMNS))
 
 
+def _float(value: object) -> float:
+    return float(value)  # type: ignore[arg-type]
+
+
+def _int(value: object) -> int:
+    return int(float(value))  # type: ignore[arg-type]
+
+
 def _option(row: Mapping[str, object]) -> str:
-    label = engine_label(str(row["engine"]), str(row["engine_version"]), row.get("engine_config"))  # type: ignore[arg-type]
-    return f"{label} / {row['gpu']} / {row['precision']} / tp{int(float(row['tp']))}"  # type: ignore[arg-type]
+    config = row.get("engine_config")
+    label = engine_label(str(row["engine"]), str(row["engine_version"]), None if config is None else str(config))
+    return f"{label} / {row['gpu']} / {row['precision']} / tp{_int(row['tp'])}"
 
 
 def _plan_fleet_row(row: Mapping[str, object], used: list[Mapping[str, object]],
@@ -136,8 +145,8 @@ def _plan_fleet_row(row: Mapping[str, object], used: list[Mapping[str, object]],
                               "plan: $/month": row["total_usd_per_month"] if ok else None}
     out |= {"fleet: deployment": "; ".join(str(d["deployment"]) for d in used),
             "fleet: engine / GPU": "; ".join(_option(d) for d in used),
-            "fleet: GPUs": sum(int(d["gpus_max"]) for d in used) if used else None,
-            "fleet: GPU $/month": sum(float(d["gpu_usd_per_month"]) for d in used) if used else None,
+            "fleet: GPUs": sum(_int(d["gpus_max"]) for d in used) if used else None,
+            "fleet: GPU $/month": sum(_float(d["gpu_usd_per_month"]) for d in used) if used else None,
             "why they differ": _why(row, used, served) if ok else "infeasible: in neither"}
     return out
 
@@ -157,11 +166,11 @@ def _why(row: Mapping[str, object], used: list[Mapping[str, object]], served: Ma
         if _option(d) != _option(row):
             reasons.append(f"another option in {d['deployment']}: {_option(d)}: the fleet's program, counting "
                            "engineering once per engine and model, found it cheaper overall")
-        elif not others and int(d["replicas_max"]) != int(float(row["replicas"])):  # type: ignore[arg-type]
-            reasons.append(f"{d['replicas_max']} replicas instead of {int(float(row['replicas']))}")  # type: ignore[arg-type]
-        if not others and abs(float(d["gpu_usd_per_month"]) - float(row["gpu_usd_per_month"])) >= 0.5:  # type: ignore[arg-type]
+        elif not others and _int(d["replicas_max"]) != _int(row["replicas"]):
+            reasons.append(f"{d['replicas_max']} replicas instead of {_int(row['replicas'])}")
+        if not others and abs(_float(d["gpu_usd_per_month"]) - _float(row["gpu_usd_per_month"])) >= 0.5:
             reasons.append(f"priced {price_brief(str(d['pricing']))}")
-        if int(d.get("replicas_min", 0)) != int(d["replicas_max"]):  # type: ignore[call-overload]
+        if _int(d.get("replicas_min", 0)) != _int(d["replicas_max"]):
             reasons.append(f"autoscaled {d['replicas_min']}–{d['replicas_max']} replicas over the day")
     return "; ".join(reasons) or "same as the plan"
 
@@ -181,7 +190,7 @@ Card = tuple[str, str, str]  # title, the line to buy, a note
 
 
 def _count(value: object) -> str:
-    return "" if value is None or pd.isna(value) else f"{float(value):,.0f}"  # type: ignore[arg-type]
+    return "" if value is None or pd.isna(value) else f"{_float(value):,.0f}"
 
 
 def plan_fleet_cards(table: pd.DataFrame) -> list[Card]:

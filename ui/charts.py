@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 import altair as alt
 import numpy as np
@@ -81,7 +81,10 @@ def series_scale(engine_of: Mapping[str, str]) -> alt.Scale:
     return alt.Scale(domain=domain, range=colours)
 
 
-def fit(chart: alt.TopLevelMixin, compact: bool) -> alt.TopLevelMixin:
+ChartT = TypeVar("ChartT", bound=alt.TopLevelMixin)
+
+
+def fit(chart: ChartT, compact: bool) -> ChartT:
     """`chart` for a narrow (phone) page when `compact`: legends below the plot, one entry per line."""
     return chart.configure_legend(orient="bottom", columns=1, labelLimit=300) if compact else chart
 

@@ -199,6 +199,15 @@ FLEET_FORMATS = {"TP": COUNT, "replicas (fewest)": COUNT, "replicas (most)": COU
                  "GPUs (most)": COUNT, "GPU $/month": DOLLARS, "simulated within SLO": "{:.1%}"}
 
 
+# Column widths (px) of the per-route comparison tables (baseline, scenarios): a $/month, an engine and GPU.
+NUMBER_WIDTH_PX = 95
+TEXT_WIDTH_PX = 170
+# The fleet table in two parts that each fit a 1440 px window: what each deployment runs, then its terms.
+FLEET_DECISION = ("deployment", "routes (share of requests)", "kind", "engine", "GPU", "precision", "TP",
+                  "replicas (fewest)", "replicas (most)", "reserved", "GPUs (most)", "GPU $/month", "simulated within SLO")
+FLEET_TERMS = ("deployment", "model", "SLO held", "pricing", "notes")
+
+
 def fleet_table(deployments: pd.DataFrame) -> pd.DataFrame:
     """One row per deployment: the routes it serves, its engine (version and settings), GPU, replicas over the
     day, reserved replicas, GPUs, GPU $/month, simulated attainment, SLO held, pricing and notes."""
