@@ -605,7 +605,7 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
     st.markdown("**Plan → fleet, per route**")
     table = answer.plan_fleet_table(plan, fleet)
     if st.session_state.get("compact"):
-        route_cards(answer.plan_fleet_cards(table))
+        route_cards(answer.plan_fleet_cards(table), "fleet")
     else:
         text = st.column_config.TextColumn
         st.dataframe(tables.styled(table, answer.PLAN_FLEET_FORMATS), hide_index=True, key="plan_to_fleet",
@@ -616,10 +616,11 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
                "per engine and model (the route-by-route plan once per route).")
 
 
-def route_cards(cards: Sequence[tuple[str, str, str]]) -> None:
-    """One bordered card per route: its name, the line to buy (GPUs, engine, $/month) and a note."""
-    for title, line, note in cards:
-        with st.container(border=True):
+def route_cards(cards: Sequence[tuple[str, str, str]], section: str) -> None:
+    """One bordered card per route (key `card_<section>_<i>`): its name, the line to buy (GPUs, engine, $/month)
+    and a note."""
+    for i, (title, line, note) in enumerate(cards):
+        with st.container(border=True, key=f"card_{section}_{i}"):
             st.markdown(f"**{title}**  \n{line}")
             if note:
                 st.caption(note)
@@ -700,7 +701,7 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
                  else "Recommendation per route")
     text = st.column_config.TextColumn
     if st.session_state.compact:
-        route_cards(answer.plan_cards(result.plan))
+        route_cards(answer.plan_cards(result.plan), "plan")
     else:
         st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation",
                      placeholder="", column_config={"route": text(width=150), "runner-up": text(width="medium"),

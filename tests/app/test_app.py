@@ -615,3 +615,23 @@ def test_a_wide_gpu_range_is_badged_in_the_decision_table_with_its_cause_and_mea
         assert f"**{route}**" in notes and command in notes and str(row["provenance"]) in notes, notes
     summary = next(c.value for c in app.caption if "wide, see the table:" in c.value)
     assert all(route in summary.split("wide, see the table:")[1] for route in wide), summary
+
+
+# ---------------------------------------------------------------- issue 25: the phone layout
+
+def test_a_phone_link_opens_the_compact_layout_with_one_card_per_route():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params["layout"] = "phone"
+    at.run()
+    assert_clean(at)
+    assert at.toggle(key="compact").value is True
+    routes = ["chat", "summarise-batch", "code-completion", "assistant-70b"]
+    for route in routes:
+        cards = [m.value for m in at.markdown if m.value.startswith(f"**{route}**  \n")]
+        assert len(cards) == 2, (route, cards)  # plan -> fleet, and route by route
+        assert all(" GPUs** · " in c and "/month**" in c for c in cards), cards
+    assert not any("runner-up" in d.value.columns or "why they differ" in d.value.columns for d in at.dataframe), \
+        "a wide table instead of the cards"
+    at.toggle(key="compact").set_value(False).run()
+    assert any("why they differ" in d.value.columns for d in at.dataframe)
+    assert not any(m.value.startswith("**chat**  \n") for m in at.markdown)

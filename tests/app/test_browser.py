@@ -359,12 +359,14 @@ def test_on_a_phone_each_route_is_a_card_and_nothing_scrolls_sideways(app_url, p
     page.wait_for_timeout(1500)
     main = page.locator('[data-testid="stMain"]')
     assert main.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the page scrolls sideways at 390 px"
-    for route in ("chat", "summarise-batch", "code-completion", "assistant-70b"):
-        cards = page.locator('[data-testid="stVerticalBlock"]').filter(
-            has=page.get_by_text(route, exact=True)).filter(has_text="GPUs ·")
-        assert cards.count() >= 2, route  # the fleet's card (plan -> fleet) and the route-by-route one
-        box = cards.last.bounding_box()
-        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE_PX[0], (route, box)
+    for section in ("fleet", "plan"):  # plan -> fleet, then route by route: one card per route, inside the width
+        for i, route in enumerate(("chat", "summarise-batch", "code-completion", "assistant-70b")):
+            card = page.locator(f".st-key-card_{section}_{i}")
+            assert card.inner_text().startswith(route) and "GPUs ·" in card.inner_text() and "/month" in \
+                card.inner_text(), (section, route)
+            box = card.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE_PX[0], (route, box)
+            assert not overflowing(page, f".st-key-card_{section}_{i} p"), (section, route)
     charts = page.locator('[data-testid="stVegaLiteChart"]')
     charts.first.wait_for()
     for i in range(charts.count()):
