@@ -607,11 +607,16 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
     if st.session_state.get("compact"):
         route_cards(answer.plan_fleet_cards(table), "fleet")
     else:
-        text = st.column_config.TextColumn
-        st.dataframe(tables.styled(table, answer.PLAN_FLEET_FORMATS), hide_index=True, key="plan_to_fleet",
-                     placeholder="", column_config={"route": text(width=130), "why they differ": text(width="large"),
-                                                    "plan: engine / GPU": text(width=210),
-                                                    "fleet: engine / GPU": text(width=210)})
+        text, number = st.column_config.TextColumn, st.column_config.NumberColumn
+        st.container(key="plan_to_fleet_box").dataframe(
+            tables.styled(table, answer.PLAN_FLEET_FORMATS), hide_index=True, key="plan_to_fleet", placeholder="",
+            column_order=answer.PLAN_FLEET_COLUMNS[:-1],  # why they differ: in full below, never cut off
+            column_config={"route": text(width=120), "plan: engine / GPU": text(width=210),
+                           "plan: GPUs": number(width=75), "plan: $/month": number(width=95),
+                           "fleet: deployment": text("fleet: dep.", width=75),
+                           "fleet: engine / GPU": text(width=210), "fleet: GPUs": number(width=75),
+                           "fleet: GPU $/month": number(width=110)})
+        st.markdown(answer.why_text(table))
     st.caption("A shared deployment's GPUs and GPU $ serve every route on it; the fleet counts engineering once "
                "per engine and model (the route-by-route plan once per route).")
 
@@ -703,7 +708,8 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
     if st.session_state.compact:
         route_cards(answer.plan_cards(result.plan), "plan")
     else:
-        st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation",
+        st.container(key="decisions_box").dataframe(
+                     tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation",
                      placeholder="", column_config={"route": text(width=150), "runner-up": text(width="medium"),
                                                     "range": text(width=110, help=tables.RANGE_HELP),
                                                     "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
@@ -976,20 +982,25 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
         st.caption("From every route on its own option, to engineering counted once per engine and model (no "
                    "lever), then each lever added in turn; each step is a full fleet optimisation.")
     st.markdown("**Deployments: which routes share which**")
-    view = tables.styled(tables.fleet_table(result.deployments), tables.FLEET_FORMATS)
+    deployments = result.deployments.assign(pricing=[answer.price_brief(str(p)) for p in result.deployments["pricing"]])
+    view = tables.styled(tables.fleet_table(deployments), tables.FLEET_FORMATS)
     text, number = st.column_config.TextColumn, st.column_config.NumberColumn
-    st.dataframe(view, hide_index=True, key="fleet_deployments", placeholder="", column_order=tables.FLEET_DECISION,
-                 column_config={"deployment": text("dep.", width=50), "routes (share of requests)": text(width=200),
-                                "kind": text(width=100), "engine": text(width=130), "GPU": text(width=50),
-                                "precision": text(width=65), "TP": number(width=40),
+    st.container(key="fleet_deployments_box").dataframe(
+                 view, hide_index=True, key="fleet_deployments", placeholder="", column_order=tables.FLEET_DECISION,
+                 column_config={"deployment": text("dep.", width=50), "routes (share of requests)": text(width=190),
+                                "kind": text(width=110), "engine": text(width=150), "GPU": text(width=50),
+                                "TP": number(width=35),
                                 "replicas (fewest)": number("replicas min", width=85),
                                 "replicas (most)": number("replicas max", width=85),
-                                "reserved": number(width=70), "GPUs (most)": number("GPUs", width=55),
-                                "GPU $/month": number(width=95), "simulated within SLO": number("within SLO", width=85)})
-    st.dataframe(view, hide_index=True, key="fleet_terms", placeholder="", column_order=tables.FLEET_TERMS,
+                                "GPUs (most)": number("GPUs", width=55),
+                                "GPU $/month": number(width=90), "simulated within SLO": number("within SLO", width=75)})
+    st.container(key="fleet_terms_box").dataframe(
+                 view, hide_index=True, key="fleet_terms", placeholder="", column_order=tables.FLEET_TERMS,
                  column_config={"deployment": text("dep.", width=50), "model": text(width=110),
-                                "SLO held": text(width=220), "pricing": text(width="large"),
-                                "notes": text(width="medium")})
+                                "reserved": st.column_config.NumberColumn("reserved replicas", width=120),
+                                "precision": text(width=70), "SLO held": text(width=210),
+                                "pricing": text(width=300), "notes": text(width=110)})
+    st.caption("Pricing without its sources (they are in the fleet CSV's `pricing` column).")
     name = st.session_state.scenario_name or "scenario"
     st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),
                        file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_fleet",
@@ -1106,10 +1117,13 @@ def show_link_warnings() -> None:
 
 # The answer bar stays under Streamlit's header (3.75rem) while the page scrolls, so an edit's effect on the
 # totals is in view beside the routes editor; the alternative's numbers are smaller than the answer's cards.
+# Streamlit wraps a keyed container in a layout wrapper of its own size, so the wrapper is what sticks.
 STICKY_CSS = """<style>
-.st-key-answer_bar {position: sticky; top: 3.75rem; z-index: 990; background: #ffffff; padding: 0.4rem 0;
-  border-bottom: 1px solid rgba(49, 51, 63, 0.2);}
-.st-key-answer_bar p {margin: 0;}
+[data-testid="stLayoutWrapper"]:has(> .st-key-answer_bar), .st-key-answer_bar {position: sticky; top: 3.75rem;
+  z-index: 990; background: #ffffff;}
+.st-key-answer_bar {padding: 0.4rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.2);}
+.st-key-answer_bar p {margin: 0; font-size: 0.95rem;}
+.st-key-answer_bar [data-testid="stMarkdownContainer"] {margin-bottom: 0;}
 .st-key-alternative [data-testid="stMetricValue"] {font-size: 1.4rem;}
 </style>"""
 

@@ -97,8 +97,8 @@ def bar_text(answer: Answer, alternative: Answer | None) -> str:
     text = (f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {gpus} · {coverage_text(answer)} · {check}")
     if alternative is not None:
         a = alternative.totals
-        text += (f" · alternative, route by route: ${a['total_usd_per_month']:,.0f}/month, {a['gpus']:,.0f} GPUs"
-                 f" ({'checked' if alternative.checked else 'NOT checked'})")
+        text += (f" · alternative: route by route ${a['total_usd_per_month']:,.0f}/month"
+                 + ("" if alternative.checked else " (NOT checked)"))
     return text
 
 
@@ -120,6 +120,18 @@ def plan_fleet_table(plan: pd.DataFrame, fleet: FleetResult) -> pd.DataFrame:
     rows = [_plan_fleet_row(r, [deployments[n] for n in placed.get(str(r["route"]), []) if n in deployments], served)
             for r in plan.to_dict("records")]
     return pd.DataFrame(rows, columns=list(PLAN_FLEET_COLUMNS))
+
+
+def why_text(table: pd.DataFrame) -> str:
+    """The 'why they differ' column of a plan_fleet_table as markdown, one bullet per route that differs and one
+    line naming the routes the fleet serves as planned."""
+    same = [printable(str(r)) for r, why in zip(table["route"], table["why they differ"], strict=True)
+            if why == "same as the plan"]
+    lines = [f"- **{printable(str(r))}**: {printable(str(why))}"
+             for r, why in zip(table["route"], table["why they differ"], strict=True) if why != "same as the plan"]
+    if same:
+        lines.append(f"- same as the plan: {', '.join(same)}")
+    return "\n".join(lines)
 
 
 def _float(value: object) -> float:

@@ -203,9 +203,9 @@ FLEET_FORMATS = {"TP": COUNT, "replicas (fewest)": COUNT, "replicas (most)": COU
 NUMBER_WIDTH_PX = 95
 TEXT_WIDTH_PX = 170
 # The fleet table in two parts that each fit a 1440 px window: what each deployment runs, then its terms.
-FLEET_DECISION = ("deployment", "routes (share of requests)", "kind", "engine", "GPU", "precision", "TP",
-                  "replicas (fewest)", "replicas (most)", "reserved", "GPUs (most)", "GPU $/month", "simulated within SLO")
-FLEET_TERMS = ("deployment", "model", "SLO held", "pricing", "notes")
+FLEET_DECISION = ("deployment", "routes (share of requests)", "kind", "engine", "GPU", "TP",
+                  "replicas (fewest)", "replicas (most)", "GPUs (most)", "GPU $/month", "simulated within SLO")
+FLEET_TERMS = ("deployment", "model", "precision", "SLO held", "reserved", "pricing", "notes")
 
 
 def fleet_table(deployments: pd.DataFrame) -> pd.DataFrame:

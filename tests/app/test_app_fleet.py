@@ -92,7 +92,7 @@ def test_one_answer_leads_and_the_plan_is_labelled_the_alternative(tmp_path):
     bar = next(m.value for m in at.markdown if m.value.startswith("**Buy:"))
     fleet_usd = dollars(at, "Fleet $/month")
     assert bar.startswith(f"**Buy: optimised fleet, ${fleet_usd:,.0f}/month**") and " · checked by simulation" in bar
-    assert f"alternative, route by route: {next(m.value for m in at.metric if m.label == 'Route by route $/month')}" \
+    assert f"alternative: route by route {next(m.value for m in at.metric if m.label == 'Route by route $/month')}" \
         in bar
     assert any("checked by simulation, as `python -m planner fleet`" in c.value for c in at.caption)
     table = next(d.value for d in at.dataframe if "why they differ" in d.value.columns)

@@ -235,7 +235,7 @@ def test_at_1440_px_decisions_fit_the_download_equals_the_cli_plan_and_charts_ke
         page.wait_for_timeout(2000)
         page.screenshot(path=str(DOCS_SCREENSHOT))
     page.locator('[data-testid="stDataFrame"] .dvn-scroller').first.wait_for()  # the grid, once drawn
-    decisions = page.locator('.st-key-recommendation [data-testid="stDataFrame"]').first
+    decisions = page.locator('.st-key-decisions_box [data-testid="stDataFrame"]').first
     deadline = time.monotonic() + LAYOUT_SETTLE_S  # a grid redrawn after the checked plan lays out its columns
     while True:
         scroll, visible = decisions.evaluate(
@@ -313,7 +313,7 @@ def overflowing(page, selector: str) -> list[str]:
 
 
 def grid_fits(page, key: str) -> None:
-    grid = page.locator(f".st-key-{key} .dvn-scroller").first
+    grid = page.locator(f".st-key-{key}_box .dvn-scroller").first
     grid.wait_for()
     deadline = time.monotonic() + LAYOUT_SETTLE_S
     while True:
@@ -331,9 +331,10 @@ def test_at_1440_px_the_answer_stays_in_view_and_nothing_is_cut_off(app_url, pag
     wait_idle(page)
     bar = page.locator(".st-key-answer_bar")
     assert "Buy: optimised fleet" in bar.inner_text()
-    for key in ("plan_to_fleet", "recommendation"):
+    for key in ("plan_to_fleet", "decisions"):
         grid_fits(page, key)
-    assert not overflowing(page, ".st-key-downloads button p"), "a download button's label is cut off"
+    assert page.locator(".st-key-downloads button").count() == 3
+    assert not overflowing(page, ".st-key-downloads button"), "a download button's label is cut off"
     if docs_screens():
         page.wait_for_timeout(1500)
         page.screenshot(path=str(SCREENS / "desk-answer.png"))
