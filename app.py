@@ -769,7 +769,8 @@ def cost_by_option(result: PlanResult) -> None:
     if table.empty:
         st.info("No feasible option on any route.")
         return
-    show_chart(charts.option_costs_chart(table, width=COMPACT_FACET_WIDTH if st.session_state.compact else 560))
+    compact = bool(st.session_state.compact)
+    show_chart(charts.option_costs_chart(table, width=COMPACT_FACET_WIDTH if compact else 560, compact=compact))
 
 
 def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
@@ -1156,7 +1157,7 @@ def main() -> None:
         now, alternative = answer_section(shown, fleet, settings)
         recommendation_section(result, routes, alternative=fleet is not None)
     with bar:
-        st.markdown(answer.bar_text(now, alternative))
+        st.markdown(answer.bar_text(now, alternative, compact=bool(st.session_state.compact)))
     charts_section(result, routes, prices, ops, settings)
     export_section(shown, routes, prices, ops, settings, inputs)
     compare_section(result, save)

@@ -86,14 +86,17 @@ def coverage_text(answer: Answer) -> str:
         f"; {', '.join(missing)} infeasible" if missing else "")
 
 
-def bar_text(answer: Answer, alternative: Answer | None) -> str:
+def bar_text(answer: Answer, alternative: Answer | None, compact: bool = False) -> str:
     """The one line that stays at the top of the page: the answer's total, GPUs, coverage and whether it was
-    checked by simulation, then the alternative's total, labelled as such."""
+    checked by simulation, then the alternative's total, labelled as such; `compact` (a phone): the total, GPUs
+    and the check only."""
     t = answer.totals
     what = "optimised fleet" if answer.kind == FLEET else "route-by-route plan"
     gpus = f"{t['gpus']:,.0f} GPUs" + (f" ({', '.join(f'{n} {g}' for g, n in answer.gpus_by_type.items())})"
                                        if answer.gpus_by_type else "")
     check = "checked by simulation" if answer.checked else "**NOT checked by simulation**"
+    if compact:
+        return f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {t['gpus']:,.0f} GPUs · {check}"
     text = (f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {gpus} · {coverage_text(answer)} · {check}")
     if alternative is not None:
         a = alternative.totals

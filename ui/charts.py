@@ -551,7 +551,7 @@ def option_costs_table(options: pd.DataFrame, plan: pd.DataFrame,
                 "recommended", "provenance", "price_source"]]
 
 
-def option_costs_chart(table: pd.DataFrame, width: int = 560) -> alt.Chart:
+def option_costs_chart(table: pd.DataFrame, width: int = 560, compact: bool = False) -> alt.Chart:
     """Horizontal stacked bars ($/month: GPUs + engineering) per option, one panel per route."""
     bars = alt.Chart(table).mark_bar().encode(
         y=alt.Y("option:N", sort=alt.EncodingSortField("total_usd_per_month", order="ascending"), title=None,
@@ -567,9 +567,11 @@ def option_costs_chart(table: pd.DataFrame, width: int = 560) -> alt.Chart:
                  alt.Tooltip("total_usd_per_month:Q", format="$,.0f", title="total $/month"),
                  alt.Tooltip("gpus:Q"), alt.Tooltip("recommended:N"), alt.Tooltip("provenance:N"),
                  alt.Tooltip("price_source:N")])
+    # Compact (a phone): each route's name above its panel, not beside it, so the panel keeps the width.
+    header = (alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold", labelFontSize=13) if compact
+              else alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold", labelFontSize=13))
     return bars.properties(height=alt.Step(20), width=width).facet(
-        row=alt.Row("route:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold",
-                                                             labelFontSize=13))
+        row=alt.Row("route:N", title=None, header=header)
     ).resolve_scale(y="independent", x="independent")
 
 

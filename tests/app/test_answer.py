@@ -82,6 +82,8 @@ def test_the_fleet_answer_counts_gpus_at_the_busiest_hour_and_its_check():
     assert bar.startswith("**Buy: optimised fleet, $5,000/month**") and "7 GPUs (2 h100, 5 h200)" in bar
     assert "**NOT checked by simulation**" in bar
     assert bar.endswith("alternative: route by route $2,100/month")
+    assert answer.bar_text(now, None, compact=True) == \
+        "**Buy: optimised fleet, $5,000/month** · 7 GPUs · **NOT checked by simulation**"
 
 
 def test_a_fleet_change_is_shown_only_over_the_same_routes():

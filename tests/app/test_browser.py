@@ -333,7 +333,7 @@ def test_at_1440_px_the_answer_stays_in_view_and_nothing_is_cut_off(app_url, pag
     assert "Buy: optimised fleet" in bar.inner_text()
     for key in ("plan_to_fleet", "decisions"):
         grid_fits(page, key)
-    assert page.locator(".st-key-downloads button").count() == 3
+    assert page.locator(".st-key-downloads button").count() >= 3
     assert not overflowing(page, ".st-key-downloads button"), "a download button's label is cut off"
     if docs_screens():
         page.wait_for_timeout(1500)

@@ -392,8 +392,9 @@ def test_route_names_in_chart_labels_have_control_characters_escaped(result):
 
 
 def test_the_compact_layout_puts_legends_below_and_narrows_facets(result):
-    chart = charts.option_costs_chart(charts.option_costs_table(result.options, result.plan), width=150)
+    chart = charts.option_costs_chart(charts.option_costs_table(result.options, result.plan), width=150, compact=True)
     spec = charts.fit(chart, compact=True).to_dict()
     assert spec["config"]["legend"]["orient"] == "bottom" and spec["spec"]["width"] == 150
+    assert spec["facet"]["row"]["header"]["labelOrient"] == "top"  # route names above the panels, not beside
     assert "config" not in charts.fit(chart, compact=False).to_dict() or \
         "legend" not in charts.fit(chart, compact=False).to_dict()["config"]
