@@ -611,11 +611,11 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
         st.container(key="plan_to_fleet_box").dataframe(
             tables.styled(table, answer.PLAN_FLEET_FORMATS), hide_index=True, key="plan_to_fleet", placeholder="",
             column_order=answer.PLAN_FLEET_COLUMNS[:-1],  # why they differ: in full below, never cut off
-            column_config={"route": text(width=120), "plan: engine / GPU": text(width=210),
-                           "plan: GPUs": number(width=75), "plan: $/month": number(width=95),
-                           "fleet: deployment": text("fleet: dep.", width=75),
-                           "fleet: engine / GPU": text(width=210), "fleet: GPUs": number(width=75),
-                           "fleet: GPU $/month": number(width=110)})
+            column_config={"route": text(width=115), "plan: engine / GPU": text(width=230),
+                           "plan: GPUs": number("plan GPUs", width=70), "plan: $/month": number("plan $/mo", width=80),
+                           "fleet: deployment": text("fleet dep.", width=70),
+                           "fleet: engine / GPU": text(width=230), "fleet: GPUs": number("fleet GPUs", width=75),
+                           "fleet: GPU $/month": number("fleet GPU $/mo", width=105)})
         st.markdown(answer.why_text(table))
     st.caption("A shared deployment's GPUs and GPU $ serve every route on it; the fleet counts engineering once "
                "per engine and model (the route-by-route plan once per route).")
@@ -968,8 +968,9 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
     cols[1].metric("Route by route $/month", f"${s['per_route_usd_per_month']:,.0f}", border=True,
                    help="Every route on its own recommendation (the plan above), engineering counted per route.")
     cols[2].metric("Savings $/month", f"${s['savings_usd_per_month']:,.0f}", border=True)
-    cols[3].metric("GPUs at the busiest hour", ", ".join(f"{n} {g}" for g, n in s["gpus_by_type"].items()) or "none",
-                   border=True, help="Batch jobs' GPUs included (they may run at the busiest hour).")
+    by_type = ", ".join(f"{n} {g}" for g, n in s["gpus_by_type"].items()) or "none"
+    cols[3].metric("GPUs at the busiest hour", f"{sum(s['gpus_by_type'].values()):,}", border=True,
+                   help=f"{by_type}. Batch jobs' GPUs included (they may run at the busiest hour).")
     st.caption(fleet_note(s))
     left, right = st.columns(2)
     with left:
@@ -997,10 +998,10 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
                                 "GPU $/month": number(width=90), "simulated within SLO": number("within SLO", width=75)})
     st.container(key="fleet_terms_box").dataframe(
                  view, hide_index=True, key="fleet_terms", placeholder="", column_order=tables.FLEET_TERMS,
-                 column_config={"deployment": text("dep.", width=50), "model": text(width=110),
-                                "reserved": st.column_config.NumberColumn("reserved replicas", width=120),
-                                "precision": text(width=70), "SLO held": text(width=210),
-                                "pricing": text(width=300), "notes": text(width=110)})
+                 column_config={"deployment": text("dep.", width=50), "model": text(width=130),
+                                "reserved": st.column_config.NumberColumn("reserved replicas", width=130),
+                                "precision": text(width=80), "SLO held": text(width=250)})
+    st.markdown(answer.deployment_terms_text(result.deployments))
     st.caption("Pricing without its sources (they are in the fleet CSV's `pricing` column).")
     name = st.session_state.scenario_name or "scenario"
     st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),

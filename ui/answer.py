@@ -137,6 +137,16 @@ def why_text(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def deployment_terms_text(deployments: pd.DataFrame) -> str:
+    """Per deployment, its pricing without sources and its notes, as markdown bullets (too long for a cell)."""
+    lines = []
+    for d in deployments.to_dict("records"):
+        notes = "" if d.get("notes") is None or pd.isna(d.get("notes")) else str(d["notes"])
+        lines.append(f"- **{printable(str(d['deployment']))}**: {printable(price_brief(str(d['pricing'])))}"
+                     + (f"; {printable(notes)}" if notes else ""))
+    return "\n".join(lines)
+
+
 def _float(value: object) -> float:
     return float(value)  # type: ignore[arg-type]
 
@@ -148,7 +158,7 @@ def _int(value: object) -> int:
 def _option(row: Mapping[str, object]) -> str:
     config = row.get("engine_config")
     label = engine_label(str(row["engine"]), str(row["engine_version"]), None if config is None else str(config))
-    return f"{label} / {row['gpu']} / {row['precision']} / tp{_int(row['tp'])}"
+    return f"{label}/{row['gpu']}/{row['precision']}/tp{_int(row['tp'])}"
 
 
 def _plan_fleet_row(row: Mapping[str, object], used: list[Mapping[str, object]],
@@ -218,7 +228,7 @@ def plan_fleet_cards(table: pd.DataFrame) -> list[Card]:
             cards.append((route, f"not in the fleet · plan: {r['plan: engine / GPU']}", str(r["why they differ"])))
             continue
         line = (f"**{_count(r['fleet: GPUs'])} GPUs** · {r['fleet: engine / GPU']} · "
-                f"**${_count(r['fleet: GPU $/month'])}/month** GPUs ({r['fleet: deployment']})")
+                f"**${_count(r['fleet: GPU $/month'])}/month** in GPUs ({r['fleet: deployment']})")
         note = (f"route by route: {_count(r['plan: GPUs'])} GPUs · {r['plan: engine / GPU']} · "
                 f"${_count(r['plan: $/month'])}/month — {r['why they differ']}")
         cards.append((route, printable(line), printable(note)))

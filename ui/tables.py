@@ -205,7 +205,7 @@ TEXT_WIDTH_PX = 170
 # The fleet table in two parts that each fit a 1440 px window: what each deployment runs, then its terms.
 FLEET_DECISION = ("deployment", "routes (share of requests)", "kind", "engine", "GPU", "TP",
                   "replicas (fewest)", "replicas (most)", "GPUs (most)", "GPU $/month", "simulated within SLO")
-FLEET_TERMS = ("deployment", "model", "precision", "SLO held", "reserved", "pricing", "notes")
+FLEET_TERMS = ("deployment", "model", "precision", "SLO held", "reserved")  # pricing and notes: a list below it
 
 
 def fleet_table(deployments: pd.DataFrame) -> pd.DataFrame:

@@ -50,13 +50,13 @@ def test_plan_to_fleet_says_per_route_what_the_fleet_changes_and_why():
     assert list(table.columns) == list(answer.PLAN_FLEET_COLUMNS[1:])
     why = table["why they differ"]
     assert "shares d1 with code" in why["chat"] and "p95 TTFT 300 ms" in why["chat"]
-    assert "another option in d1: vllm 0.26.0 / h200 / fp8 / tp1" in why["chat"]
+    assert "another option in d1: vllm 0.26.0/h200/fp8/tp1" in why["chat"]
     assert "shares d1 with chat" in why["code"] and "another option" not in why["code"]
     assert why["batch"] == "priced coreweave spot $2.6162/GPU-h"
     assert why["same"] == "same as the plan"
     assert why["bad"] == "infeasible: in neither" and table.loc["bad", "fleet: deployment"] == ""
     assert table.loc["chat", "fleet: GPUs"] == 3 and table.loc["chat", "fleet: GPU $/month"] == 6000.0
-    assert table.loc["chat", "plan: engine / GPU"] == "trtllm 0.26.0 / h200 / fp8 / tp1"
+    assert table.loc["chat", "plan: engine / GPU"] == "trtllm 0.26.0/h200/fp8/tp1"
 
 
 def test_autoscaled_and_resized_deployments_say_so():
@@ -111,7 +111,7 @@ def test_cards_carry_gpus_engine_and_dollars_per_route():
     plan = pd.DataFrame([plan_row("chat\x1b[31m"), plan_row("b", status="infeasible")])
     plan.loc[1, "notes"] = "no option meets the SLO"
     cards = answer.plan_cards(plan)
-    assert cards[0] == ("chat\\x1b[31m", "**1 GPUs** · vllm 0.26.0 / h200 / fp8 / tp1 · **$2,100/month**", "")
+    assert cards[0] == ("chat\\x1b[31m", "**1 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$2,100/month**", "")
     assert cards[1] == ("b", "**infeasible**", "no option meets the SLO")
     result = fleet([deployment("d1", "chat 1.00")], {"chat\x1b[31m": "d1"})
     table = answer.plan_fleet_table(plan.iloc[:1], result)
@@ -124,3 +124,9 @@ def test_why_text_lists_each_differing_route_and_names_the_unchanged_ones():
     table = pd.DataFrame({"route": ["a", "b\x1b", "c"], "why they differ": ["shares d1 with c", "same as the plan",
                                                                           "same as the plan"]})
     assert answer.why_text(table) == "- **a**: shares d1 with c\n- same as the plan: b\\x1b, c"
+
+
+def test_deployment_terms_list_pricing_without_sources_and_notes():
+    frame = pd.DataFrame([deployment("d1", "a 1.00"), {**deployment("d2", "b 1.00"), "notes": "simulation added replicas"}])
+    assert answer.deployment_terms_text(frame) == ("- **d1**: vast on-demand $2.4024/GPU-h\n"
+                                                   "- **d2**: vast on-demand $2.4024/GPU-h; simulation added replicas")
