@@ -986,6 +986,21 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
     st.markdown("**Deployments: which routes share which**")
     deployments = result.deployments.assign(pricing=[answer.price_brief(str(p)) for p in result.deployments["pricing"]])
     view = tables.styled(tables.fleet_table(deployments), tables.FLEET_FORMATS)
+    if st.session_state.compact:
+        route_cards(answer.deployment_cards(result.deployments), "deployment")
+    else:
+        deployment_tables(view)
+    st.markdown(answer.deployment_terms_text(result.deployments))
+    st.caption("Pricing without its sources (they are in the fleet CSV's `pricing` column).")
+    name = st.session_state.scenario_name or "scenario"
+    st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),
+                       file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_fleet",
+                       on_click="ignore", help="The same file as `python -m planner fleet --out`: one row per "
+                                               "deployment (schema FLEET), header on line 1.")
+
+
+def deployment_tables(view) -> None:
+    """The fleet's deployments in two tables that each fit a 1440 px window: what runs, then its terms."""
     text, number = st.column_config.TextColumn, st.column_config.NumberColumn
     st.container(key="fleet_deployments_box").dataframe(
                  view, hide_index=True, key="fleet_deployments", placeholder="", column_order=tables.FLEET_DECISION,
@@ -1001,13 +1016,6 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
                  column_config={"deployment": text("dep.", width=50), "model": text(width=130),
                                 "reserved": st.column_config.NumberColumn("reserved replicas", width=130),
                                 "precision": text(width=80), "SLO held": text(width=250)})
-    st.markdown(answer.deployment_terms_text(result.deployments))
-    st.caption("Pricing without its sources (they are in the fleet CSV's `pricing` column).")
-    name = st.session_state.scenario_name or "scenario"
-    st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),
-                       file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_fleet",
-                       on_click="ignore", help="The same file as `python -m planner fleet --out`: one row per "
-                                               "deployment (schema FLEET), header on line 1.")
 
 
 def fleet_note(s: dict) -> str:

@@ -130,3 +130,10 @@ def test_deployment_terms_list_pricing_without_sources_and_notes():
     frame = pd.DataFrame([deployment("d1", "a 1.00"), {**deployment("d2", "b 1.00"), "notes": "simulation added replicas"}])
     assert answer.deployment_terms_text(frame) == ("- **d1**: vast on-demand $2.4024/GPU-h\n"
                                                    "- **d2**: vast on-demand $2.4024/GPU-h; simulation added replicas")
+
+
+def test_deployment_cards_carry_gpus_option_and_dollars():
+    frame = pd.DataFrame([deployment("d1", "chat 1.00; code 1.00", replicas=3, gpu_usd=6000.0)])
+    assert answer.deployment_cards(frame) == [(
+        "d1: chat 1.00; code 1.00", "**3 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$6,000/month** in GPUs",
+        "shared · p95 TTFT 300 ms, TPOT 30 ms · vast on-demand $2.4024/GPU-h")]
