@@ -986,11 +986,11 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
     st.markdown("**Deployments: which routes share which**")
     deployments = result.deployments.assign(pricing=[answer.price_brief(str(p)) for p in result.deployments["pricing"]])
     view = tables.styled(tables.fleet_table(deployments), tables.FLEET_FORMATS)
-    if st.session_state.compact:
+    if st.session_state.compact:  # the cards carry pricing and notes
         route_cards(answer.deployment_cards(result.deployments), "deployment")
     else:
         deployment_tables(view)
-    st.markdown(answer.deployment_terms_text(result.deployments))
+        st.markdown(answer.deployment_terms_text(result.deployments))
     st.caption("Pricing without its sources (they are in the fleet CSV's `pricing` column).")
     name = st.session_state.scenario_name or "scenario"
     st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),

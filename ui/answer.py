@@ -149,12 +149,13 @@ def deployment_terms_text(deployments: pd.DataFrame) -> str:
 
 def deployment_cards(deployments: pd.DataFrame) -> list[Card]:
     """Per deployment of a fleet (the compact layout): the routes it serves as the title, its GPUs, option and GPU
-    $/month as the line, its kind, SLO held and pricing (without sources) as the note."""
+    $/month as the line, its kind, SLO held, pricing (without sources) and notes as the note."""
     cards = []
     for d in deployments.to_dict("records"):
         line = (f"**{_count(d['gpus_max'])} GPUs** · {_option(d)} · **${_count(d['gpu_usd_per_month'])}/month** in "
                 f"GPUs")
-        note = " · ".join(str(x) for x in (d["kind"], d.get("slo") or "", price_brief(str(d["pricing"]))) if x)
+        notes = "" if d.get("notes") is None or pd.isna(d.get("notes")) else str(d["notes"])
+        note = " · ".join(str(x) for x in (d["kind"], d.get("slo") or "", price_brief(str(d["pricing"])), notes) if x)
         cards.append((printable(f"{d['deployment']}: {d['routes']}"), printable(line), printable(note)))
     return cards
 

@@ -308,11 +308,12 @@ def whole_page(page, path: Path, size: tuple[int, int]) -> None:
 
 
 def small_png(path: Path) -> None:
-    """A screenshot for the docs as a 256-colour PNG (about 2.5 times smaller, text still sharp)."""
+    """A screenshot for the docs as a 256-colour PNG (about 2.5 times smaller, text still sharp; octree keeps the
+    rare colours of thin marks, which median cut merged into grey)."""
     from PIL import Image
 
     with Image.open(path) as image:
-        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
     small.save(path, optimize=True)
 
 
