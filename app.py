@@ -1078,22 +1078,9 @@ def baseline_section(result: PlanResult) -> pd.DataFrame | None:
         return None
     diff = baseline_diff(result.plan, baseline)
     st.caption(f"Differences against {upload.name}, per route; the fleet row sums only the routes planned in both.")
-    shown = tables.diff_table(diff)
-    st.dataframe(tables.styled(shown, tables.DIFF_FORMATS), hide_index=True, key="baseline_diff", placeholder="",
-                 column_config=column_widths(shown))
+    # A static table: it wraps long cells at the page's width, so nothing is cut off (a grid cell would be).
+    st.container(key="baseline_box").table(tables.styled(tables.diff_table(diff), tables.DIFF_FORMATS), hide_index=True)
     return diff
-
-
-def column_widths(frame: pd.DataFrame) -> dict[str, Any]:
-    """Widths for a per-route comparison table (route, engine / GPU text, numbers), so its columns fit a 1440 px
-    window instead of running past it: text as wide as an engine and GPU, numbers as wide as a $/month."""
-    config: dict[str, Any] = {}
-    for column in frame.columns:
-        if pd.api.types.is_numeric_dtype(frame[column]):
-            config[column] = st.column_config.NumberColumn(width=tables.NUMBER_WIDTH_PX)
-        else:
-            config[column] = st.column_config.TextColumn(width=tables.TEXT_WIDTH_PX)
-    return config
 
 
 def slugify(name: str) -> str:
@@ -1111,8 +1098,7 @@ def compare_section(result: PlanResult, save: bool) -> None:
     st.subheader("Scenarios side by side")
     plans = {**ss.saved, "now": result.plan}
     table = scenario.compare_plans(plans)
-    st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison",
-                 placeholder="", column_config=column_widths(table))
+    st.container(key="comparison_box").table(tables.styled(table, tables.comparison_formats(table)), hide_index=True)
     if st.button("Clear saved scenarios", key="clear_saved"):
         ss.saved = {}
         st.rerun()

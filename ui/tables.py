@@ -199,9 +199,6 @@ FLEET_FORMATS = {"TP": COUNT, "replicas (fewest)": COUNT, "replicas (most)": COU
                  "GPUs (most)": COUNT, "GPU $/month": DOLLARS, "simulated within SLO": "{:.1%}"}
 
 
-# Column widths (px) of the per-route comparison tables (baseline, scenarios): a $/month, an engine and GPU.
-NUMBER_WIDTH_PX = 95
-TEXT_WIDTH_PX = 170
 # The fleet table in two parts that each fit a 1440 px window: what each deployment runs, then its terms.
 FLEET_DECISION = ("deployment", "routes (share of requests)", "kind", "engine", "GPU", "TP",
                   "replicas (fewest)", "replicas (most)", "GPUs (most)", "GPU $/month", "simulated within SLO")

@@ -44,7 +44,7 @@ def recommendation(at: AppTest) -> pd.DataFrame:
 
 def shown(at: AppTest, column: str) -> pd.DataFrame:
     """What the browser shows of the one dataframe with `column`: its Styler display values."""
-    frames = [d for d in at.dataframe if column in d.value.columns]
+    frames = [d for d in [*at.dataframe, *at.table] if column in d.value.columns]
     assert len(frames) == 1, f"{len(frames)} tables with a {column!r} column"
     styler = frames[0].proto.arrow_data.styler
     assert styler.display_values, "the table is not formatted for display"
@@ -317,7 +317,7 @@ def test_a_baseline_plan_shows_the_differences_per_route(downloads):
     edit_route(at, 0, rate_rps=100.0)
     at.file_uploader(key="baseline_upload").set_value(("last.csv", baseline, "text/csv")).run()
     assert_clean(at)
-    diff = next(d.value for d in at.dataframe if "GPUs change" in d.value.columns).set_index("route")
+    diff = next(d.value for d in at.table if "GPUs change" in d.value.columns).set_index("route")
     assert diff.loc["chat", "change"] == "changed" and diff.loc["chat", "GPUs change"] > 0
     assert diff.loc["code-completion", "change"] == "same"
     assert diff.loc["fleet total", "GPUs change"] == diff.loc["chat", "GPUs change"]
@@ -420,7 +420,7 @@ def test_saved_scenarios_are_compared_side_by_side(app):
     app.button(key="save_scenario").click().run()
     app.slider(key="traffic_growth").set_value(3.0).run()
     assert_clean(app)
-    tables = [d.value for d in app.dataframe if "today: $/month" in d.value.columns]
+    tables = [d.value for d in app.table if "today: $/month" in d.value.columns]
     assert tables, "no comparison table"
     table = tables[0].set_index("route")
     assert table.loc["fleet total", "now: $/month"] > table.loc["fleet total", "today: $/month"]

@@ -335,7 +335,7 @@ def grid_fits(page, key: str) -> None:
     assert scroll <= visible, f"{key} scrolls sideways at {DESK_PX[0]} px: {scroll} > {visible}"
 
 
-def test_at_1440_px_the_answer_stays_in_view_and_nothing_is_cut_off(app_url, page):
+def test_at_1440_px_the_answer_stays_in_view_and_nothing_is_cut_off(app_url, page, tmp_path):
     page.set_viewport_size({"width": DESK_PX[0], "height": DESK_PX[1]})
     page.goto(app_url)
     page.get_by_text("What to buy: the optimised fleet").wait_for()
@@ -363,6 +363,20 @@ def test_at_1440_px_the_answer_stays_in_view_and_nothing_is_cut_off(app_url, pag
         grid_fits(page, key)
     if docs_screens():
         whole_page(page, SCREENS / "desk-fleet-full.png", DESK_PX)
+
+    from planner.cli import main as cli_main  # a saved plan to compare with, and a saved scenario
+
+    baseline = tmp_path / "last-quarter.csv"
+    assert cli_main(["plan", "--routes", str(REPO / "examples" / "routes.csv"), "--out", str(baseline)]) == 0
+    upload(page, "Compare with a saved plan", baseline)
+    page.get_by_text("Differences against last-quarter.csv").wait_for()
+    page.get_by_role("button", name="Save scenario for comparison").click()
+    page.get_by_text("Scenarios side by side").wait_for()
+    wait_idle(page)
+    for box in (".st-key-baseline_box", ".st-key-comparison_box"):
+        page.locator(f"{box} table").first.wait_for()
+        assert not overflowing(page, f"{box} [data-testid='stTable'], {box} table"), f"{box} is cut off"
+        assert page.locator(box).bounding_box()["width"] <= DESK_PX[0]
 
 
 def test_on_a_phone_each_route_is_a_card_and_nothing_scrolls_sideways(app_url, page):
