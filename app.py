@@ -709,10 +709,10 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
         route_cards(answer.plan_cards(result.plan), "plan")
     else:
         st.container(key="decisions_box").dataframe(
-                     tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation",
-                     placeholder="", column_config={"route": text(width=150), "runner-up": text(width="medium"),
-                                                    "range": text(width=110, help=tables.RANGE_HELP),
-                                                    "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
+            tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
+            column_config={"route": text(width=150), "runner-up": text(width="medium"),
+                           "range": text(width=110, help=tables.RANGE_HELP),
+                           "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
@@ -1003,19 +1003,17 @@ def deployment_tables(view) -> None:
     """The fleet's deployments in two tables that each fit a 1440 px window: what runs, then its terms."""
     text, number = st.column_config.TextColumn, st.column_config.NumberColumn
     st.container(key="fleet_deployments_box").dataframe(
-                 view, hide_index=True, key="fleet_deployments", placeholder="", column_order=tables.FLEET_DECISION,
-                 column_config={"deployment": text("dep.", width=50), "routes (share of requests)": text(width=190),
-                                "kind": text(width=110), "engine": text(width=150), "GPU": text(width=50),
-                                "TP": number(width=35),
-                                "replicas (fewest)": number("replicas min", width=85),
-                                "replicas (most)": number("replicas max", width=85),
-                                "GPUs (most)": number("GPUs", width=55),
-                                "GPU $/month": number(width=90), "simulated within SLO": number("within SLO", width=75)})
+        view, hide_index=True, key="fleet_deployments", placeholder="", column_order=tables.FLEET_DECISION,
+        column_config={"deployment": text("dep.", width=50), "routes (share of requests)": text(width=190),
+                       "kind": text(width=110), "engine": text(width=150), "GPU": text(width=50),
+                       "TP": number(width=35), "replicas (fewest)": number("replicas min", width=85),
+                       "replicas (most)": number("replicas max", width=85), "GPUs (most)": number("GPUs", width=55),
+                       "GPU $/month": number(width=90), "simulated within SLO": number("within SLO", width=75)})
     st.container(key="fleet_terms_box").dataframe(
-                 view, hide_index=True, key="fleet_terms", placeholder="", column_order=tables.FLEET_TERMS,
-                 column_config={"deployment": text("dep.", width=50), "model": text(width=130),
-                                "reserved": st.column_config.NumberColumn("reserved replicas", width=130),
-                                "precision": text(width=80), "SLO held": text(width=250)})
+        view, hide_index=True, key="fleet_terms", placeholder="", column_order=tables.FLEET_TERMS,
+        column_config={"deployment": text("dep.", width=50), "model": text(width=130),
+                       "reserved": number("reserved replicas", width=130), "precision": text(width=80),
+                       "SLO held": text(width=250)})
 
 
 def fleet_note(s: dict) -> str:
