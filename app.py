@@ -26,11 +26,12 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.engine.curves import GroupKey
 from planner.planning.exports import baseline_diff, printable, workbook_bytes
-from planner.planning.fleet import FleetResult, Levers, check_fleet_size, fleet_csv_text, lever_steps
+from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
+from planner.planning.fleet_size import check_fleet_size
 from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_rows
-from ui import charts, scenario, tables
+from ui import answer, charts, scenario, tables
 
 log = logging.getLogger("fleetplan.app")
 
@@ -140,6 +141,7 @@ def init_state(inputs: Catalog) -> None:
     ss.scenario_name = "current"
     settings, warnings = scenario.settings_from_query(st.query_params.to_dict())
     ss.link_warnings = warnings + put_settings(settings, inputs, "link")
+    ss.compact = st.query_params.get("layout") == "phone"
 
 
 def put_settings(settings: scenario.Settings, inputs: Catalog, where: str) -> list[str]:
@@ -218,6 +220,9 @@ def sidebar(inputs: Catalog) -> bool:
         st.text_input("Scenario name", key="scenario_name")
         save = st.button("Save scenario for comparison", key="save_scenario", width="stretch")
     with what_if:
+        st.toggle("Compact layout (phone)", key="compact",
+                  help="One card per route instead of wide tables, legends below the charts. On by default with "
+                       "`?layout=phone` in the address.")
         st.header("What if")
         st.slider("Traffic growth (× every route's load)", *GROWTH_RANGE, step=0.05, key="traffic_growth",
                   format="%.2f×")
@@ -502,39 +507,156 @@ def input_key(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, set
     return digest.hexdigest()
 
 
-def summary(shown: Shown, settings: scenario.Settings) -> None:
-    result, seconds = shown.result, shown.seconds
-    totals = scenario.plan_totals(result.plan)
-    change = totals_change(result.plan)
-    mark = " · NOT CHECKED" if shown.unchecked else ""
-    unchecked_help = f"Not checked by simulation ({shown.unchecked})." if shown.unchecked else None
-    cols = st.columns(5)
-    cols[0].metric(f"Fleet $/month{mark}", f"${totals['total_usd_per_month']:,.0f}", border=True,
-                   delta_color="inverse", delta=money_delta(change, "total_usd_per_month"), help=unchecked_help)
-    cols[1].metric(f"GPUs{mark}", f"{totals['gpus']:,.0f}", border=True, delta_color="inverse",
-                   delta=f"{change['gpus']:+,.0f}" if change and change["gpus"] else None, help=unchecked_help)
-    cols[2].metric(f"GPU $/month{mark}", f"${totals['gpu_usd_per_month']:,.0f}", border=True, delta_color="inverse",
-                   delta=money_delta(change, "gpu_usd_per_month"), help=unchecked_help)
-    cols[3].metric("Engineering $/month", f"${totals['eng_usd_per_month']:,.0f}", border=True, delta_color="inverse",
-                   delta=money_delta(change, "eng_usd_per_month"),
-                   help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption.")
-    cols[4].metric("Routes planned", f"{totals['routes'] - totals['infeasible']:.0f} of {totals['routes']:.0f}",
-                   border=True, delta=planned_delta(change), delta_color="normal",
-                   help="Against the previous plan: red and down when fewer routes are planned (one turned "
-                        "infeasible or was removed); the $ and GPU changes compare only routes planned in both.")
-    timing = f"re-planned in {seconds * 1000:.0f} ms" if math.isfinite(seconds) else "last good plan"
-    st.caption(f"Totals cover {printable(plan_coverage(result.rows))} · {range_text(result.plan)} · "
-               + check_text(shown.unchecked))
-    st.caption(f"{timing} · {change_scope(change)} · prices: "
+# ---------------------------------------------------------------- the answer: what to buy
+
+def headline_fleet(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
+                   settings: scenario.Settings) -> FleetResult | None:
+    """The optimised fleet the page leads with: with the Fleet tab's levers when they were optimised on these
+    inputs, else with the default levers, optimised now when there are at most answer.FLEET_AUTO_MAX_ROUTES
+    routes.  None (the route-by-route plan leads) when the plan on the page is not the checked plan of these
+    inputs, when there are more routes and no fleet was optimised, or when no fleet could be made."""
+    if shown.unchecked or not math.isfinite(shown.seconds):
+        return None
+    ss = st.session_state
+    done = ss.setdefault("fleet_keys", set())
+    base = input_key(routes, prices, ops, settings)
+    levers = ss.setdefault("answer_levers", Levers())
+    if base + levers.describe() not in done:
+        levers = Levers()
+        if base + levers.describe() not in done and len(routes) > answer.FLEET_AUTO_MAX_ROUTES:
+            return None
+    with st.spinner(f"Optimising the fleet ({len(routes)} routes together: shared deployments, engineering once, "
+                    "each deployment checked by simulation)…", show_time=True):
+        try:
+            fleet, _ = optimised_fleet(routes, prices, ops, settings, levers)
+        except Exception as err:  # the UI edge: the plan still answers; say why there is no fleet
+            log.exception("fleet optimisation failed")
+            st.warning(f"No optimised fleet ({printable(str(err))}): the answer is the route-by-route plan.")
+            return None
+    done.add(base + levers.describe())
+    return fleet
+
+
+def answer_section(shown: Shown, fleet: FleetResult | None, settings: scenario.Settings
+                   ) -> tuple[answer.Answer, answer.Answer | None]:
+    """What to buy, as the headline: the optimised fleet when there is one (the route-by-route plan then shown
+    as the alternative), else the plan.  Returns the answer and the alternative (None when the plan leads)."""
+    result = shown.result
+    plan_view = answer.plan_answer(result.plan, not shown.unchecked)
+    now = plan_view if fleet is None else answer.fleet_answer(fleet, result.plan)
+    st.subheader("What to buy: " + ("the optimised fleet" if fleet is not None else "route by route"))
+    change = answer_change(now)
+    answer_cards(now, change, shown.unchecked if fleet is None else FLEET_UNCHECKED)
+    if fleet is None:
+        st.caption(f"Totals cover {printable(plan_coverage(result.rows))} · {range_text(result.plan)} · "
+                   + check_text(shown.unchecked))
+    else:
+        st.caption(f"Totals cover {answer.coverage_text(now)} · {fleet_note(fleet.summary)} · "
+                   + fleet_check_text(now.checked))
+    timing = f"re-planned in {shown.seconds * 1000:.0f} ms" if math.isfinite(shown.seconds) else "last good plan"
+    st.caption(f"{timing} · {change_scope(change, now.kind)} · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
                f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
                f"×{settings.traffic_growth:g} · engineer ${result.assumptions.engineer_usd_per_hour:,.0f}/h")
+    if fleet is not None:
+        alternative_section(result.plan, fleet, plan_view, now)
+    return now, (plan_view if fleet is not None else None)
 
 
-def change_scope(change: dict[str, float] | None) -> str:
+FLEET_UNCHECKED = "the fleet's deployments were not simulated"
+
+
+def answer_cards(now: answer.Answer, change: dict[str, float] | None, unchecked: str) -> None:
+    """The answer's totals as five cards, each with its change against the previous answer."""
+    t = now.totals
+    mark = "" if now.checked else " · NOT CHECKED"
+    unchecked_help = None if now.checked else f"Not checked by simulation ({unchecked})."
+    cols = st.columns(5)
+    cols[0].metric(f"Fleet $/month{mark}", f"${t['total_usd_per_month']:,.0f}", border=True,
+                   delta_color="inverse", delta=money_delta(change, "total_usd_per_month"), help=unchecked_help)
+    cols[1].metric(f"GPUs{mark}", f"{t['gpus']:,.0f}", border=True, delta_color="inverse",
+                   delta=f"{change['gpus']:+,.0f}" if change and change["gpus"] else None,
+                   help=unchecked_help or (f"At the busiest hour: {', '.join(f'{n} {g}' for g, n in now.gpus_by_type.items())}"
+                                           " (batch jobs included)." if now.gpus_by_type else None))
+    cols[2].metric(f"GPU $/month{mark}", f"${t['gpu_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "gpu_usd_per_month"), help=unchecked_help)
+    cols[3].metric("Engineering $/month", f"${t['eng_usd_per_month']:,.0f}", border=True, delta_color="inverse",
+                   delta=money_delta(change, "eng_usd_per_month"),
+                   help="Model updates (engineer hours × rate + build GPU-hours) plus amortised engine adoption"
+                        + (", counted once per engine and model." if now.kind == answer.FLEET else "."))
+    cols[4].metric("Routes planned", f"{len(now.planned)} of {len(now.routes)}",
+                   border=True, delta=planned_delta(change), delta_color="normal",
+                   help="Against the previous answer: red and down when fewer routes are planned (one turned "
+                        "infeasible or was removed); the $ and GPU changes compare only routes planned in both.")
+
+
+def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answer.Answer,
+                        now: answer.Answer) -> None:
+    """The route-by-route plan as the alternative (smaller, labelled so) and per route what the fleet changes."""
+    with st.container(border=True, key="alternative"):
+        st.markdown("**Alternative, not the recommendation: route by route**, every route on its own cheapest "
+                    "option as `python -m planner plan` (the table *Route by route* below). "
+                    + ("Checked by simulation." if plan_view.checked else "**NOT checked by simulation.**"))
+        cols = st.columns(3)
+        cols[0].metric("Route by route $/month", f"${plan_view.totals['total_usd_per_month']:,.0f}",
+                       help="Every route on its own recommendation, engineering counted per route.")
+        cols[1].metric("Route by route GPUs", f"{plan_view.totals['gpus']:,.0f}")
+        cols[2].metric("Fleet saves $/month", f"${plan_view.totals['total_usd_per_month'] - now.totals['total_usd_per_month']:,.0f}",
+                       help="Route by route $/month minus the optimised fleet's.")
+        st.caption(f"Route by route totals cover {printable(plan_coverage(plan_rows(plan)))} · {range_text(plan)}")
+    st.markdown("**Plan → fleet, per route**")
+    table = answer.plan_fleet_table(plan, fleet)
+    if st.session_state.get("compact"):
+        route_cards(answer.plan_fleet_cards(table), "fleet")
+    else:
+        text, number = st.column_config.TextColumn, st.column_config.NumberColumn
+        st.container(key="plan_to_fleet_box").dataframe(
+            tables.styled(table, answer.PLAN_FLEET_FORMATS), hide_index=True, key="plan_to_fleet", placeholder="",
+            column_order=answer.PLAN_FLEET_COLUMNS[:-1],  # why they differ: in full below, never cut off
+            column_config={"route": text(width=115), "plan: engine / GPU": text(width=230),
+                           "plan: GPUs": number("plan GPUs", width=70), "plan: $/month": number("plan $/mo", width=80),
+                           "fleet: deployment": text("fleet dep.", width=70),
+                           "fleet: engine / GPU": text(width=230), "fleet: GPUs": number("fleet GPUs", width=75),
+                           "fleet: GPU $/month": number("fleet GPU $/mo", width=105)})
+        st.markdown(answer.why_text(table))
+    st.caption("A shared deployment's GPUs and GPU $ serve every route on it; the fleet counts engineering once "
+               "per engine and model (the route-by-route plan once per route).")
+
+
+def route_cards(cards: Sequence[tuple[str, str, str]], section: str) -> None:
+    """One bordered card per route (key `card_<section>_<i>`): its name, the line to buy (GPUs, engine, $/month)
+    and a note."""
+    for i, (title, line, note) in enumerate(cards):
+        with st.container(border=True, key=f"card_{section}_{i}"):
+            st.markdown(f"**{title}**  \n{line}")
+            if note:
+                st.caption(note)
+
+
+def fleet_check_text(checked: bool) -> str:
+    """What the totals' caption says of the fleet's simulation check."""
+    return ("checked by simulation, as `python -m planner fleet`" if checked
+            else "**NOT checked by simulation**: the fleet's deployments were not simulated")
+
+
+def answer_change(now: answer.Answer) -> dict[str, float] | None:
+    """The change from the previous, different answer in this session (answer.answer_change)."""
+    ss = st.session_state
+    if ss.get("last_answer") != now:
+        ss.prev_answer = ss.get("last_answer")
+        ss.last_answer = now
+    return answer.answer_change(now, ss.get("prev_answer"))
+
+
+def change_scope(change: dict[str, float] | None, kind: str = answer.PLAN) -> str:
     """What the cards' changes compare."""
     if change is None:
-        return "changes are against the previous plan"
+        return "changes are against the previous answer of the same kind (fleet or route by route)"
+    if kind == answer.FLEET:
+        if not change["common"]:
+            return ("the $ and GPU changes show only when the fleet plans the same routes as before (a route gained "
+                    "or lost is in 'Routes planned')")
+        return f"changes are against the previous fleet, over the same {change['common']:.0f} routes"
     return (f"changes are against the previous plan, over the {change['common']:.0f} routes planned in both"
             + (" (a route gained or lost is in 'Routes planned', not in the $)" if change["planned"] else ""))
 
@@ -565,18 +687,6 @@ def range_text(plan: pd.DataFrame) -> str:
     return text
 
 
-def totals_change(plan: pd.DataFrame) -> dict[str, float] | None:
-    """The change from the previous, different plan in this session over the routes planned in both
-    (scenario.plan_change; None before any change)."""
-    ss = st.session_state
-    now = scenario.route_totals(plan)
-    if ss.get("last_routes_planned") != now or ss.get("last_routes") != list(plan["route"]):
-        ss.prev_routes_planned = ss.get("last_routes_planned")
-        ss.last_routes_planned, ss.last_routes = now, list(plan["route"])
-    previous = ss.get("prev_routes_planned")
-    return None if previous is None else scenario.plan_change(now, previous)
-
-
 def planned_delta(change: dict[str, float] | None) -> str | None:
     """'-1' when a route turned infeasible (st.metric shows it red and down), '+1' when one became feasible."""
     if not change or not change["planned"]:
@@ -592,13 +702,19 @@ def money_delta(change: dict[str, float] | None, name: str) -> str | None:
     return f"{'+' if change[name] > 0 else '-'}${abs(change[name]):,.0f}"
 
 
-def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
-    st.subheader("Recommendation per route")
+def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative: bool = False) -> None:
+    """The route-by-route plan: the recommendation per route, or the alternative when the fleet leads."""
+    st.subheader("Route by route (the alternative): each route on its own option" if alternative
+                 else "Recommendation per route")
     text = st.column_config.TextColumn
-    st.dataframe(tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
-                 column_config={"route": text(width=150), "runner-up": text(width="medium"),
-                                "range": text(width=110, help=tables.RANGE_HELP),
-                                "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
+    if st.session_state.compact:
+        route_cards(answer.plan_cards(result.plan), "plan")
+    else:
+        st.container(key="decisions_box").dataframe(
+            tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
+            column_config={"route": text(width=150), "runner-up": text(width="medium"),
+                           "range": text(width=110, help=tables.RANGE_HELP),
+                           "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
@@ -614,6 +730,19 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame) -> None:
 
 
 # ---------------------------------------------------------------- charts
+
+# Width of each panel of the cost-by-option chart in the compact layout: fits a 390 px phone beside its labels.
+COMPACT_FACET_WIDTH = 150
+
+
+def show_chart(chart) -> None:
+    """An Altair chart at the page's width; in the compact layout its legends go below it (charts.fit)."""
+    st.altair_chart(charts.fit(chart, bool(st.session_state.compact)), width="stretch")
+
+
+def legend_columns() -> int:
+    """Legend columns of the charts with a legend entry per line: one on a phone."""
+    return 1 if st.session_state.compact else 2
 
 def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
                    settings: scenario.Settings) -> None:
@@ -642,7 +771,8 @@ def cost_by_option(result: PlanResult) -> None:
     if table.empty:
         st.info("No feasible option on any route.")
         return
-    st.altair_chart(charts.option_costs_chart(table))
+    compact = bool(st.session_state.compact)
+    show_chart(charts.option_costs_chart(table, width=COMPACT_FACET_WIDTH if compact else 560, compact=compact))
 
 
 def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
@@ -656,7 +786,7 @@ def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
     st.caption("Monthly total vs model updates per month for the cheapest feasible option of each engine: "
                "GPU cost plus amortised adoption is the intercept, the cost of one update the slope. Where "
                "the lines cross is the decision.")
-    st.altair_chart(charts.breakeven_chart(table, now, crossing))
+    show_chart(charts.breakeven_chart(table, now, crossing))
 
 
 def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
@@ -665,7 +795,7 @@ def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFr
                "Analytical sizing (no simulation check, so the grid stays fast): the ringed point can differ "
                "from the checked plan above.")
     table = sensitivity(routes, prices, ops, settings)
-    st.altair_chart(charts.sensitivity_chart(table))
+    show_chart(charts.sensitivity_chart(table))
 
 
 def curve_controls(result: PlanResult, routes: pd.DataFrame, key: str) -> tuple[str, tuple[str, ...], bool]:
@@ -700,7 +830,7 @@ def throughput_curves(result: PlanResult, routes: pd.DataFrame) -> None:
     fitted, points = throughput_data(model, shape[0], shape[1], mode, gpus, newest)
     st.caption("Lines: fitted iteration-time model (dashed where extrapolated) with its ~90% band. Points: "
                "circles measured by this project, squares published. Tokens/s are per GPU.")
-    st.altair_chart(charts.throughput_chart(fitted, points, mode))
+    show_chart(charts.throughput_chart(fitted, points, mode, legend_columns=legend_columns()))
 
 
 def head_to_head() -> None:
@@ -720,7 +850,7 @@ def head_to_head() -> None:
     pairs = sorted(table.groupby(["gpu", "model", "precision"]).groups, key=lambda g: (g[1], g[2] != "fp8", g[0]))
     pair = st.selectbox("Same GPU, model and precision", pairs, format_func=lambda p: " / ".join(p), key="h2h_pair")
     chosen = table[(table["gpu"] == pair[0]) & (table["model"] == pair[1]) & (table["precision"] == pair[2])]
-    st.altair_chart(charts.head_to_head_chart(chosen))
+    show_chart(charts.head_to_head_chart(chosen))
     st.caption("Faded bars are predicted or extrapolated, not measured. Published TensorRT-LLM figures are "
                "NVIDIA's offline max-throughput runs; vLLM's is the best batch measured at that shape.")
     with st.expander("Numbers and sources"):
@@ -738,7 +868,7 @@ def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
     st.caption(f"Predicted mean TPOT vs tokens/s per GPU as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out. Thick: each engine's frontier; thin: each configuration. "
                "Curves fitted without latency measurements say so in the tooltip.")
-    st.altair_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
+    show_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -763,7 +893,10 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
                f"options of '{printable(route)}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
                f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
-    st.altair_chart(charts.pareto_chart(table, points, slo))
+    show_chart(charts.pareto_chart(table, points, slo, legend_columns=legend_columns()))
+    note = charts.pareto_note(table, points)
+    if note:
+        st.caption(note)
 
 
 # ---------------------------------------------------------------- fleet: all routes together
@@ -784,8 +917,10 @@ LEVERS = {
 def fleet_view(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
     st.caption("One program over all routes (as `python -m planner fleet`): deployments shared between routes, "
                "engineering counted once per engine and model, and the levers chosen here; every shared "
-               "deployment is checked by simulating its mixed traffic. It takes tens of seconds, so it runs when "
-               "you press the button, once per combination of inputs and levers.")
+               "deployment is checked by simulating its mixed traffic. With up to "
+               f"{answer.FLEET_AUTO_MAX_ROUTES} routes the default levers' fleet is made on every edit (seconds) and "
+               "leads the page; other levers, or more routes, run when you press the button, once per combination "
+               "of inputs and levers, and the fleet you optimise here then leads the page.")
     try:
         check_fleet_size(len(routes), "routes table")
     except InputError as err:
@@ -805,13 +940,17 @@ def fleet_view(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, se
     if found is None:
         return
     done.add(key)
+    if levers != st.session_state.get("answer_levers", Levers()):  # the page's answer is this fleet from now on
+        st.session_state.answer_levers = levers
+        st.rerun()
     fleet_sections(*found)
 
 
 def lever_controls() -> Levers:
     cols = st.columns(len(LEVERS))
-    on = {name: col.checkbox(label, value=default, key=f"fleet_{name}", help=text)
-          for col, (name, (label, text, default)) in zip(cols, LEVERS.items(), strict=True)}
+    chosen = st.session_state.get("answer_levers", Levers())
+    on = {name: col.checkbox(label, value=getattr(chosen, name), key=f"fleet_{name}", help=text)
+          for col, (name, (label, text, _)) in zip(cols, LEVERS.items(), strict=True)}
     return Levers(**on)
 
 
@@ -836,29 +975,52 @@ def fleet_sections(result: FleetResult, waterfall: pd.DataFrame) -> None:
     cols[1].metric("Route by route $/month", f"${s['per_route_usd_per_month']:,.0f}", border=True,
                    help="Every route on its own recommendation (the plan above), engineering counted per route.")
     cols[2].metric("Savings $/month", f"${s['savings_usd_per_month']:,.0f}", border=True)
-    cols[3].metric("GPUs at the busiest hour", ", ".join(f"{n} {g}" for g, n in s["gpus_by_type"].items()) or "none",
-                   border=True, help="Batch jobs' GPUs included (they may run at the busiest hour).")
+    by_type = ", ".join(f"{n} {g}" for g, n in s["gpus_by_type"].items()) or "none"
+    cols[3].metric("GPUs at the busiest hour", f"{sum(s['gpus_by_type'].values()):,}", border=True,
+                   help=f"{by_type}. Batch jobs' GPUs included (they may run at the busiest hour).")
     st.caption(fleet_note(s))
     left, right = st.columns(2)
     with left:
         st.markdown("**GPUs online over the day**")
-        st.altair_chart(charts.hourly_gpus_chart(charts.hourly_gpus_table(result.hourly_gpus)))
+        show_chart(charts.hourly_gpus_chart(charts.hourly_gpus_table(result.hourly_gpus)))
         st.caption("Online deployments only: batch jobs run within their deadlines, not on the clock. Without "
                    "the autoscale lever the fleet is the same every hour.")
     with right:
         st.markdown("**$ per month by lever**")
-        st.altair_chart(charts.waterfall_chart(charts.waterfall_bars(waterfall)))
+        show_chart(charts.waterfall_chart(charts.waterfall_bars(waterfall)))
         st.caption("From every route on its own option, to engineering counted once per engine and model (no "
                    "lever), then each lever added in turn; each step is a full fleet optimisation.")
     st.markdown("**Deployments: which routes share which**")
-    st.dataframe(tables.styled(tables.fleet_table(result.deployments), tables.FLEET_FORMATS), hide_index=True,
-                 key="fleet_deployments", placeholder="",
-                 column_config={"routes (share of requests)": st.column_config.TextColumn(width="medium")})
+    deployments = result.deployments.assign(pricing=[answer.price_brief(str(p)) for p in result.deployments["pricing"]])
+    view = tables.styled(tables.fleet_table(deployments), tables.FLEET_FORMATS)
+    if st.session_state.compact:  # the cards carry pricing and notes
+        route_cards(answer.deployment_cards(result.deployments), "deployment")
+    else:
+        deployment_tables(view)
+        st.markdown(answer.deployment_terms_text(result.deployments))
+    st.caption("Pricing without its sources (they are in the fleet CSV's `pricing` column).")
     name = st.session_state.scenario_name or "scenario"
     st.download_button("Download fleet CSV", fleet_csv_text(result).encode("utf-8"),
                        file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_fleet",
                        on_click="ignore", help="The same file as `python -m planner fleet --out`: one row per "
                                                "deployment (schema FLEET), header on line 1.")
+
+
+def deployment_tables(view) -> None:
+    """The fleet's deployments in two tables that each fit a 1440 px window: what runs, then its terms."""
+    text, number = st.column_config.TextColumn, st.column_config.NumberColumn
+    st.container(key="fleet_deployments_box").dataframe(
+        view, hide_index=True, key="fleet_deployments", placeholder="", column_order=tables.FLEET_DECISION,
+        column_config={"deployment": text("dep.", width=50), "routes (share of requests)": text(width=190),
+                       "kind": text(width=110), "engine": text(width=150), "GPU": text(width=50),
+                       "TP": number(width=35), "replicas (fewest)": number("replicas min", width=85),
+                       "replicas (most)": number("replicas max", width=85), "GPUs (most)": number("GPUs", width=55),
+                       "GPU $/month": number(width=90), "simulated within SLO": number("within SLO", width=75)})
+    st.container(key="fleet_terms_box").dataframe(
+        view, hide_index=True, key="fleet_terms", placeholder="", column_order=tables.FLEET_TERMS,
+        column_config={"deployment": text("dep.", width=50), "model": text(width=130),
+                       "reserved": number("reserved replicas", width=130), "precision": text(width=80),
+                       "SLO held": text(width=250)})
 
 
 def fleet_note(s: dict) -> str:
@@ -886,7 +1048,9 @@ def export_section(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops
         st.warning(f"The downloads hold a plan **not checked by simulation** ({printable(shown.unchecked)}); "
                    "every row's notes and the file names say so.")
     diff = baseline_section(result)
-    left, middle, scenario_col, right = st.columns([1, 1, 1, 2])
+    row = st.container(horizontal=True, key="downloads")  # buttons as wide as their labels, never cut off
+    left = middle = scenario_col = row
+    right = st.container()
     left.download_button("Download plan CSV", scenario.plan_csv_bytes(result), file_name=f"plan-{slugify(name)}.csv",
                          mime="text/csv", key="download_plan", type="primary", on_click="ignore",
                          help="The same file as `python -m planner plan --out`: a plain CSV (header on line 1, "
@@ -919,8 +1083,8 @@ def baseline_section(result: PlanResult) -> pd.DataFrame | None:
         return None
     diff = baseline_diff(result.rows, plan_rows(baseline))
     st.caption(f"Differences against {upload.name}, per route; the fleet row sums only the routes planned in both.")
-    st.dataframe(tables.styled(tables.diff_table(diff), tables.DIFF_FORMATS), hide_index=True, key="baseline_diff",
-                 placeholder="")
+    # A static table: it wraps long cells at the page's width, so nothing is cut off (a grid cell would be).
+    st.container(key="baseline_box").table(tables.styled(tables.diff_table(diff), tables.DIFF_FORMATS), hide_index=True)
     return diff
 
 
@@ -939,8 +1103,7 @@ def compare_section(result: PlanResult, save: bool) -> None:
     st.subheader("Scenarios side by side")
     plans = {**ss.saved, "now": result.plan}
     table = scenario.compare_plans(plans)
-    st.dataframe(tables.styled(table, tables.comparison_formats(table)), hide_index=True, key="comparison",
-                 placeholder="")
+    st.container(key="comparison_box").table(tables.styled(table, tables.comparison_formats(table)), hide_index=True)
     if st.button("Clear saved scenarios", key="clear_saved"):
         ss.saved = {}
         st.rerun()
@@ -953,8 +1116,21 @@ def show_link_warnings() -> None:
 
 # ---------------------------------------------------------------- page
 
+# The answer bar stays under Streamlit's header (3.75rem) while the page scrolls, so an edit's effect on the
+# totals is in view beside the routes editor; the alternative's numbers are smaller than the answer's cards.
+# Streamlit wraps a keyed container in a layout wrapper of its own size, so the wrapper is what sticks.
+STICKY_CSS = """<style>
+[data-testid="stLayoutWrapper"]:has(> .st-key-answer_bar), .st-key-answer_bar {position: sticky; top: 3.75rem;
+  z-index: 990; background: #ffffff;}
+.st-key-answer_bar {padding: 0.4rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.2);}
+.st-key-answer_bar p {margin: 0; font-size: 0.95rem;}
+.st-key-answer_bar [data-testid="stMarkdownContainer"] {margin-bottom: 0;}
+.st-key-alternative [data-testid="stMetricValue"] {font-size: 1.4rem;}
+</style>"""
+
 def main() -> None:
     st.set_page_config(page_title="Fleetplan: GPU fleet what-if", page_icon="🧮", layout="wide")
+    st.markdown(STICKY_CSS, unsafe_allow_html=True)
     try:
         inputs = bundled_inputs()
     except InputError as err:
@@ -965,6 +1141,7 @@ def main() -> None:
     st.caption("Which engine, GPU and how many GPUs each LLM route needs, and what it costs per month. "
                "Change anything on the left or in the tables and the plan re-computes.")
     show_link_warnings()
+    bar = st.container(key="answer_bar")  # stays at the top while scrolling (STICKY_CSS)
     head = st.container()
     save = sidebar(inputs)
     settings = current_settings()
@@ -976,12 +1153,16 @@ def main() -> None:
         st.stop()
     result = shown.result
     with head:
-        summary(shown, settings)
-        recommendation_section(result, routes)
+        fleet = headline_fleet(shown, routes, prices, ops, settings)
+        now, alternative = answer_section(shown, fleet, settings)
+        recommendation_section(result, routes, alternative=fleet is not None)
+    with bar:
+        st.markdown(answer.bar_text(now, alternative, compact=bool(st.session_state.compact)))
     charts_section(result, routes, prices, ops, settings)
     export_section(shown, routes, prices, ops, settings, inputs)
     compare_section(result, save)
-    st.query_params.from_dict(scenario.settings_to_query(settings))
+    st.query_params.from_dict({**scenario.settings_to_query(settings),
+                               **({"layout": "phone"} if st.session_state.compact else {})})
 
 
 main()

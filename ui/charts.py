@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
 from planner.engine.curves import GroupKey, engine_label, group_key, version_order
+from planner.planning.exports import printable
 from planner.sizing.costs import breakeven_updates, monthly_total_vs_updates
 from planner.sizing.options import option_label, plan_option
 
@@ -28,7 +29,16 @@ PROVENANCE = ("measured", "published", "predicted", "extrapolated")
 PROVENANCE_SHAPES = ("circle", "square", "diamond", "triangle-up")
 PROVENANCE_FILLED = {"measured": True, "published": True, "predicted": False, "extrapolated": False}
 PROVENANCE_DASH = ([1, 0], [1, 0], [1, 0], [5, 4])
-ENGINE_COLOURS = {"vllm": "#1f77b4", "trtllm": "#76b900", "sglang": "#d62728", "nim": "#9467bd"}
+# One hue per engine in every chart: an engine-coloured chart uses the first shade, a chart of several
+# configurations of one engine (throughput curves, Pareto options) the next shades of the same hue.
+ENGINE_SHADES = {"vllm": ("#1f77b4", "#6baed6", "#08519c", "#4292c6", "#2171b5", "#9ecae1"),
+                 "trtllm": ("#76b900", "#31a354", "#006d2c", "#a1d99b", "#41ab5d", "#4d7a00"),
+                 "sglang": ("#d62728", "#fb6a4a", "#a50f15", "#ef3b2c", "#cb181d", "#fc9272"),
+                 "nim": ("#9467bd", "#6a51a3", "#bcbddc", "#807dba", "#54278f", "#9e9ac8")}
+OTHER_SHADES = ("#7f7f7f", "#525252", "#a6a6a6", "#bdbdbd", "#636363", "#969696")
+ENGINE_COLOURS = {engine: shades[0] for engine, shades in ENGINE_SHADES.items()}
+# Legend swatches are drawn solid whatever the marks' opacity (a 12% band made a pale, unreadable swatch).
+SOLID_SWATCH = 1.0
 # Sweeps: this many loads per fitted line (log-spaced), enough for a smooth curve on screen.
 SWEEP_POINTS = 24
 # Offline sweeps go this many engine caps past the largest concurrent batch (saturation shows).
@@ -46,7 +56,37 @@ def _engine_colour(engines: Iterable[str] | None = None) -> alt.Scale:
     """Fixed colour per engine; only the engines present get a legend entry."""
     present = set(engines) if engines is not None else set(ENGINE_COLOURS)
     domain = [e for e in ENGINE_COLOURS if e in present] + sorted(present - set(ENGINE_COLOURS))
-    return alt.Scale(domain=domain, range=[ENGINE_COLOURS.get(e, "#7f7f7f") for e in domain])
+    return alt.Scale(domain=domain, range=[ENGINE_COLOURS.get(e, OTHER_SHADES[0]) for e in domain])
+
+
+def legend(**kwargs) -> alt.Legend:
+    """A legend with solid swatches (SOLID_SWATCH)."""
+    return alt.Legend(symbolOpacity=SOLID_SWATCH, **kwargs)
+
+
+def engine_color(engines: Iterable[str]) -> alt.Color:
+    """Colour by engine (its first shade), with a solid-swatch legend."""
+    return alt.Color("engine:N", scale=_engine_colour(engines), title="engine", legend=legend())
+
+
+def series_scale(engine_of: Mapping[str, str]) -> alt.Scale:
+    """Colours for lines named by `engine_of` (line -> engine): each line a shade of its engine's hue, the lines
+    of one engine in name order (shades repeat after six lines of one engine)."""
+    domain, colours = [], []
+    for engine in sorted(set(engine_of.values()), key=lambda e: (e not in ENGINE_SHADES, e)):
+        shades = ENGINE_SHADES.get(engine, OTHER_SHADES)
+        lines = sorted(name for name, e in engine_of.items() if e == engine)
+        domain += lines
+        colours += [shades[i % len(shades)] for i in range(len(lines))]
+    return alt.Scale(domain=domain, range=colours)
+
+
+ChartT = TypeVar("ChartT", bound=alt.TopLevelMixin)
+
+
+def fit(chart: ChartT, compact: bool) -> ChartT:
+    """`chart` for a narrow (phone) page when `compact`: legends below the plot, one entry per line."""
+    return chart.configure_legend(orient="bottom", columns=1, labelLimit=300) if compact else chart
 
 
 def _shape() -> alt.Scale:
@@ -153,15 +193,18 @@ def profile_points(profiles: pd.DataFrame, model: str, input_len: float, output_
     return out
 
 
-def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "offline") -> alt.Chart:
+def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "offline",
+                     legend_columns: int = 2) -> alt.Chart:
     """Fitted lines (dashed where extrapolated) with interval bands inside the measured range,
     and measured/published points."""
     x_title = "batch size (requests submitted at once)" if mode == "offline" else "concurrency (requests in flight)"
     x = alt.X("load:Q", scale=alt.Scale(type="log"), title=x_title)
     top = Y_HEADROOM * max([*fitted["tok_s_per_gpu"], *points["tok_s_per_gpu"], 1.0])
     y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU", scale=alt.Scale(domain=[0, top], clamp=True))
-    colour = alt.Color("series:N", title="engine / GPU / model", legend=alt.Legend(orient="bottom", columns=2,
-                                                                                   labelLimit=360))
+    engine_of = {**dict(zip(points["series"], points["engine"], strict=True)),
+                 **dict(zip(fitted["series"], fitted["engine"], strict=True))}
+    colour = alt.Color("series:N", title="engine / GPU / model", scale=series_scale(engine_of),
+                       legend=legend(orient="bottom", columns=legend_columns, labelLimit=360))
     inside = fitted[fitted["provenance"] == "predicted"]  # extrapolated intervals would swamp the chart
     # Every layer carries the same colour encoding, legend included: a layer with legend=None
     # beside one with a legend makes Vega-Lite drop the series legend ('Conflicting legend property').
@@ -169,7 +212,7 @@ def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "of
         x=x, y=alt.Y("low:Q", scale=alt.Scale(domain=[0, top], clamp=True)), y2="high:Q",
         color=colour, detail="series:N")
     line = alt.Chart(fitted).mark_line(strokeWidth=2).encode(
-        x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line"),
+        x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line", legend=legend()),
         detail="series:N",
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("load:Q", format=",.0f"),
                  alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
@@ -275,7 +318,7 @@ def head_to_head_chart(table: pd.DataFrame) -> alt.Chart:
                                            axis=alt.Axis(labelAngle=0)))
     bars = base.mark_bar().encode(
         xOffset=alt.XOffset("engine:N"), y=alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU"),
-        color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"),
+        color=engine_color(table["engine"]),
         opacity=alt.Opacity("provenance:O", scale=alt.Scale(domain=list(PROVENANCE), range=[1.0, 0.85, 0.45, 0.3]),
                             title="number is", legend=alt.Legend(symbolType="square", symbolFillColor="#4c78a8",
                                                                  symbolStrokeColor="#4c78a8")),
@@ -339,11 +382,11 @@ def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt
                alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
                alt.Tooltip("tpot_ms:Q", format=".1f"), alt.Tooltip("provenance:N"), alt.Tooltip("latency_basis:N")]
     # One colour encoding (with its legend) in both layers, and a legend for what thin and thick mean.
-    colour = alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine")
-    width = alt.StrokeWidth("line:O", scale=alt.Scale(domain=list(FRONTIER_LINES), range=[1, 3]), title="line")
+    colour = engine_color(table["engine"])
+    width = alt.StrokeWidth("line:O", scale=alt.Scale(domain=list(FRONTIER_LINES), range=[1, 3]), title="line", legend=legend())
     configs = alt.Chart(table.assign(line=FRONTIER_LINES[0])).mark_line(opacity=0.35).encode(
         x=x, y=y, color=colour, strokeWidth=width, detail="series:N", order="concurrency:Q",
-        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is"), tooltip=tooltip)
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is", legend=legend()), tooltip=tooltip)
     front = alt.Chart(table[table["frontier"]].assign(line=FRONTIER_LINES[1])).mark_line(point=True).encode(
         x=x, y=y, color=colour, strokeWidth=width, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
     layers = [configs, front]
@@ -426,25 +469,29 @@ def operating_points(options: pd.DataFrame, plan: pd.DataFrame, route: str,
     return out[np.isfinite(out["tok_s_per_user"]) & np.isfinite(out["tok_s_per_gpu"])].reset_index(drop=True)
 
 
-def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt.Chart:
+def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float | None = None,
+                 legend_columns: int = 2) -> alt.Chart:
     """One line per option (named in the legend), the Pareto frontier over all of them, each
     option's operating point, the chosen one ringed, and the TPOT SLO as tok/s per user."""
     x = alt.X("tok_s_per_user:Q", title="output tokens/s per user (1000 / mean TPOT; faster →)",
               scale=alt.Scale(type="log"))
     y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU")
-    colour = alt.Color("option:N", title="option", legend=alt.Legend(orient="bottom", columns=2, labelLimit=360))
+    engine_of = {**dict(zip(points["option"], points["engine"], strict=True)),
+                 **dict(zip(table["option"], table["engine"], strict=True))}
+    colour = alt.Color("option:N", title="option", scale=series_scale(engine_of),
+                       legend=legend(orient="bottom", columns=legend_columns, labelLimit=360))
     tooltip = [alt.Tooltip("option:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
                alt.Tooltip("tpot_ms:Q", format=".1f", title="mean TPOT ms"),
                alt.Tooltip("tok_s_per_user:Q", format=",.1f", title="tok/s per user"),
                alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU")]
     lines = alt.Chart(table).mark_line(strokeWidth=2, opacity=0.8).encode(
         x=x, y=y, color=colour, detail="option:N", order="concurrency:Q",
-        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is"),
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is", legend=legend()),
         tooltip=[*tooltip, alt.Tooltip("provenance:N")])
     front = alt.Chart(table[table["frontier"]].assign(line="Pareto frontier")).mark_line(
         strokeWidth=5, opacity=0.25, color="black").encode(
         x=x, y=y, order="tok_s_per_user:Q", strokeWidth=alt.StrokeWidth(
-            "line:O", scale=alt.Scale(domain=["Pareto frontier"], range=[6]), title="line"))
+            "line:O", scale=alt.Scale(domain=["Pareto frontier"], range=[6]), title="line", legend=legend()))
     marks = alt.Chart(points.assign(point=np.where(points["recommended"], "chosen", "other option"))).mark_point(
         filled=True).encode(
         x=x, y=y, color=colour,
@@ -455,6 +502,8 @@ def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float |
     chosen = points[points["recommended"]]
     if not chosen.empty:
         layers.append(alt.Chart(chosen).mark_point(size=520, color="black", strokeWidth=2).encode(x=x, y=y))
+        layers.append(alt.Chart(chosen.assign(label=[f"chosen: {o}" for o in chosen["option"]])).mark_text(
+            align="left", dx=16, dy=-14, fontWeight="bold", color="black").encode(x=x, y=y, text="label:N"))
     if tpot_slo_ms and math.isfinite(tpot_slo_ms):
         slo = pd.DataFrame({"tok_s_per_user": [MS_PER_S / tpot_slo_ms],
                             "label": [f"TPOT SLO {tpot_slo_ms:g} ms = {MS_PER_S / tpot_slo_ms:.3g} tok/s per user"]})
@@ -462,6 +511,26 @@ def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float |
         layers.append(alt.Chart(slo).mark_text(align="left", dx=4, dy=8, color="#c0392b").encode(
             x="tok_s_per_user:Q", y=alt.value(0), text="label:N"))
     return alt.layer(*layers).properties(height=CHART_HEIGHT + 60)
+
+
+def pareto_note(table: pd.DataFrame, points: pd.DataFrame) -> str:
+    """Why the chosen operating point is off the Pareto frontier ('' when nothing beats it on both axes): the
+    frontier weighs throughput per GPU only; the plan chose on cost per month at the route's SLO and peak load."""
+    chosen = points[points["recommended"]]
+    if chosen.empty or table.empty:
+        return ""
+    c = chosen.iloc[0]
+    better = table[(table["tok_s_per_user"] >= c["tok_s_per_user"]) & (table["tok_s_per_gpu"] > c["tok_s_per_gpu"])]
+    if better.empty:
+        return ""
+    best = better.loc[better["tok_s_per_gpu"].idxmax()]
+    where = (f"its own curve reaches {best['tok_s_per_gpu']:,.0f} tok/s per GPU at that speed per user (more "
+             "requests in flight per replica)" if best["option"] == c["option"] else
+             f"{best['option']} reaches {best['tok_s_per_gpu']:,.0f} tok/s per GPU at that speed per user")
+    return (f"The chosen point ({c['option']}, {c['tok_s_per_gpu']:,.0f} tok/s per GPU) is below the frontier: "
+            f"{where}. The frontier ignores what the choice was made on: the cheapest $/month (GPU price and "
+            "engineering) that meets the route's SLO percentile at its peak load, with whole replicas, so a "
+            "replica keeps headroom off-peak.")
 
 
 # ---------------------------------------------------------------- cost per route by option
@@ -476,18 +545,19 @@ def option_costs_table(options: pd.DataFrame, plan: pd.DataFrame,
     parts = []
     for part, column in (("GPUs", "gpu_usd_per_month"), ("engineering", "eng_usd_per_month")):
         parts.append(ok.assign(part=part, usd_per_month=ok[column].astype(float)))
-    return pd.concat(parts, ignore_index=True)[
-        ["route", "option", "engine", "gpu", "gpus", "part", "usd_per_month", "total_usd_per_month", "recommended",
-         "provenance", "price_source"]]
+    out = pd.concat(parts, ignore_index=True)
+    out["route"] = [printable(str(r)) for r in out["route"]]  # a chart label: control characters escaped
+    return out[["route", "option", "engine", "gpu", "gpus", "part", "usd_per_month", "total_usd_per_month",
+                "recommended", "provenance", "price_source"]]
 
 
-def option_costs_chart(table: pd.DataFrame) -> alt.Chart:
+def option_costs_chart(table: pd.DataFrame, width: int = 560, compact: bool = False) -> alt.Chart:
     """Horizontal stacked bars ($/month: GPUs + engineering) per option, one panel per route."""
     bars = alt.Chart(table).mark_bar().encode(
         y=alt.Y("option:N", sort=alt.EncodingSortField("total_usd_per_month", order="ascending"), title=None,
                 axis=alt.Axis(labelLimit=260)),
         x=alt.X("sum(usd_per_month):Q", title="$ per month", axis=alt.Axis(format="$,.0f")),
-        color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"),
+        color=engine_color(table["engine"]),
         opacity=alt.Opacity("part:O", scale=alt.Scale(domain=["GPUs", "engineering"], range=[1.0, 0.45]),
                             title="cost"),
         stroke=alt.condition("datum.recommended", alt.value("black"), alt.value(None)),
@@ -497,9 +567,11 @@ def option_costs_chart(table: pd.DataFrame) -> alt.Chart:
                  alt.Tooltip("total_usd_per_month:Q", format="$,.0f", title="total $/month"),
                  alt.Tooltip("gpus:Q"), alt.Tooltip("recommended:N"), alt.Tooltip("provenance:N"),
                  alt.Tooltip("price_source:N")])
-    return bars.properties(height=alt.Step(20), width=560).facet(
-        row=alt.Row("route:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold",
-                                                             labelFontSize=13))
+    # Compact (a phone): each route's name above its panel, not beside it, so the panel keeps the width.
+    header = (alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold", labelFontSize=13) if compact
+              else alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold", labelFontSize=13))
+    return bars.properties(height=alt.Step(20), width=width).facet(
+        row=alt.Row("route:N", title=None, header=header)
     ).resolve_scale(y="independent", x="independent")
 
 
@@ -535,7 +607,7 @@ def breakeven_chart(table: pd.DataFrame, current_updates: float | None = None,
     x = alt.X("updates_per_month:Q", title="model updates per month")
     lines = alt.Chart(table).mark_line(strokeWidth=3).encode(
         x=x, y=alt.Y("total_usd_per_month:Q", title="$ per month", axis=alt.Axis(format="$,.0f")),
-        color=alt.Color("engine:N", scale=_engine_colour(table["engine"]), title="engine"), detail="option:N",
+        color=engine_color(table["engine"]), detail="option:N",
         tooltip=[alt.Tooltip("option:N"), alt.Tooltip("updates_per_month:Q", format=".1f"),
                  alt.Tooltip("total_usd_per_month:Q", format="$,.0f"), alt.Tooltip("provenance:N")])
     layers = [lines]
@@ -591,7 +663,7 @@ def sensitivity_chart(table: pd.DataFrame, growth_now: float = 1.0, price_now: f
     data = table.assign(price=[f"GPU price ×{f:g}" for f in table["gpu_price_factor"]])
     x = alt.X("traffic_growth:Q", title="traffic (× today's)", axis=alt.Axis(format=".2~f"))
     y = alt.Y("total_usd_per_month:Q", title="fleet $ per month", axis=alt.Axis(format="$,.0f"))
-    colour = alt.Color("price:N", title="GPU price", sort=None, scale=alt.Scale(scheme="viridis"))
+    colour = alt.Color("price:N", title="GPU price", sort=None, scale=alt.Scale(scheme="viridis"), legend=legend())
     tooltip = [alt.Tooltip("traffic_growth:Q", format=".2f"), alt.Tooltip("gpu_price_factor:Q", format=".2f"),
                alt.Tooltip("total_usd_per_month:Q", format="$,.0f"), alt.Tooltip("gpus:Q"),
                alt.Tooltip("infeasible:Q", title="infeasible routes")]
@@ -628,7 +700,7 @@ def hourly_gpus_chart(table: pd.DataFrame) -> alt.Chart:
     hovering an hour gives each type's count."""
     x = alt.X("hour:O", title="hour of the day (UTC)", axis=alt.Axis(labelAngle=0))
     y = alt.Y("gpus:Q", title="GPUs online", stack="zero")
-    colour = alt.Color("gpu:N", title="GPU", scale=alt.Scale(scheme=GPU_COLOURS))
+    colour = alt.Color("gpu:N", title="GPU", scale=alt.Scale(scheme=GPU_COLOURS), legend=legend())
     tooltip = [alt.Tooltip("hour:O", title="hour (UTC)"), alt.Tooltip("gpu:N", title="GPU"),
                alt.Tooltip("gpus:Q", title="GPUs online", format=",d")]
     area = alt.Chart(table).mark_area(interpolate="step", opacity=0.85).encode(x=x, y=y, color=colour,
@@ -673,7 +745,7 @@ def waterfall_chart(bars: pd.DataFrame) -> alt.Chart:
               axis=alt.Axis(labelAngle=-30, labelLimit=160, labelOverlap=False))
     kinds = [(k, c) for k, c in zip(WATERFALL_KINDS, WATERFALL_COLOURS, strict=True) if k in set(bars["kind"])]
     colour = alt.Color("kind:N", title=None, scale=alt.Scale(domain=[k for k, _ in kinds],
-                                                             range=[c for _, c in kinds]))
+                                                             range=[c for _, c in kinds]), legend=legend())
     tooltip = [alt.Tooltip("step:N"), alt.Tooltip("usd_per_month:Q", title="$/month after this step",
                                                   format="$,.0f"),
                alt.Tooltip("change_usd_per_month:Q", title="change $/month", format="+$,.0f")]

@@ -199,6 +199,12 @@ FLEET_FORMATS = {"TP": COUNT, "replicas (fewest)": COUNT, "replicas (most)": COU
                  "GPUs (most)": COUNT, "GPU $/month": DOLLARS, "simulated within SLO": "{:.1%}"}
 
 
+# The fleet table in two parts that each fit a 1440 px window: what each deployment runs, then its terms.
+FLEET_DECISION = ("deployment", "routes (share of requests)", "kind", "engine", "GPU", "TP",
+                  "replicas (fewest)", "replicas (most)", "GPUs (most)", "GPU $/month", "simulated within SLO")
+FLEET_TERMS = ("deployment", "model", "precision", "SLO held", "reserved")  # pricing and notes: a list below it
+
+
 def fleet_table(deployments: pd.DataFrame) -> pd.DataFrame:
     """One row per deployment: the routes it serves, its engine (version and settings), GPU, replicas over the
     day, reserved replicas, GPUs, GPU $/month, simulated attainment, SLO held, pricing and notes."""

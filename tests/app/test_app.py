@@ -45,7 +45,7 @@ def recommendation(at: AppTest) -> pd.DataFrame:
 
 def shown(at: AppTest, column: str) -> pd.DataFrame:
     """What the browser shows of the one dataframe with `column`: its Styler display values."""
-    frames = [d for d in at.dataframe if column in d.value.columns]
+    frames = [d for d in [*at.dataframe, *at.table] if column in d.value.columns]
     assert len(frames) == 1, f"{len(frames)} tables with a {column!r} column"
     styler = frames[0].proto.arrow_data.styler
     assert styler.display_values, "the table is not formatted for display"
@@ -246,7 +246,7 @@ def test_the_app_shows_and_downloads_the_plan_the_cli_makes(downloads, tmp_path,
     shown = recommendation(at)
     assert list(shown["GPUs"]) == list(cli["gpus"])
     assert list(shown["$/month"].round(2)) == list(cli["total_usd_per_month"])
-    assert metric(at, "GPUs") == f"{cli['gpus'].sum():,.0f}"
+    assert metric(at, "Route by route GPUs") == f"{cli['gpus'].sum():,.0f}"  # the alternative: the CLI's plan
     assert not any("not yet checked" in w.value for w in at.warning), "the final page still shows the unchecked plan"
 
 
@@ -320,7 +320,7 @@ def test_a_baseline_plan_shows_the_differences_per_route(downloads):
     edit_route(at, 0, rate_rps=100.0)
     at.file_uploader(key="baseline_upload").set_value(("last.csv", baseline, "text/csv")).run()
     assert_clean(at)
-    diff = next(d.value for d in at.dataframe if "GPUs change" in d.value.columns).set_index("route")
+    diff = next(d.value for d in at.table if "GPUs change" in d.value.columns).set_index("route")
     assert diff.loc["chat", "change"] == "changed" and diff.loc["chat", "GPUs change"] > 0
     assert diff.loc["code-completion", "change"] == "same"
     assert diff.loc["fleet total", "GPUs change"] == diff.loc["chat", "GPUs change"]
@@ -423,7 +423,7 @@ def test_saved_scenarios_are_compared_side_by_side(app):
     app.button(key="save_scenario").click().run()
     app.slider(key="traffic_growth").set_value(3.0).run()
     assert_clean(app)
-    tables = [d.value for d in app.dataframe if "today: $/month" in d.value.columns]
+    tables = [d.value for d in app.table if "today: $/month" in d.value.columns]
     assert tables, "no comparison table"
     table = tables[0].set_index("route")
     assert table.loc["fleet total", "now: $/month"] > table.loc["fleet total", "today: $/month"]
@@ -495,7 +495,7 @@ def test_uploading_the_bundled_routes_plans_what_the_cli_plans(app, tmp_path, bu
     assert_clean(app)
     assert not app.warning, [w.value for w in app.warning]
     gpus, usd = cli_totals(tmp_path)
-    assert (metric(app, "GPUs"), metric(app, "Fleet $/month")) == (gpus, usd)
+    assert (metric(app, "Route by route GPUs"), metric(app, "Route by route $/month")) == (gpus, usd)
     assert any("checked by simulation, as" in c.value for c in app.caption)
 
 
@@ -544,7 +544,8 @@ def test_a_route_turning_infeasible_is_a_red_routes_planned_delta_never_a_green_
     for label in ("Fleet $/month", "GPUs", "GPU $/month", "Engineering $/month"):
         card = metric_element(app, label)
         assert not card.delta or card.proto.color != MetricProto.MetricColor.GREEN, (label, card.delta)
-    assert any("over the 3 routes planned in both" in c.value for c in app.caption)
+    assert any("the $ and GPU changes show only when the fleet plans the same routes" in c.value
+               for c in app.caption)
 
 
 # ---------------------------------------------------------------- issue 25 item 4: the workbook, ignored fields
@@ -615,5 +616,25 @@ def test_a_wide_gpu_range_is_badged_in_the_decision_table_with_its_cause_and_mea
         command = (f"python -m measure profile --gpu {row['gpu']} --engine {row['engine']} --model {row['model']} "
                    f"--precision {row['precision']} --tp {int(row['tp'])}")
         assert f"**{route}**" in notes and command in notes and str(row["provenance"]) in notes, notes
-    summary = next(c.value for c in app.caption if c.value.startswith("Totals cover"))
+    summary = next(c.value for c in app.caption if "wide, see the table:" in c.value)
     assert all(route in summary.split("wide, see the table:")[1] for route in wide), summary
+
+
+# ---------------------------------------------------------------- issue 25: the phone layout
+
+def test_a_phone_link_opens_the_compact_layout_with_one_card_per_route():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params["layout"] = "phone"
+    at.run()
+    assert_clean(at)
+    assert at.toggle(key="compact").value is True
+    routes = ["chat", "summarise-batch", "code-completion", "assistant-70b"]
+    for route in routes:
+        cards = [m.value for m in at.markdown if m.value.startswith(f"**{route}**  \n")]
+        assert len(cards) == 2, (route, cards)  # plan -> fleet, and route by route
+        assert all(" GPUs** · " in c and "/month**" in c for c in cards), cards
+    assert not any("runner-up" in d.value.columns or "why they differ" in d.value.columns for d in at.dataframe), \
+        "a wide table instead of the cards"
+    at.toggle(key="compact").set_value(False).run()
+    assert any("why they differ" in d.value.columns for d in at.dataframe)
+    assert not any(m.value.startswith("**chat**  \n") for m in at.markdown)

@@ -166,7 +166,7 @@ def test_page_plans_edits_replans_downloads_and_keeps_the_plan_on_a_bad_upload(a
     ARTIFACTS.mkdir(exist_ok=True)
     started = time.monotonic()
     page.goto(app_url)
-    page.get_by_text("Recommendation per route").wait_for()
+    page.get_by_text("What to buy: the optimised fleet").wait_for()
     wait_idle(page)
     first_paint_s = time.monotonic() - started
     gpus_before, cost_before = metric(page, "GPUs"), metric(page, "Fleet $/month")
@@ -229,14 +229,13 @@ def test_at_1440_px_decisions_fit_the_download_equals_the_cli_plan_and_charts_ke
     page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
     page.set_viewport_size({"width": REVIEW_WIDTH_PX, "height": 900})
     page.goto(app_url)
-    page.get_by_text("Recommendation per route").wait_for()
-    page.get_by_text("checked by simulation, as").wait_for()  # the checked plan has replaced the analytical one
+    page.get_by_text("What to buy: the optimised fleet").wait_for()  # made on the checked plan
     wait_idle(page)
     if os.environ.get("FLEETPLAN_DOCS_SCREENSHOT"):  # refresh the README's picture: FLEETPLAN_DOCS_SCREENSHOT=1
         page.wait_for_timeout(2000)
         page.screenshot(path=str(DOCS_SCREENSHOT))
     page.locator('[data-testid="stDataFrame"] .dvn-scroller').first.wait_for()  # the grid, once drawn
-    decisions = page.locator('[data-testid="stDataFrame"]').first
+    decisions = page.locator('.st-key-decisions_box [data-testid="stDataFrame"]').first
     deadline = time.monotonic() + LAYOUT_SETTLE_S  # a grid redrawn after the checked plan lays out its columns
     while True:
         scroll, visible = decisions.evaluate(
@@ -256,7 +255,7 @@ def test_at_1440_px_decisions_fit_the_download_equals_the_cli_plan_and_charts_ke
     browser, cli = pd.read_csv(saved), pd.read_csv(cli_out)
     for column in DECISION_PLAN_COLUMNS:
         pd.testing.assert_series_equal(browser[column], cli[column], obj=column)
-    assert metric(page, "GPUs") == f"{cli['gpus'].sum():,.0f}"
+    assert metric(page, "Route by route GPUs") == f"{cli['gpus'].sum():,.0f}"
 
     for tab in ("Throughput curves", "Latency vs throughput"):
         open_tab(page, tab)
@@ -280,5 +279,136 @@ def test_a_cold_start_shows_progress_while_the_first_plan_computes(cold_app_url,
     must say so before the plan appears (a blank page reads as a hang)."""
     page.goto(cold_app_url)
     page.get_by_text(re.compile(r"Planning \d+ routes")).first.wait_for(timeout=PAGE_TIMEOUT_MS)
-    assert page.get_by_text("Recommendation per route").count() == 0, "the progress message came after the plan"
-    page.get_by_text("checked by simulation, as").wait_for()
+    assert page.get_by_text("What to buy").count() == 0, "the progress message came after the plan"
+    page.get_by_text("What to buy: the optimised fleet").wait_for()
+
+
+# ---------------------------------------------------------------- issue 25: one answer in view, desk and phone
+
+SCREENS = REPO / "docs" / "screens"
+PHONE_PX = (390, 844)
+DESK_PX = (1440, 900)
+
+
+def docs_screens() -> bool:
+    """Refresh the screenshots docs/app.md shows: FLEETPLAN_DOCS_SCREENSHOT=1."""
+    return bool(os.environ.get("FLEETPLAN_DOCS_SCREENSHOT"))
+
+
+def whole_page(page, path: Path, size: tuple[int, int]) -> None:
+    """The whole app at `size`'s width: Streamlit scrolls inside its main block, so grow the viewport to it."""
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 1000")
+    page.set_viewport_size({"width": size[0], "height": max(size[1], int(height) + 40)})
+    page.wait_for_timeout(2000)  # charts re-render at the new size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+    small_png(path)
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.wait_for_timeout(500)
+
+
+def small_png(path: Path) -> None:
+    """A screenshot for the docs as a 256-colour PNG (about 2.5 times smaller, text still sharp; octree keeps the
+    rare colours of thin marks, which median cut merged into grey)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
+    small.save(path, optimize=True)
+
+
+def overflowing(page, selector: str) -> list[str]:
+    """The elements under `selector` whose content is wider than their box (cut off or scrolled sideways)."""
+    return page.evaluate("""sel => [...document.querySelectorAll(sel)]
+        .filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.innerText.slice(0, 60))""", selector)
+
+
+def grid_fits(page, key: str) -> None:
+    grid = page.locator(f".st-key-{key}_box .dvn-scroller").first
+    grid.wait_for()
+    deadline = time.monotonic() + LAYOUT_SETTLE_S
+    while True:
+        scroll, visible = grid.evaluate("s => [s.scrollWidth, s.clientWidth]")
+        if scroll <= visible or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(250)
+    assert scroll <= visible, f"{key} scrolls sideways at {DESK_PX[0]} px: {scroll} > {visible}"
+
+
+def test_at_1440_px_the_answer_stays_in_view_and_nothing_is_cut_off(app_url, page, tmp_path):
+    page.set_viewport_size({"width": DESK_PX[0], "height": DESK_PX[1]})
+    page.goto(app_url)
+    page.get_by_text("What to buy: the optimised fleet").wait_for()
+    wait_idle(page)
+    bar = page.locator(".st-key-answer_bar")
+    assert "Buy: optimised fleet" in bar.inner_text()
+    for key in ("plan_to_fleet", "decisions"):
+        grid_fits(page, key)
+    assert page.locator(".st-key-downloads button").count() >= 3
+    assert not overflowing(page, ".st-key-downloads button"), "a download button's label is cut off"
+    if docs_screens():
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(SCREENS / "desk-answer.png"))
+        small_png(SCREENS / "desk-answer.png")
+    page.get_by_role("tab", name="Edit routes").scroll_into_view_if_needed()  # editing the routes...
+    page.wait_for_timeout(500)
+    box = bar.bounding_box()
+    assert box is not None and 0 <= box["y"] <= 100, f"the answer bar scrolled away: {box}"  # ...the answer in view
+    if docs_screens():
+        page.screenshot(path=str(SCREENS / "desk-editing.png"))
+        small_png(SCREENS / "desk-editing.png")
+    open_tab(page, "Fleet")
+    wait_idle(page)
+    for key in ("fleet_deployments", "fleet_terms"):
+        grid_fits(page, key)
+    if docs_screens():
+        whole_page(page, SCREENS / "desk-fleet-full.png", DESK_PX)
+
+    from planner.cli import main as cli_main  # a saved plan to compare with, and a saved scenario
+
+    baseline = tmp_path / "last-quarter.csv"
+    assert cli_main(["plan", "--routes", str(REPO / "examples" / "routes.csv"), "--out", str(baseline)]) == 0
+    upload(page, "Compare with a saved plan", baseline)
+    page.get_by_text("Differences against last-quarter.csv").wait_for()
+    page.get_by_role("button", name="Save scenario for comparison").click()
+    page.get_by_text("Scenarios side by side").wait_for()
+    wait_idle(page)
+    for box in (".st-key-baseline_box", ".st-key-comparison_box"):
+        page.locator(f"{box} table").first.wait_for()
+        assert not overflowing(page, f"{box} [data-testid='stTable'], {box} table"), f"{box} is cut off"
+        assert page.locator(box).bounding_box()["width"] <= DESK_PX[0]
+
+
+def test_on_a_phone_each_route_is_a_card_and_nothing_scrolls_sideways(app_url, page):
+    page.set_viewport_size({"width": PHONE_PX[0], "height": PHONE_PX[1]})
+    page.goto(f"{app_url}/?layout=phone")
+    page.get_by_text("What to buy: the optimised fleet").wait_for()
+    wait_idle(page)
+    page.wait_for_timeout(1500)
+    main = page.locator('[data-testid="stMain"]')
+    assert main.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the page scrolls sideways at 390 px"
+    for section in ("fleet", "plan"):  # plan -> fleet, then route by route: one card per route, inside the width
+        for i, route in enumerate(("chat", "summarise-batch", "code-completion", "assistant-70b")):
+            card = page.locator(f".st-key-card_{section}_{i}")
+            assert card.inner_text().startswith(route) and "GPUs ·" in card.inner_text() and "/month" in \
+                card.inner_text(), (section, route)
+            box = card.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE_PX[0], (route, box)
+            assert not overflowing(page, f".st-key-card_{section}_{i} p"), (section, route)
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
+    charts.first.wait_for()
+    for i in range(charts.count()):
+        box = charts.nth(i).bounding_box()
+        assert box is not None and box["x"] + box["width"] <= PHONE_PX[0] + 1, box
+    if docs_screens():
+        whole_page(page, SCREENS / "phone-answer-full.png", PHONE_PX)
+        page.screenshot(path=str(SCREENS / "phone-answer.png"))
+        small_png(SCREENS / "phone-answer.png")
+    open_tab(page, "Fleet")
+    wait_idle(page)
+    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+    card = page.locator(".st-key-card_deployment_0")  # the deployments as cards, not a wide table
+    assert "GPUs ·" in card.inner_text() and not overflowing(page, ".st-key-card_deployment_0 p")
+    assert main.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the Fleet tab scrolls sideways at 390 px"
+    if docs_screens():
+        whole_page(page, SCREENS / "phone-fleet-full.png", PHONE_PX)

@@ -304,3 +304,97 @@ def test_waterfall_bars_run_from_each_total_to_the_next_and_end_on_the_fleet_tot
     assert (bars["start"].iloc[-1], bars["end"].iloc[-1]) == (0.0, 700.0)
     assert list(bars["kind"]) == ["total", "saving", "no change", "cost", "saving", "total"]
     assert list(bars["label"]) == ["$1,000", "-$100", "$0", "+$50", "-$250", "$700"]
+
+
+# ---------------------------------------------------------------- issue 25: readable charts
+
+def every_chart(inputs, result) -> list:
+    keys = [k for k in inputs.curves if k.model == MODEL]
+    h2h = charts.head_to_head_table(inputs.curves, inputs.profiles_df)
+    sens = pd.DataFrame({"traffic_growth": [1.0, 2.0], "gpu_price_factor": [1.0, 1.0],
+                         "total_usd_per_month": [1.0, 2.0], "gpus": [1.0, 2.0], "infeasible": [0.0, 0.0]})
+    chat = load_routes(REPO_ROUTES).set_index("name").loc["chat"]
+    pareto = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    return [
+        charts.throughput_chart(charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline", keys),
+                                charts.profile_points(inputs.profiles_df, MODEL, 512, 256)),
+        charts.head_to_head_chart(h2h),
+        charts.frontier_chart(charts.frontier_table(inputs.curves, MODEL, 500, 250, keys), 50.0),
+        charts.pareto_chart(pareto, charts.operating_points(result.options, result.plan, "chat"), 50.0),
+        charts.option_costs_chart(charts.option_costs_table(result.options, result.plan)),
+        charts.breakeven_chart(charts.breakeven_table(result.options, "chat", [0, 1, 2]), 1.0, 1.5),
+        charts.sensitivity_chart(sens),
+        charts.hourly_gpus_chart(charts.hourly_gpus_table(HOURLY)),
+        charts.waterfall_chart(charts.waterfall_bars(WATERFALL)),
+    ]
+
+
+def encodings(spec: dict):
+    """Every (channel, encoding) of every layer of a spec (facets and layers walked)."""
+    for layer in [spec, *spec.get("layer", []), spec.get("spec", {}), *spec.get("spec", {}).get("layer", [])]:
+        for channel, enc in layer.get("encoding", {}).items():
+            if isinstance(enc, dict):
+                yield channel, enc
+
+
+def test_every_line_legend_has_solid_swatches(inputs, result):
+    """A legend swatch took the opacity of its marks (a 12% band): pale, unreadable colours."""
+    for chart in every_chart(inputs, result):
+        spec = chart.to_dict()
+        legended = [(c, e) for c, e in encodings(spec) if c in ("color", "strokeDash", "strokeWidth") and "field" in e]
+        assert legended, spec.get("title")
+        for channel, enc in legended:
+            assert enc.get("legend", {}).get("symbolOpacity") == 1.0, (channel, enc["field"], enc.get("legend"))
+
+
+def test_an_engine_keeps_one_hue_across_charts(inputs, result):
+    chat = load_routes(REPO_ROUTES).set_index("name").loc["chat"]
+    throughput = charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline")
+    pareto = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    points = charts.operating_points(result.options, result.plan, "chat")
+    for chart, frame, field in ((charts.throughput_chart(throughput, throughput.iloc[:0].assign(source="")), throughput,
+                                 "series"), (charts.pareto_chart(pareto, points), pareto, "option")):
+        colour = next(e for c, e in encodings(chart.to_dict()) if c == "color" and e.get("field") == field)
+        scale = dict(zip(colour["scale"]["domain"], colour["scale"]["range"], strict=True))
+        engines = dict(zip(frame[field], frame["engine"], strict=True))
+        assert set(engines) <= set(scale) and len(set(engines.values())) > 1, field
+        for line, engine in engines.items():
+            assert scale[line] in charts.ENGINE_SHADES[engine], (line, engine, scale[line])
+    for engine, shades in charts.ENGINE_SHADES.items():  # the engine-coloured charts use the same hue
+        assert charts.ENGINE_COLOURS[engine] == shades[0]
+
+
+def test_the_chosen_pareto_point_is_labelled_and_its_place_explained(inputs, result):
+    chat = load_routes(REPO_ROUTES).set_index("name").loc["chat"]
+    table = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    points = charts.operating_points(result.options, result.plan, "chat")
+    chosen = points.loc[points["recommended"], "option"].iloc[0]
+    spec = charts.pareto_chart(table, points, 50.0).to_dict()
+    texts = [layer for layer in spec["layer"] if layer["mark"].get("type") == "text"
+             and layer["encoding"].get("text", {}).get("field") == "label"]
+    labels = [row["label"] for layer in texts for row in spec["datasets"][layer["data"]["name"]]]
+    assert f"chosen: {chosen}" in labels
+    note = charts.pareto_note(table, points)
+    assert note.startswith(f"The chosen point ({chosen},") and "SLO percentile at its peak load" in note
+    # A chosen point on the frontier needs no note.
+    top = points.assign(tok_s_per_gpu=np.where(points["recommended"], table["tok_s_per_gpu"].max() + 1, 0.0),
+                        tok_s_per_user=np.where(points["recommended"], table["tok_s_per_user"].max(), 0.0))
+    assert charts.pareto_note(table, top) == ""
+
+
+def test_route_names_in_chart_labels_have_control_characters_escaped(result):
+    options = result.options.assign(route=result.options["route"].replace({"chat": "chat\x1b[2J\x00"}))
+    plan = result.plan.assign(route=result.plan["route"].replace({"chat": "chat\x1b[2J\x00"}))
+    table = charts.option_costs_table(options, plan)
+    assert "chat\\x1b[2J\\x00" in set(table["route"])
+    spec = str(charts.option_costs_chart(table).to_dict())
+    assert "\x1b" not in spec and "\x00" not in spec
+
+
+def test_the_compact_layout_puts_legends_below_and_narrows_facets(result):
+    chart = charts.option_costs_chart(charts.option_costs_table(result.options, result.plan), width=150, compact=True)
+    spec = charts.fit(chart, compact=True).to_dict()
+    assert spec["config"]["legend"]["orient"] == "bottom" and spec["spec"]["width"] == 150
+    assert spec["facet"]["row"]["header"]["labelOrient"] == "top"  # route names above the panels, not beside
+    assert "config" not in charts.fit(chart, compact=False).to_dict() or \
+        "legend" not in charts.fit(chart, compact=False).to_dict()["config"]

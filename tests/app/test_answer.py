@@ -1,0 +1,139 @@
+"""ui.answer: the page's one answer (fleet or plan), its change, its bar and the plan -> fleet table per route."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from planner.planning.fleet import FleetResult
+from ui import answer
+
+PRICE = ("vast on-demand $2.4024/GPU-h (https://console.vast.ai/api/v0/bundles/ (transcribed by x/y "
+         "derived/cost.json (verbatim)), 2026-10-19)")
+
+
+def plan_row(route: str, engine: str = "vllm", gpu: str = "h200", replicas: int = 1, gpu_usd: float = 2000.0,
+             status: str = "ok") -> dict:
+    return {"route": route, "status": status, "engine": engine, "engine_version": "0.26.0",
+            "engine_config": "default", "gpu": gpu, "precision": "fp8", "tp": 1, "replicas": replicas,
+            "gpus": replicas, "gpu_usd_per_month": gpu_usd, "eng_usd_per_month": 100.0,
+            "total_usd_per_month": gpu_usd + 100.0, "runner_up": "", "notes": ""}
+
+
+def deployment(name: str, routes: str, engine: str = "vllm", replicas: int = 1, gpu_usd: float = 2000.0,
+               kind: str = "shared", slo: str = "p95 TTFT 300 ms, TPOT 30 ms", pricing: str = PRICE,
+               replicas_min: int | None = None) -> dict:
+    return {"deployment": name, "kind": kind, "model": "llama-3.1-8b", "engine": engine, "engine_version": "0.26.0",
+            "engine_config": "default", "gpu": "h200", "precision": "fp8", "tp": 1, "slo": slo, "routes": routes,
+            "replicas_min": replicas if replicas_min is None else replicas_min, "replicas_max": replicas,
+            "reserved_replicas": 0, "gpus_max": replicas, "pricing": pricing, "gpu_usd_per_month": gpu_usd,
+            "sim_attainment": 1.0, "notes": ""}
+
+
+def fleet(deployments: list[dict], placed: dict[str, str], total: float = 5000.0, checked: bool = True,
+          gpus: dict[str, int] | None = None) -> FleetResult:
+    routes = pd.DataFrame({"route": list(placed), "traffic": "online", "deployments": list(placed.values()),
+                           "sim_attainment": 1.0})
+    summary = {"total_usd_per_month": total, "gpu_usd_per_month": total - 200.0, "eng_usd_per_month": 200.0,
+               "gpus_by_type": gpus or {"h200": 3}, "simulation_checked": checked}
+    return FleetResult(pd.DataFrame(deployments), pd.DataFrame(), pd.DataFrame(), routes, summary, None)  # type: ignore[arg-type]
+
+
+def test_plan_to_fleet_says_per_route_what_the_fleet_changes_and_why():
+    plan = pd.DataFrame([plan_row("chat", engine="trtllm", gpu_usd=2600.0), plan_row("code", replicas=3, gpu_usd=6000.0),
+                         plan_row("batch", gpu_usd=300.0), plan_row("same"), plan_row("bad", status="infeasible")])
+    result = fleet([deployment("d1", "chat 1.00; code 1.00", replicas=3, gpu_usd=6000.0),
+                    deployment("d2", "batch 1.00", kind="batch", slo="", gpu_usd=200.0,
+                               pricing="coreweave spot $2.6162/GPU-h (https://x (transcribed (verbatim)), 2026)"),
+                    deployment("d3", "same 1.00", kind="route-by-route", slo="")],
+                   {"chat": "d1", "code": "d1", "batch": "d2", "same": "d3"})
+    table = answer.plan_fleet_table(plan, result).set_index("route")
+    assert list(table.columns) == list(answer.PLAN_FLEET_COLUMNS[1:])
+    why = table["why they differ"]
+    assert "shares d1 with code" in why["chat"] and "p95 TTFT 300 ms" in why["chat"]
+    assert "another option in d1: vllm 0.26.0/h200/fp8/tp1" in why["chat"]
+    assert "shares d1 with chat" in why["code"] and "another option" not in why["code"]
+    assert why["batch"] == "priced coreweave spot $2.6162/GPU-h"
+    assert why["same"] == "same as the plan"
+    assert why["bad"] == "infeasible: in neither" and table.loc["bad", "fleet: deployment"] == ""
+    assert table.loc["chat", "fleet: GPUs"] == 3 and table.loc["chat", "fleet: GPU $/month"] == 6000.0
+    assert table.loc["chat", "plan: engine / GPU"] == "trtllm 0.26.0/h200/fp8/tp1"
+
+
+def test_autoscaled_and_resized_deployments_say_so():
+    plan = pd.DataFrame([plan_row("a", replicas=2, gpu_usd=4000.0)])
+    result = fleet([deployment("d1", "a 1.00", kind="route-by-route", slo="", replicas=4, replicas_min=1,
+                               gpu_usd=4000.0)], {"a": "d1"})
+    why = answer.plan_fleet_table(plan, result)["why they differ"].iloc[0]
+    assert "4 replicas instead of 2" in why and "autoscaled 1–4 replicas over the day" in why
+
+
+def test_price_brief_drops_nested_sources():
+    assert answer.price_brief(PRICE) == "vast on-demand $2.4024/GPU-h"
+    assert answer.price_brief("1 reserved: a $1/GPU-h (s (t)); the rest on-demand: b $2/GPU-h (u)") == \
+        "1 reserved: a $1/GPU-h; the rest on-demand: b $2/GPU-h"
+
+
+def test_the_fleet_answer_counts_gpus_at_the_busiest_hour_and_its_check():
+    plan = pd.DataFrame([plan_row("a"), plan_row("b", status="infeasible")])
+    now = answer.fleet_answer(fleet([], {"a": "d1"}, gpus={"h100": 2, "h200": 5}, checked=False), plan)
+    assert (now.kind, now.totals["gpus"], now.planned, now.routes) == (answer.FLEET, 7.0, ("a",), ("a", "b"))
+    assert answer.coverage_text(now) == "1 of 2 routes; b infeasible"
+    bar = answer.bar_text(now, answer.plan_answer(plan, checked=True))
+    assert bar.startswith("**Buy: optimised fleet, $5,000/month**") and "7 GPUs (2 h100, 5 h200)" in bar
+    assert "**NOT checked by simulation**" in bar
+    assert bar.endswith("alternative: route by route $2,100/month")
+    assert answer.bar_text(now, None, compact=True) == \
+        "**Buy: optimised fleet, $5,000/month** · 7 GPUs · **NOT checked by simulation**"
+
+
+def test_a_fleet_change_is_shown_only_over_the_same_routes():
+    plan = pd.DataFrame([plan_row("a"), plan_row("b")])
+    before = answer.fleet_answer(fleet([], {"a": "d1", "b": "d1"}, total=5000.0), plan)
+    cheaper = answer.fleet_answer(fleet([], {"a": "d1", "b": "d1"}, total=4000.0), plan)
+    fewer = answer.fleet_answer(fleet([], {"a": "d1"}, total=3000.0), plan)
+    change = answer.answer_change(cheaper, before)
+    assert change is not None and change["total_usd_per_month"] == -1000.0 and change["common"] == 2
+    change = answer.answer_change(fewer, before)
+    assert change is not None and change["planned"] == -1 and change["common"] == 0
+    assert all(change[name] == 0 for name in answer.MONEY)  # a lost route is never a saving
+    assert answer.answer_change(answer.plan_answer(plan, True), before) is None  # a plan after a fleet
+
+
+def test_a_plan_change_compares_the_routes_planned_in_both():
+    before = answer.plan_answer(pd.DataFrame([plan_row("a"), plan_row("b")]), True)
+    now = answer.plan_answer(pd.DataFrame([plan_row("a", gpu_usd=1000.0), plan_row("b", status="infeasible")]), True)
+    change = answer.answer_change(now, before)
+    assert change is not None and (change["total_usd_per_month"], change["planned"], change["common"]) == \
+        (-1000.0, -1.0, 1.0)
+
+
+def test_cards_carry_gpus_engine_and_dollars_per_route():
+    plan = pd.DataFrame([plan_row("chat\x1b[31m"), plan_row("b", status="infeasible")])
+    plan.loc[1, "notes"] = "no option meets the SLO"
+    cards = answer.plan_cards(plan)
+    assert cards[0] == ("chat\\x1b[31m", "**1 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$2,100/month**", "")
+    assert cards[1] == ("b", "**infeasible**", "no option meets the SLO")
+    result = fleet([deployment("d1", "chat 1.00")], {"chat\x1b[31m": "d1"})
+    table = answer.plan_fleet_table(plan.iloc[:1], result)
+    title, line, note = answer.plan_fleet_cards(table)[0]
+    assert title == "chat\\x1b[31m" and line.startswith("**1 GPUs** · vllm 0.26.0") and "$2,000/month" in line
+    assert note.startswith("route by route: 1 GPUs") and note.endswith("same as the plan")
+
+
+def test_why_text_lists_each_differing_route_and_names_the_unchanged_ones():
+    table = pd.DataFrame({"route": ["a", "b\x1b", "c"], "why they differ": ["shares d1 with c", "same as the plan",
+                                                                          "same as the plan"]})
+    assert answer.why_text(table) == "- **a**: shares d1 with c\n- same as the plan: b\\x1b, c"
+
+
+def test_deployment_terms_list_pricing_without_sources_and_notes():
+    frame = pd.DataFrame([deployment("d1", "a 1.00"), {**deployment("d2", "b 1.00"), "notes": "simulation added replicas"}])
+    assert answer.deployment_terms_text(frame) == ("- **d1**: vast on-demand $2.4024/GPU-h\n"
+                                                   "- **d2**: vast on-demand $2.4024/GPU-h; simulation added replicas")
+
+
+def test_deployment_cards_carry_gpus_option_and_dollars():
+    frame = pd.DataFrame([deployment("d1", "chat 1.00; code 1.00", replicas=3, gpu_usd=6000.0)])
+    assert answer.deployment_cards(frame) == [(
+        "d1: chat 1.00; code 1.00", "**3 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$6,000/month** in GPUs",
+        "shared · p95 TTFT 300 ms, TPOT 30 ms · vast on-demand $2.4024/GPU-h")]

@@ -1,0 +1,264 @@
+"""The page's one answer: what to buy (the optimised fleet, or the route-by-route plan when there is no fleet),
+its change against the previous answer, the one-line bar that stays in view, and per route what the fleet
+changes against the plan (pure: frames in, frames, records and text out).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from planner.engine.curves import engine_label
+from planner.planning.exports import printable
+from planner.planning.fleet import FleetResult
+
+FLEET = "fleet"
+PLAN = "plan"
+# The fleet is optimised on every edit (no button) when the routes are at most this many: the example's four
+# routes take about 2 s (plan check 1.2 s + fleet with its lever steps 1.7 s on one idle core, 2026-12-04).
+FLEET_AUTO_MAX_ROUTES = 8
+MONEY = ("gpus", "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month")
+# The innermost bracket of a price's source ("vast on-demand $2.40/GPU-h (https://... (transcribed ...), 2026-10-19)").
+_INNER_BRACKET = re.compile(r"\s*\([^()]*\)")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Totals of one answer: `kind` FLEET or PLAN, the routes it plans (`planned`) of all `routes`, and, for a
+    plan, GPUs and $ per route (so a change compares routes planned in both)."""
+
+    kind: str
+    totals: Mapping[str, float]
+    routes: tuple[str, ...]
+    planned: tuple[str, ...]
+    checked: bool
+    per_route: Mapping[str, tuple[float, ...]] | None = None
+    gpus_by_type: Mapping[str, int] | None = None
+
+
+def plan_answer(plan: pd.DataFrame, checked: bool) -> Answer:
+    """The route-by-route plan as an answer (its ok routes' totals)."""
+    ok = plan[plan["status"] == "ok"]
+    per_route = {str(r): tuple(float(v) for v in values) for r, *values in zip(
+        ok["route"], *(pd.to_numeric(ok[c], errors="coerce").fillna(0.0) for c in MONEY), strict=True)}
+    totals = {name: sum(v[i] for v in per_route.values()) for i, name in enumerate(MONEY)}
+    return Answer(PLAN, totals, tuple(str(r) for r in plan["route"]), tuple(per_route), checked,
+                  per_route)
+
+
+def fleet_answer(fleet: FleetResult, plan: pd.DataFrame) -> Answer:
+    """The optimised fleet as an answer: GPUs at its busiest hour, GPU and engineering $/month; checked when
+    every deployment was simulated (`summary['simulation_checked']`)."""
+    s = fleet.summary
+    totals = {"gpus": float(sum(s["gpus_by_type"].values())), "gpu_usd_per_month": float(s["gpu_usd_per_month"]),
+              "eng_usd_per_month": float(s["eng_usd_per_month"]),
+              "total_usd_per_month": float(s["total_usd_per_month"])}
+    return Answer(FLEET, totals, tuple(str(r) for r in plan["route"]), tuple(str(r) for r in fleet.routes["route"]),
+                  bool(s.get("simulation_checked")), None, dict(s["gpus_by_type"]))
+
+
+def answer_change(now: Answer, before: Answer | None) -> dict[str, float] | None:
+    """The change from `before` like for like (the shape of ui.scenario.plan_change): `planned` the change in
+    routes planned; the $ and GPUs over the routes planned in both for two plans, for two fleets only when
+    both plan the same routes (a fleet's shared deployments have no per-route $), else 0 with `common` 0.
+    None when there is nothing to compare (no previous answer, or a fleet after a plan or back)."""
+    if before is None or before.kind != now.kind:
+        return None
+    planned = float(len(now.planned) - len(before.planned))
+    if now.per_route is not None and before.per_route is not None:
+        common = [r for r in now.per_route if r in before.per_route]
+        money = {n: sum(now.per_route[r][i] - before.per_route[r][i] for r in common) for i, n in enumerate(MONEY)}
+    elif set(now.planned) == set(before.planned):
+        common = list(now.planned)
+        money = {n: now.totals[n] - before.totals[n] for n in MONEY}
+    else:
+        common, money = [], dict.fromkeys(MONEY, 0.0)
+    return {**money, "planned": planned, "common": float(len(common))}
+
+
+def coverage_text(answer: Answer) -> str:
+    """'4 of 4 routes', '3 of 4 routes; chat infeasible' (as planner.planning.plan.plan_coverage words it)."""
+    missing = [printable(r) for r in answer.routes if r not in answer.planned]
+    return f"{len(answer.planned)} of {len(answer.routes)} routes" + (
+        f"; {', '.join(missing)} infeasible" if missing else "")
+
+
+def bar_text(answer: Answer, alternative: Answer | None, compact: bool = False) -> str:
+    """The one line that stays at the top of the page: the answer's total, GPUs, coverage and whether it was
+    checked by simulation, then the alternative's total, labelled as such; `compact` (a phone): the total, GPUs
+    and the check only."""
+    t = answer.totals
+    what = "optimised fleet" if answer.kind == FLEET else "route-by-route plan"
+    gpus = f"{t['gpus']:,.0f} GPUs" + (f" ({', '.join(f'{n} {g}' for g, n in answer.gpus_by_type.items())})"
+                                       if answer.gpus_by_type else "")
+    check = "checked by simulation" if answer.checked else "**NOT checked by simulation**"
+    if compact:
+        return f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {t['gpus']:,.0f} GPUs · {check}"
+    text = (f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {gpus} · {coverage_text(answer)} · {check}")
+    if alternative is not None:
+        a = alternative.totals
+        text += (f" · alternative: route by route ${a['total_usd_per_month']:,.0f}/month"
+                 + ("" if alternative.checked else " (NOT checked)"))
+    return text
+
+
+# ---------------------------------------------------------------- plan -> fleet, per route
+
+PLAN_FLEET_COLUMNS = ("route", "plan: engine / GPU", "plan: GPUs", "plan: $/month", "fleet: deployment",
+                      "fleet: engine / GPU", "fleet: GPUs", "fleet: GPU $/month", "why they differ")
+
+
+def plan_fleet_table(plan: pd.DataFrame, fleet: FleetResult) -> pd.DataFrame:
+    """Per route: the plan's option, GPUs and $/month beside the fleet's deployment(s) serving it, their GPUs and
+    GPU $/month (a shared deployment's whole GPUs and $, as it serves several routes), and why they differ."""
+    deployments = {str(d["deployment"]): d for d in fleet.deployments.to_dict("records")}
+    placed = {str(r["route"]): [n for n in str(r["deployments"]).split(";") if n] for r in fleet.routes.to_dict("records")}
+    served: dict[str, list[str]] = {}
+    for route, names in placed.items():
+        for name in names:
+            served.setdefault(name, []).append(route)
+    rows = [_plan_fleet_row(r, [deployments[n] for n in placed.get(str(r["route"]), []) if n in deployments], served)
+            for r in plan.to_dict("records")]
+    return pd.DataFrame(rows, columns=list(PLAN_FLEET_COLUMNS))
+
+
+def why_text(table: pd.DataFrame) -> str:
+    """The 'why they differ' column of a plan_fleet_table as markdown, one bullet per route that differs and one
+    line naming the routes the fleet serves as planned."""
+    same = [printable(str(r)) for r, why in zip(table["route"], table["why they differ"], strict=True)
+            if why == "same as the plan"]
+    lines = [f"- **{printable(str(r))}**: {printable(str(why))}"
+             for r, why in zip(table["route"], table["why they differ"], strict=True) if why != "same as the plan"]
+    if same:
+        lines.append(f"- same as the plan: {', '.join(same)}")
+    return "\n".join(lines)
+
+
+def deployment_terms_text(deployments: pd.DataFrame) -> str:
+    """Per deployment, its pricing without sources and its notes, as markdown bullets (too long for a cell)."""
+    lines = []
+    for d in deployments.to_dict("records"):
+        notes = "" if d.get("notes") is None or pd.isna(d.get("notes")) else str(d["notes"])
+        lines.append(f"- **{printable(str(d['deployment']))}**: {printable(price_brief(str(d['pricing'])))}"
+                     + (f"; {printable(notes)}" if notes else ""))
+    return "\n".join(lines)
+
+
+def deployment_cards(deployments: pd.DataFrame) -> list[Card]:
+    """Per deployment of a fleet (the compact layout): the routes it serves as the title, its GPUs, option and GPU
+    $/month as the line, its kind, SLO held, pricing (without sources) and notes as the note."""
+    cards = []
+    for d in deployments.to_dict("records"):
+        line = (f"**{_count(d['gpus_max'])} GPUs** · {_option(d)} · **${_count(d['gpu_usd_per_month'])}/month** in "
+                f"GPUs")
+        notes = "" if d.get("notes") is None or pd.isna(d.get("notes")) else str(d["notes"])
+        note = " · ".join(str(x) for x in (d["kind"], d.get("slo") or "", price_brief(str(d["pricing"])), notes) if x)
+        cards.append((printable(f"{d['deployment']}: {d['routes']}"), printable(line), printable(note)))
+    return cards
+
+
+def _float(value: object) -> float:
+    return float(value)  # type: ignore[arg-type]
+
+
+def _int(value: object) -> int:
+    return int(float(value))  # type: ignore[arg-type]
+
+
+def _option(row: Mapping[str, object]) -> str:
+    config = row.get("engine_config")
+    label = engine_label(str(row["engine"]), str(row["engine_version"]), None if config is None else str(config))
+    return f"{label}/{row['gpu']}/{row['precision']}/tp{_int(row['tp'])}"
+
+
+def _plan_fleet_row(row: Mapping[str, object], used: list[Mapping[str, object]],
+                    served: Mapping[str, list[str]]) -> dict[str, object]:
+    route = str(row["route"])
+    ok = row.get("status") == "ok"
+    out: dict[str, object] = {"route": route, "plan: engine / GPU": _option(row) if ok else "infeasible",
+                              "plan: GPUs": row["gpus"] if ok else None,
+                              "plan: $/month": row["total_usd_per_month"] if ok else None}
+    out |= {"fleet: deployment": "; ".join(str(d["deployment"]) for d in used),
+            "fleet: engine / GPU": "; ".join(_option(d) for d in used),
+            "fleet: GPUs": sum(_int(d["gpus_max"]) for d in used) if used else None,
+            "fleet: GPU $/month": sum(_float(d["gpu_usd_per_month"]) for d in used) if used else None,
+            "why they differ": _why(row, used, served) if ok else "infeasible: in neither"}
+    return out
+
+
+def _why(row: Mapping[str, object], used: list[Mapping[str, object]], served: Mapping[str, list[str]]) -> str:
+    """The reasons the fleet serves the route differently from its plan row ('same as the plan' when none)."""
+    if not used:
+        return "not in the fleet"
+    route, reasons = str(row["route"]), []
+    if len(used) > 1:
+        reasons.append(f"split by request length over {len(used)} deployments (GPU mix)")
+    for d in used:
+        others = [printable(r) for r in served.get(str(d["deployment"]), []) if r != route]
+        if others:
+            reasons.append(f"shares {d['deployment']} with {', '.join(others)}"
+                           + (f", held at the stricter SLO ({d['slo']})" if d.get("slo") else ""))
+        if _option(d) != _option(row):
+            reasons.append(f"another option in {d['deployment']}: {_option(d)}: the fleet's program, counting "
+                           "engineering once per engine and model, found it cheaper overall")
+        elif not others and _int(d["replicas_max"]) != _int(row["replicas"]):
+            reasons.append(f"{d['replicas_max']} replicas instead of {_int(row['replicas'])}")
+        if not others and abs(_float(d["gpu_usd_per_month"]) - _float(row["gpu_usd_per_month"])) >= 0.5:
+            reasons.append(f"priced {price_brief(str(d['pricing']))}")
+        if _int(d.get("replicas_min", 0)) != _int(d["replicas_max"]):
+            reasons.append(f"autoscaled {d['replicas_min']}–{d['replicas_max']} replicas over the day")
+    return "; ".join(reasons) or "same as the plan"
+
+
+def price_brief(pricing: str) -> str:
+    """A deployment's pricing without its sources: 'coreweave spot $2.6162/GPU-h'."""
+    while _INNER_BRACKET.search(pricing):
+        pricing = _INNER_BRACKET.sub("", pricing)
+    return pricing.strip()
+
+
+# ---------------------------------------------------------------- cards (the compact layout: one card per route)
+
+PLAN_FLEET_FORMATS = {"plan: GPUs": "{:,.0f}", "plan: $/month": "${:,.0f}", "fleet: GPUs": "{:,.0f}",
+                      "fleet: GPU $/month": "${:,.0f}"}
+Card = tuple[str, str, str]  # title, the line to buy, a note
+
+
+def _count(value: object) -> str:
+    return "" if value is None or pd.isna(value) else f"{_float(value):,.0f}"
+
+
+def plan_fleet_cards(table: pd.DataFrame) -> list[Card]:
+    """Per route of a plan_fleet_table: the fleet's GPUs, deployment and GPU $/month as the line to buy, and the
+    plan's beside it with why they differ as the note."""
+    cards = []
+    for r in table.to_dict("records"):
+        route = printable(str(r["route"]))
+        if not r["fleet: deployment"]:
+            cards.append((route, f"not in the fleet · plan: {r['plan: engine / GPU']}", str(r["why they differ"])))
+            continue
+        line = (f"**{_count(r['fleet: GPUs'])} GPUs** · {r['fleet: engine / GPU']} · "
+                f"**${_count(r['fleet: GPU $/month'])}/month** in GPUs ({r['fleet: deployment']})")
+        note = (f"route by route: {_count(r['plan: GPUs'])} GPUs · {r['plan: engine / GPU']} · "
+                f"${_count(r['plan: $/month'])}/month — {r['why they differ']}")
+        cards.append((route, printable(line), printable(note)))
+    return cards
+
+
+def plan_cards(plan: pd.DataFrame) -> list[Card]:
+    """Per route of a plan: GPUs, engine / GPU and $/month as the line to buy; the runner-up (or why the route is
+    infeasible) as the note."""
+    cards = []
+    for r in plan.to_dict("records"):
+        route = printable(str(r["route"]))
+        if r.get("status") != "ok":
+            cards.append((route, "**infeasible**", printable(str(r.get("notes") or ""))))
+            continue
+        line = f"**{_count(r['gpus'])} GPUs** · {_option(r)} · **${_count(r['total_usd_per_month'])}/month**"
+        runner = r.get("runner_up")
+        note = "" if runner is None or pd.isna(runner) or not str(runner) else f"runner-up: {runner}"
+        cards.append((route, printable(line), printable(note)))
+    return cards
