@@ -670,17 +670,18 @@ def check_text(unchecked: str) -> str:
 
 
 def range_text(plan: pd.DataFrame) -> str:
-    """'range 9–69 GPUs, $19,154–$124,647/month' over the planned routes whose range is not wide (the
-    throughput interval); the wide ones are named apart (their extremes would swamp the sum)."""
+    """'90% range 21–27 GPUs, $..–$../month (...)' over the planned routes whose range is not wide
+    (tables.total_range); the wide ones are named apart (their extremes would swamp the sum)."""
     ok = plan[plan["status"] == "ok"]
     if ok.empty:
         return "no range"
     wide = {w["route"] for w in tables.wide_ranges(ok)}
     narrow = ok[~ok["route"].map(lambda r: printable(str(r))).isin(wide)]
-    gpus = (narrow["gpus_low"].sum(), narrow["gpus_high"].sum())
-    usd = (narrow["total_usd_per_month_low"].sum(), narrow["total_usd_per_month_high"].sum())
-    text = (f"range {gpus[0]:,.0f}–{gpus[1]:,.0f} GPUs, ${usd[0]:,.0f}–${usd[1]:,.0f}/month if replicas deliver "
-            f"the low or high end of their throughput interval") if not narrow.empty else "no narrow range"
+    _, *gpus = tables.total_range(narrow, "gpus", "gpus_low", "gpus_high")
+    _, *usd = tables.total_range(narrow, "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")
+    text = (f"90% range {gpus[0]:,.0f}–{gpus[1]:,.0f} GPUs, ${usd[0]:,.0f}–${usd[1]:,.0f}/month (each fitted "
+            f"curve's throughput error its own; all at their ends: {narrow['gpus_low'].sum():,.0f}–"
+            f"{narrow['gpus_high'].sum():,.0f} GPUs)") if not narrow.empty else "no narrow range"
     if wide:
         text += (f" ({len(narrow)} of {len(ok)} planned routes; wide, see the table: "
                  f"{', '.join(sorted(wide))})")

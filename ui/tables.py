@@ -67,6 +67,22 @@ def gpu_range_text(row: Mapping[str, object]) -> str:
     return f"{span} {WIDE_BADGE}" if span and _wide(row) else span
 
 
+# A curve: routes sized on the same one share its error (added in step); different curves were fitted apart.
+CURVE_COLUMNS = ("engine", "engine_version", "gpu", "model", "precision", "tp", "config")
+
+
+def total_range(plan: pd.DataFrame, planned: str, low: str, high: str) -> tuple[float, float, float]:
+    """(total, low, high) of column `planned` over the plan's rows: the ~90% range of the sum when each curve's
+    throughput error is its own (routes on one curve move together, so their distances to `low` / `high` add;
+    different curves' add in quadrature), not the sum of every route's extreme."""
+    total = float(plan[planned].sum())
+    curves = [c for c in CURVE_COLUMNS if c in plan.columns]
+    by_curve = plan.assign(_down=plan[planned] - plan[low], _up=plan[high] - plan[planned]) \
+        .groupby(curves, dropna=False)[["_down", "_up"]].sum()
+    return (total, total - math.sqrt(float((by_curve["_down"] ** 2).sum())),
+            total + math.sqrt(float((by_curve["_up"] ** 2).sum())))
+
+
 def wide_ranges(plan: pd.DataFrame) -> list[dict[str, str]]:
     """Per planned route with a wide GPU range: route, the range ('16 (4–316, ×79)'), its cause (the
     provenance and profile files the plan row carries) and its fix (the `python -m measure profile` command

@@ -56,3 +56,16 @@ def test_the_fleet_table_names_the_routes_each_deployment_serves():
     assert list(table["engine"]) == ["vllm 0.26.0 [tuned]", "vllm 0.26.0"]
     html = tables.styled(table, tables.FLEET_FORMATS).to_html()
     assert "99.6%" in html and "$8,147" in html and "None" not in html and "nan" not in html
+
+
+def test_the_total_range_adds_one_curves_routes_in_step_and_different_curves_in_quadrature():
+    curve = {"engine": "vllm", "engine_version": "0.26.0", "gpu": "h200", "model": "m", "precision": "bf16", "tp": 1,
+             "config": "default"}
+    rows = [dict(curve, gpus=10, gpus_low=7, gpus_high=14), dict(curve, gpus=10, gpus_low=7, gpus_high=14),
+            dict(curve, model="other", gpus=10, gpus_low=6, gpus_high=18)]
+    total, low, high = tables.total_range(pd.DataFrame(rows), "gpus", "gpus_low", "gpus_high")
+    assert total == 30
+    # one curve's two routes move together (3 + 3 down, 4 + 4 up); the other curve apart (4 down, 8 up)
+    assert low == 30 - math.hypot(6, 4) and high == 30 + math.hypot(8, 8)
+    # narrower than every route at its extreme, never narrower than the widest single curve
+    assert 20 < low < 30 - 6 and 30 + 8 < high < 46
