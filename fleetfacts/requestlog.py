@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import record_lines, slug
+from fleetfacts.schema import escape_controls, record_lines, slug
 
 log = logging.getLogger(__name__)
 
@@ -346,6 +346,7 @@ def _finish(frame: pd.DataFrame, skips: dict[str, tuple[int, ...]], fmt: str, pa
     frame["t_s"] = frame["t"] - frame["t"].iloc[0]
     frame["input_len"] = frame["input_len"].astype(np.int64)
     frame["output_len"] = frame["output_len"].astype(np.int64)
+    frame["route"] = frame["route"].astype(str).map(escape_controls)  # as route names load (planner.planning.plan)
     models = {r: _single(g["model"]) for r, g in frame.groupby("route", sort=True)}
     if report.count:
         log.warning("%s: %s", path, report.describe())

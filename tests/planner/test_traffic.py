@@ -231,3 +231,16 @@ def test_routes_errors_name_the_physical_line_after_comments_blank_lines_and_quo
     routes.write_text(routes.read_text().replace(",-1,", ",2,"))
     with pytest.raises(InputError, match=r"routes.csv, line 9, column 'name': duplicate"):
         load_routes(routes)
+
+
+def test_a_log_routes_control_characters_match_the_routes_derived_from_it(tmp_path):
+    """Issue 25: route names load with their control characters escaped; a log naming the same route with a
+    raw ESC must still replay onto it (traffic derives the routes, plan replays the log onto them)."""
+    rows = [json.dumps({"timestamp": 1_700_000_000 + k, "route": "ch\x1bat", "prompt_tokens": 100 + k,
+                        "completion_tokens": 20}) for k in range(6)]
+    log_path = write(tmp_path, "gw.jsonl", "\n".join(rows) + "\n")
+    write_table(traffic.log_to_routes(log_path, ttft_slo_ms=500)[0], tmp_path / "routes.csv", ROUTES)
+    routes = load_routes(tmp_path / "routes.csv")
+    assert list(routes["name"]) == ["ch\\x1bat"]
+    replayed = workload.replay_requests(log_path, routes)
+    assert list(replayed) == ["ch\\x1bat"] and len(replayed["ch\\x1bat"].arrival_s) == 6
