@@ -12,7 +12,7 @@ times engine-specific coefficients c (seconds per unit of each quantity):
     q  = c_prefill_flops * G_prefill + c_tp_bytes * X + c_expert_tokens * E
     r  = c_attn_flops * 2 L_kv H d / (tp F_bf16)
     h  = c_request + c_prefill_flops * G_head
-    g  = c_graph * L + c_expert_graph * E
+    g  = c_graph + c_expert_graph * E
 
 W_read: weight bytes streamed per decode step, each part at the precision it is stored in (a
 quantised checkpoint keeps its LM head and embeddings in 16 bits; a natively MXFP4 checkpoint such as
@@ -27,14 +27,16 @@ interconnect bandwidth: one token's share of the two all-reduces per layer; L: l
 per-layer costs: kernel launches and small-kernel latency); E = L * experts per token / tp: routed
 (token, expert) pairs of an MoE layer stack (dispatch, combine and small grouped GEMMs); c_moe_step the
 fixed cost an MoE layer adds to every step (router, top-k, token sorting and the fused-MoE launches).
-g: a sequence decoded beyond the largest captured CUDA graph runs without it, paying per layer (c_graph)
-and, in an MoE model, per routed (token, expert) pair (c_expert_graph) what the graph would have hidden:
-vLLM 0.26 on the H200 fits 21-36 us per such sequence for the dense 7-8B models and Mixtral (28-32 layers,
-2 experts per token) and 77 us for Qwen3-30B-A3B (48 layers, 8 experts per token).
+g: a sequence decoded beyond the largest captured CUDA graph runs without it, paying a fixed amount
+(c_graph, whatever the layer count) and, in an MoE model, an amount per routed (token, expert) pair
+(c_expert_graph). Each profile's own fit on the H200 (vLLM 0.26), in us per such sequence: 21 and 29 for the
+dense GQA 7-8B models, 36 for Mixtral-8x7B (64 routed pairs), 42 for OLMoE-1B-7B (128) and 77 for
+Qwen3-30B-A3B (384): about 25 + 0.14 per pair; per layer it would be 2.6 us for OLMoE and 0.8 for the dense
+models.
 c_moe_fixed: a per-step cost of an MoE model that does not grow with its layers. With Mixtral-8x7B (32 layers)
 and Qwen3-30B-A3B (48) alone the data put the MoE overhead per layer (c_moe_step); OLMoE-1B-7B (16 layers, 2.1 ms
 a step at batch 1) puts it per step (about 0.9 ms, c_moe_step then 0): Qwen3-30B-A3B predicted from the others
-went from 11.7% to 6.9% median. It is not identified from two MoE models (OLMoE from the other two does not move),
+went from 11.7% to 6.3% median. It is not identified from two MoE models (OLMoE from the other two barely moves),
 which the MoE interval widening carries.
 The four MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
 1/c_weights is then the fraction of datasheet bandwidth an engine achieves, 1/c_decode_flops the
@@ -303,7 +305,7 @@ def physics_matrix(t: Target) -> np.ndarray:
     p[4, _C["attn_flops"]] = 2.0 * kv_layers * m.num_attention_heads * m.head_dim / bf16_flops
     p[5, _C["request"]] = 1.0
     p[5, _C["prefill_flops"]] = _gemm_s([head], t)  # one LM-head row per prompt
-    p[6, _C["graph"]] = float(m.num_layers)
+    p[6, _C["graph"]] = 1.0  # host-side work per sequence run outside the graphs, not per layer
     if m.is_moe:  # routed (token, expert) pairs per token on one GPU: dispatch, combine, small grouped GEMMs
         pairs = m.num_layers * m.experts_per_token / t.tp
         p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = p[6, _C["expert_graph"]] = pairs
