@@ -57,6 +57,21 @@ def test_bad_campaign_files_are_one_line_errors(tmp_path, capsys, text, message)
     assert message in err and str(path) in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_campaign_beyond_its_stated_job_limit_is_refused_before_any_job_is_planned(tmp_path, capsys):
+    """Issue 25: a 10,000-job --dry-run took 25 s and printed 10,000 rows; past MAX_CAMPAIGN_JOBS the file is
+    refused at once, in one line naming the limit and the fix."""
+    from measure.campaign.spec import MAX_CAMPAIGN_JOBS
+    defaults = "defaults: {gpu: h200, engine: vllm, model: m}\n"
+    path = tmp_path / "big.yaml"
+    path.write_text(defaults + "jobs:\n" + "".join(f"  - {{tag: t{i}}}\n" for i in range(MAX_CAMPAIGN_JOBS + 1)))
+    assert main(["campaign", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{MAX_CAMPAIGN_JOBS + 1:,} jobs" in err and f"at most {MAX_CAMPAIGN_JOBS:,}" in err and "split" in err
+    assert len(err.strip().splitlines()) == 1
+    path.write_text(defaults + "jobs:\n" + "".join(f"  - {{tag: t{i}}}\n" for i in range(MAX_CAMPAIGN_JOBS)))
+    assert load_campaign(path).jobs  # the limit itself is accepted
+
+
 def test_two_jobs_writing_one_folder_are_refused(tmp_path):
     path = tmp_path / "c.yaml"
     job = {"gpu": "h200", "engine": "vllm", "model": "llama-3.1-8b"}
