@@ -548,7 +548,7 @@ def answer_section(shown: Shown, fleet: FleetResult | None, settings: scenario.S
     change = answer_change(now)
     answer_cards(now, change, shown.unchecked if fleet is None else FLEET_UNCHECKED)
     if fleet is None:
-        st.caption(f"Totals cover {printable(plan_coverage(result.rows))} · {range_text(result.plan)} · "
+        st.caption(f"Totals cover {printable(plan_coverage(result.rows))} · {tables.range_text(result.plan)} · "
                    + check_text(shown.unchecked))
     else:
         st.caption(f"Totals cover {answer.coverage_text(now)} · {fleet_note(fleet.summary)} · "
@@ -603,7 +603,7 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
         cols[1].metric("Route by route GPUs", f"{plan_view.totals['gpus']:,.0f}")
         cols[2].metric("Fleet saves $/month", f"${plan_view.totals['total_usd_per_month'] - now.totals['total_usd_per_month']:,.0f}",
                        help="Route by route $/month minus the optimised fleet's.")
-        st.caption(f"Route by route totals cover {printable(plan_coverage(plan_rows(plan)))} · {range_text(plan)}")
+        st.caption(f"Route by route totals cover {printable(plan_coverage(plan_rows(plan)))} · {tables.range_text(plan)}")
     st.markdown("**Plan → fleet, per route**")
     table = answer.plan_fleet_table(plan, fleet)
     if st.session_state.get("compact"):
@@ -667,25 +667,6 @@ def check_text(unchecked: str) -> str:
         return "checked by simulation, as `python -m planner plan`"
     return (f"**NOT checked by simulation** ({printable(unchecked)}): analytical sizing, which can differ from "
             "`python -m planner plan`")
-
-
-def range_text(plan: pd.DataFrame) -> str:
-    """'90% range 21–27 GPUs, $..–$../month (...)' over the planned routes whose range is not wide
-    (tables.total_range); the wide ones are named apart (their extremes would swamp the sum)."""
-    ok = plan[plan["status"] == "ok"]
-    if ok.empty:
-        return "no range"
-    wide = {w["route"] for w in tables.wide_ranges(ok)}
-    narrow = ok[~ok["route"].map(lambda r: printable(str(r))).isin(wide)]
-    _, *gpus = tables.total_range(narrow, "gpus", "gpus_low", "gpus_high")
-    _, *usd = tables.total_range(narrow, "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")
-    text = (f"90% range {gpus[0]:,.0f}–{gpus[1]:,.0f} GPUs, ${usd[0]:,.0f}–${usd[1]:,.0f}/month (each fitted "
-            f"curve's throughput error its own; all at their ends: {narrow['gpus_low'].sum():,.0f}–"
-            f"{narrow['gpus_high'].sum():,.0f} GPUs)") if not narrow.empty else "no narrow range"
-    if wide:
-        text += (f" ({len(narrow)} of {len(ok)} planned routes; wide, see the table: "
-                 f"{', '.join(sorted(wide))})")
-    return text
 
 
 def planned_delta(change: dict[str, float] | None) -> str | None:

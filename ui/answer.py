@@ -61,8 +61,9 @@ def fleet_answer(fleet: FleetResult, plan: pd.DataFrame) -> Answer:
 
 
 def answer_change(now: Answer, before: Answer | None) -> dict[str, float] | None:
-    """The change from `before` like for like (the shape of ui.scenario.plan_change): `planned` the change in
-    routes planned; the $ and GPUs over the routes planned in both for two plans, for two fleets only when
+    """The change from `before` like for like: `planned` the change in
+    routes planned; the $ and GPUs over the routes planned in both for two plans (a route that turned
+    infeasible is not a saving), for two fleets only when
     both plan the same routes (a fleet's shared deployments have no per-route $), else 0 with `common` 0.
     None when there is nothing to compare (no previous answer, or a fleet after a plan or back)."""
     if before is None or before.kind != now.kind:

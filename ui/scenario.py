@@ -692,25 +692,6 @@ def plan_totals(plan: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def route_totals(plan: pd.DataFrame) -> dict[str, tuple[float, float, float, float]]:
-    """Per planned (ok) route: GPUs, GPU $/month, engineering $/month and total $/month."""
-    ok = plan[plan["status"] == "ok"]
-    columns = [pd.to_numeric(ok[c], errors="coerce").fillna(0.0)
-               for c in ("gpus", "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month")]
-    return {str(r): (float(g), float(gu), float(e), float(t))
-            for r, g, gu, e, t in zip(ok["route"], *columns, strict=True)}
-
-
-def plan_change(now: Mapping[str, tuple[float, ...]], before: Mapping[str, tuple[float, ...]]) -> dict[str, float]:
-    """The change from `before` to `now` (route_totals of two plans) like for like: GPUs and $/month summed
-    over the routes planned in both only (a route that turned infeasible is not a saving), `planned` the
-    change in the number of routes planned and `common` how many routes the money compares."""
-    common = [r for r in now if r in before]
-    change = {name: sum(now[r][i] - before[r][i] for r in common)
-              for i, name in enumerate(("gpus", "gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month"))}
-    return {**change, "planned": float(len(now) - len(before)), "common": float(len(common))}
-
-
 # Per scenario, the comparison's columns: "<scenario>: <header>".
 COMPARE_HEADERS = {"choice": "engine / GPU", "gpus": "GPUs", "usd_per_month": "$/month"}
 

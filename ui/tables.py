@@ -68,7 +68,7 @@ def gpu_range_text(row: Mapping[str, object]) -> str:
 
 
 # A curve: routes sized on the same one share its error (added in step); different curves were fitted apart.
-CURVE_COLUMNS = ("engine", "engine_version", "gpu", "model", "precision", "tp", "config")
+CURVE_COLUMNS = ("engine", "engine_version", "engine_config", "gpu", "model", "precision", "tp")  # PLAN's names
 
 
 def total_range(plan: pd.DataFrame, planned: str, low: str, high: str) -> tuple[float, float, float]:
@@ -81,6 +81,25 @@ def total_range(plan: pd.DataFrame, planned: str, low: str, high: str) -> tuple[
         .groupby(curves, dropna=False)[["_down", "_up"]].sum()
     return (total, total - math.sqrt(float((by_curve["_down"] ** 2).sum())),
             total + math.sqrt(float((by_curve["_up"] ** 2).sum())))
+
+
+def range_text(plan: pd.DataFrame) -> str:
+    """'90% range 21–27 GPUs, $..–$../month (...)' over the planned routes whose range is not wide
+    (total_range); the wide ones are named apart (their extremes would swamp the sum)."""
+    ok = plan[plan["status"] == "ok"]
+    if ok.empty:
+        return "no range"
+    wide = {w["route"] for w in wide_ranges(ok)}
+    narrow = ok[~ok["route"].map(lambda r: printable(str(r))).isin(wide)]
+    _, *gpus = total_range(narrow, "gpus", "gpus_low", "gpus_high")
+    _, *usd = total_range(narrow, "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")
+    text = (f"90% range {gpus[0]:,.0f}–{gpus[1]:,.0f} GPUs, ${usd[0]:,.0f}–${usd[1]:,.0f}/month (each fitted "
+            f"curve's throughput error its own; all at their ends: {narrow['gpus_low'].sum():,.0f}–"
+            f"{narrow['gpus_high'].sum():,.0f} GPUs)") if not narrow.empty else "no narrow range"
+    if wide:
+        text += (f" ({len(narrow)} of {len(ok)} planned routes; wide, see the table: "
+                 f"{', '.join(sorted(wide))})")
+    return text
 
 
 def wide_ranges(plan: pd.DataFrame) -> list[dict[str, str]]:

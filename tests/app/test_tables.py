@@ -60,7 +60,7 @@ def test_the_fleet_table_names_the_routes_each_deployment_serves():
 
 def test_the_total_range_adds_one_curves_routes_in_step_and_different_curves_in_quadrature():
     curve = {"engine": "vllm", "engine_version": "0.26.0", "gpu": "h200", "model": "m", "precision": "bf16", "tp": 1,
-             "config": "default"}
+             "engine_config": "default"}
     rows = [dict(curve, gpus=10, gpus_low=7, gpus_high=14), dict(curve, gpus=10, gpus_low=7, gpus_high=14),
             dict(curve, model="other", gpus=10, gpus_low=6, gpus_high=18)]
     total, low, high = tables.total_range(pd.DataFrame(rows), "gpus", "gpus_low", "gpus_high")
@@ -69,3 +69,5 @@ def test_the_total_range_adds_one_curves_routes_in_step_and_different_curves_in_
     assert low == 30 - math.hypot(6, 4) and high == 30 + math.hypot(8, 8)
     # narrower than every route at its extreme, never narrower than the widest single curve
     assert 20 < low < 30 - 6 and 30 + 8 < high < 46
+    from fleetfacts.schema import PLAN
+    assert set(tables.CURVE_COLUMNS) <= set(PLAN.names)  # a curve is named by the plan's own columns
