@@ -8,7 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-04 f4984f3 (issue 24: a third MoE model); earlier lists are in git history.
+# The job list is 2026-12-04, fourth session (issue 24: a fourth MoE model, FP8 of a second model); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -102,9 +102,12 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-# 2026-12-04, job list of commit f4984f3 (issue 24: a third MoE so that a cost one MoE model shows can be learnt
-# from others). The first list (beyond-graph batches) is in git history (commit 8779248).
-profile moe-olmoe-1b-7b 200 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-olmoe.csv"
+# 2026-12-04 (fourth session), issue 24: a fourth MoE model (Granite-3.1-3B-A800M: small experts like OLMoE but 32
+# layers, to tell a per-layer MoE cost from a per-step one), FP8 of a second dense model (Qwen2.5-7B), and a few
+# Granite points again in a fresh engine. Earlier job lists are in git history (commits 8779248, f4984f3).
+profile moe-granite-3.1-3b-a800m 200 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-granite.csv"
+profile qwen2.5-7b-fp8 200 qwen2.5-7b fp8 "$code/scripts/gpu/shapes-qwen2.5-fp8.csv"
+profile moe-granite-3.1-3b-a800m-repeat 150 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-granite-repeat.csv"
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
