@@ -126,12 +126,13 @@ PRIOR_WEIGHT = 2.0
 # Which coefficients may differ by engine version, GPU generation and precision family: a version
 # changes kernels and the scheduler (every efficiency and overhead); a generation changes memory and
 # tensor cores (bandwidth and FLOP efficiencies, launch latency); a precision family changes the GEMM
-# kernels and the dequantisation of weights as they are read.
+# kernels and the dequantisation of weights as they are read, and what a step run outside the CUDA graphs
+# launches per sequence (vLLM's dynamic FP8 quantises each GEMM's activations on the fly).
 EFFECT_COEFS = {
     "version": ("weights", "step", "decode_flops", "seq", "kv", "prefill_flops", "attn_flops", "request",
                 "expert_tokens", "moe_step"),
     "arch": ("weights", "step", "decode_flops", "kv", "prefill_flops", "attn_flops"),
-    "precision": ("weights", "decode_flops", "prefill_flops", "expert_tokens"),
+    "precision": ("weights", "decode_flops", "prefill_flops", "expert_tokens", "graph"),
 }
 # Prior spread of each effect (standard deviation of the log factor): 0.3 lets a level be ~1.35x off
 # the engine-wide efficiency at one sd (FP4 GEMMs reaching a smaller share of their doubled peak, a

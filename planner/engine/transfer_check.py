@@ -9,7 +9,8 @@ tokens/s (and of mean TPOT / TTFT where the target measured latency):
 - gpu: each GPU's TensorRT-LLM tables from the other GPUs' tables of the same version;
 - gpu-pair: H100 from the H200 tables alone, and the reverse, per version;
 - tp: each TP size of the 70B tables from the other TP sizes (and the other models) of the same version;
-- precision: vLLM FP8 from BF16 only.
+- precision: each vLLM FP8 profile from BF16 only;
+- precision model: each vLLM FP8 profile from BF16 and the other models' FP8 profiles.
 
 `published_fits` compares the leave-one-point-out error of the published-table fits before
 (planner.engine.curves: each table alone) and after anchoring on the pooled calibration (the transferred
@@ -71,7 +72,7 @@ class Experiment:
 
 def experiments(data: list[GroupData]) -> list[Experiment]:
     """Every experiment the data supports (see the module docstring)."""
-    return (_vllm_model_experiments() + _vllm_precision_experiments() + _vllm_architecture_experiments(data)
+    return (_vllm_model_experiments() + _vllm_precision_experiments(data) + _vllm_architecture_experiments(data)
             + _vllm_moe_model_experiments(data)
             + _trtllm_experiments(data, "model", _model_family(bundled_model_specs()))
             + _trtllm_experiments(data, "gpu", lambda d: d.key.gpu)
@@ -93,10 +94,25 @@ def _vllm_model_experiment(source: str, target: str) -> Experiment:
                       f"{source} (all its vLLM H200 profiles)", architecture(bundled_model_specs()[target]))
 
 
-def _vllm_precision_experiments() -> list[Experiment]:
-    return [Experiment("precision", "vllm", "llama-3.1-8b fp8 on h200",
-                       lambda d: d.key.model == "llama-3.1-8b" and d.key.precision == "fp8" and _default(d),
-                       lambda d: d.key.precision == "bf16", "bf16 profiles (every model)")]
+def _vllm_precision_experiments(data: list[GroupData]) -> list[Experiment]:
+    """Each quantised model's default vLLM profile from the bf16 profiles alone ("precision": nothing of its
+    kernels is seen), and from the bf16 ones plus the other models' profiles at its precision ("precision
+    model": how a user's model is planned once one model of that precision was profiled)."""
+    quantised = sorted({(d.key.model, d.key.precision) for d in data
+                        if d.key.engine == "vllm" and d.key.precision != "bf16" and _default(d)})
+    out = []
+    for model, precision in quantised:
+        def is_target(d: GroupData, m: str = model, p: str = precision) -> bool:
+            return d.key.model == m and d.key.precision == p and _default(d)
+        out.append(Experiment("precision", "vllm", f"{model} {precision} on h200", is_target,
+                              lambda d: d.key.precision == "bf16", "bf16 profiles (every model)"))
+        others = sorted({m for m, p in quantised if p == precision and m != model})
+        if others:
+            out.append(Experiment(
+                "precision model", "vllm", f"{model} {precision} on h200", is_target,
+                lambda d, m=model, p=precision: d.key.model != m and d.key.precision in ("bf16", p),
+                f"bf16 profiles and {precision} of {', '.join(others)}"))
+    return out
 
 
 def _vllm_architecture_experiments(data: list[GroupData]) -> list[Experiment]:

@@ -262,12 +262,28 @@ def test_validate_transfer_runs_every_kind_of_experiment(bundled):
     profiles, data = bundled
     table = C.validate_transfer(profiles, data)
     kinds = set(zip(table.engine, table.kind, strict=True))
-    assert {("vllm", "model"), ("vllm", "precision"), ("trtllm", "gpu"), ("trtllm", "tp"), ("trtllm", "model")} <= kinds
+    assert {("vllm", "model"), ("vllm", "precision"), ("vllm", "precision model"), ("trtllm", "gpu"), ("trtllm", "tp"),
+            ("trtllm", "model")} <= kinds
     vllm = table[table.engine == "vllm"].set_index("target")
     assert {"qwen2.5-7b bf16 on h200", "llama-3.1-8b bf16 on h200"} <= set(vllm.index)
     assert (table.median_err_pct <= table.max_err_pct).all() and (table.n > 0).all()
     assert {"vllm", "trtllm"} <= set(C.transfer_errors(table))  # and per architecture (test below)
     assert "summary" in "\n".join(C.format_validation(table, pd.DataFrame()))
+
+
+def test_each_fp8_profile_is_predicted_from_bf16_alone_and_with_the_other_models_fp8(bundled):
+    _, data = bundled
+    exps = [e for e in C.experiments(data) if e.kind in ("precision", "precision model")]
+    fp8_models = {d.key.model for d in data if d.key.engine == "vllm" and d.key.precision == "fp8"}
+    assert len(fp8_models) >= 2 and {e.target.split()[0] for e in exps} == fp8_models
+    for exp in exps:
+        targets = [d for d in data if d.key.engine == "vllm" and exp.is_target(d)]
+        train = [d for d in data if d.key.engine == "vllm" and not exp.is_target(d) and exp.may_calibrate(d)]
+        target_model = {d.key.model for d in targets}
+        assert len(target_model) == 1 and {d.key.precision for d in targets} == {"fp8"}
+        assert not target_model & {d.key.model for d in train if d.key.precision == "fp8"}
+        train_fp8 = {d.key.model for d in train if d.key.precision == "fp8"}
+        assert bool(train_fp8) == (exp.kind == "precision model")
 
 
 def test_architectures_are_told_apart_from_their_configs():
