@@ -8,7 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-04, fourth session, second list (issue 24: CUDA graphs to 1024); earlier lists are in git history.
+# The job list is 2026-12-04, fourth session, third list (issue 24: max_model_len 1024); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -102,12 +102,10 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-# 2026-12-04 (fourth session, second list), issue 24: the beyond-graph batches of Granite and Qwen2.5-7B FP8 again with
-# CUDA graphs captured up to 1024 sequences: host launch time or GPU time? The first list of this session (Granite,
-# Qwen2.5-7B FP8, a Granite repeat) is in git history (commit 8a0dd9a).
-G1024=(--tag graphs1024 --engine-arg 'compilation_config={"max_cudagraph_capture_size": 1024}')
-profile moe-granite-graphs1024 150 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-graphs1024-moe.csv" "${G1024[@]}"
-profile qwen2.5-7b-fp8-graphs1024 120 qwen2.5-7b fp8 "$code/scripts/gpu/shapes-graphs1024-fp8.csv" "${G1024[@]}"
+# 2026-12-04 (fourth session, third list), issue 24: Granite in the default engine with max_model_len 1024, to tell the
+# CUDA-graph size from max_model_len (the second list, commit 2b828b6, changed both).
+profile moe-granite-len1024 150 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-len1024-moe.csv" --tag len1024 \
+  --engine-arg max_model_len=1024
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
