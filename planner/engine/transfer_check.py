@@ -108,10 +108,10 @@ def _vllm_precision_experiments(data: list[GroupData]) -> list[Experiment]:
                               lambda d: d.key.precision == "bf16", "bf16 profiles (every model)"))
         others = sorted({m for m, p in quantised if p == precision and m != model})
         if others:
-            out.append(Experiment(
-                "precision model", "vllm", f"{model} {precision} on h200", is_target,
-                lambda d, m=model, p=precision: d.key.model != m and d.key.precision in ("bf16", p),
-                f"bf16 profiles and {precision} of {', '.join(others)}"))
+            def may(d: GroupData, m: str = model, p: str = precision) -> bool:
+                return d.key.model != m and d.key.precision in ("bf16", p)
+            out.append(Experiment("precision model", "vllm", f"{model} {precision} on h200", is_target, may,
+                                  f"bf16 profiles and {precision} of {', '.join(others)}"))
     return out
 
 
