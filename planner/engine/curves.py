@@ -90,6 +90,14 @@ SATURATION_WAVES = 20
 # Largest decode batch the engine runs as one captured CUDA graph (vLLM: max_cudagraph_capture_size
 # default 512; TensorRT-LLM's perf-overview configs capture batch sizes up to 8192).
 DEFAULT_CUDA_GRAPH_MAX_BATCH = {"vllm": 512, "trtllm": 8192, "nim": 8192}
+# Beyond its largest CUDA graph vLLM launches every kernel from the host. On the H200 (vLLM 0.26) the GPU was then
+# 15-53% busy for small-expert MoE models and FP8 (Granite-3.1-3B-A800M, OLMoE-1B-7B, Qwen3-30B-A3B, Qwen2.5-7B FP8;
+# 90-100% for Mixtral and dense bf16), and graphs captured to 1024 ran Granite 2.2-3.4x faster: the step is
+# max(GPU time, host time), which the curves do not model (profiles/measured/h200/RUNS.md). Predictions there
+# carry this note.
+HOST_BOUND_ENGINES = frozenset({"vllm"})
+HOST_BOUND_NOTE = ("beyond vLLM's CUDA graphs ({graphs} sequences): steps measured host-bound there for MoE and FP8 "
+                   "models, prediction less reliable")
 # Defaults when a profile does not record the engine's caps (vLLM's V1 defaults on large GPUs).
 DEFAULT_MAX_NUM_SEQS = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}
 DEFAULT_MAX_BATCHED_TOKENS = {"vllm": 16384, "trtllm": 8192, "sglang": 16384}
@@ -757,9 +765,18 @@ class Curve:
         note = self.note
         if not self.has_latency:
             note = (note + "; " if note else "") + "latency predicted without latency measurements"
+        if exact is None and self._host_bound_risk(concurrency):
+            note = (note + "; " if note else "") + HOST_BOUND_NOTE.format(graphs=self.caps.cuda_graph_max_batch)
         pred = Prediction(tok_s, tok_s * math.exp(-Z_90 * sd), tok_s * math.exp(Z_90 * sd), ttft, tpot, e2e,
                           float(concurrency), extrapolated, self._label(extrapolated), note)
         return _replace_with_point(pred, exact, self.fit.sigma) if exact is not None else pred
+
+    def _host_bound_risk(self, concurrency: float) -> bool:
+        """More sequences than vLLM's largest CUDA graph, on a model or precision whose steps were measured
+        host-bound there (an MoE model, a quantised one): see HOST_BOUND_NOTE."""
+        quantised = bytes_per_value(self.key.precision) < bytes_per_value("bf16")
+        return (self.key.engine in HOST_BOUND_ENGINES and concurrency > self.caps.cuda_graph_max_batch
+                and (self.caps.expert_share > 0 or quantised))
 
     def _label(self, extrapolated: bool) -> str:
         """A prediction's provenance: "transferred" for a transferred curve (planner.engine.transfer), else

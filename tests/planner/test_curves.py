@@ -270,3 +270,23 @@ def test_more_kv_never_makes_a_preempting_batch_much_slower():
     durations = [float(curves.offline_features(Caps(1024, kv, 16384, 512, preempts=True), 512, 1024, 1024)
                        @ THETA_DENSE) for kv in range(300_000, 1_200_001, 50_000)]
     assert all(a >= b * 0.99 for a, b in zip(durations, durations[1:], strict=False))
+
+
+def test_batches_beyond_vllm_graphs_carry_the_host_bound_note_for_moe_and_fp8_only():
+    """Beyond vLLM's largest CUDA graph an MoE or FP8 step was measured host-bound (RUNS.md): a prediction there
+    says so; a dense bf16 one, within the graphs, or an exactly measured point does not."""
+    from tests.conftest import bundled_catalog
+
+    curves = bundled_catalog().curves
+
+    def curve(model: str, precision: str):
+        return next(c for k, c in curves.items() if (k.engine, k.gpu, k.model, k.precision, k.config)
+                    == ("vllm", "h200", model, precision, "default"))
+    marker = "beyond vLLM's CUDA graphs (512 sequences)"
+    moe, fp8, dense = curve("granite-3.1-3b-a800m", "bf16"), curve("qwen2.5-7b", "fp8"), curve("qwen2.5-7b", "bf16")
+    assert marker in moe.predict_offline(200, 100, 900).note
+    assert marker in fp8.predict_offline(200, 100, 900).note
+    assert marker not in dense.predict_offline(200, 100, 900).note
+    assert marker not in moe.predict_offline(200, 100, 400).note
+    measured = moe.predict_offline(128, 128, 1024)
+    assert measured.provenance == "measured" and marker not in measured.note
