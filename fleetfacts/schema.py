@@ -129,6 +129,9 @@ PROFILE = Schema(
         Column("kv_cache_tokens", "int", False, "KV-cache capacity the engine reported, tokens", minimum=1),
         Column("max_num_seqs", "int", False, "engine's cap on sequences in a batch", minimum=1),
         Column("max_num_batched_tokens", "int", False, "engine's token budget per step", minimum=1),
+        Column("cuda_graph_max_batch", "int", False, "engine's largest CUDA-graph batch, sequences (vLLM: "
+               "compilation_config.max_cudagraph_capture_size); a bigger batch runs without the graphs. Blank: "
+               "the engine's default (planner.engine.curves.DEFAULT_CUDA_GRAPH_MAX_BATCH)", minimum=1),
         Column("roofline_frac", "float", False, "measured decode speed over the memory-bandwidth bound",
                minimum=0),
         Column("status", "enum", False, "ok; failed (reason in `error`); or suspect: measured but not steady "

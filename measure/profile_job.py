@@ -217,5 +217,5 @@ def run_record(req: ProfileRequest, info: EngineInfo, argv: list[str], record_ho
     return environment_record(req.identity["engine"], info.version, cfg.engine_args, argv, record_hostname, {
         "effective_engine_args": info.effective_args, "kv_cache_tokens": info.kv_cache_tokens,
         "max_num_seqs": info.max_num_seqs, "max_num_batched_tokens": info.max_num_batched_tokens,
-        "engine_start_s": info.start_s, "engine_notes": info.notes,
+        "cuda_graph_max_batch": info.cuda_graph_max_batch, "engine_start_s": info.start_s, "engine_notes": info.notes,
         "model_path": cfg.model_path, "shapes": req.identity["shapes"]})

@@ -129,7 +129,7 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
     row = _point_columns(identity, engine_version, point, seed)
     if info is not None:
         row.update(kv_cache_tokens=info.kv_cache_tokens, max_num_seqs=info.max_num_seqs,
-                   max_num_batched_tokens=info.max_num_batched_tokens)
+                   max_num_batched_tokens=info.max_num_batched_tokens, cuda_graph_max_batch=info.cuda_graph_max_batch)
     metrics, error, notes = _measured(measurement, error)
     row.update(metrics)
     row["roofline_frac"] = roofline if not error else None

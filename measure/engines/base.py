@@ -77,6 +77,7 @@ class EngineInfo:
     kv_cache_tokens: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    cuda_graph_max_batch: int | None = None
     effective_args: dict = field(default_factory=dict)
     start_s: float | None = None
     notes: str = ""

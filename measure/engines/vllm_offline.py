@@ -73,17 +73,20 @@ def _vllm_config(llm: Any) -> object | None:
 
 
 def engine_caps(llm) -> dict[str, int | None]:
-    """KV-cache tokens (num_gpu_blocks x block_size), max_num_seqs, max_num_batched_tokens; None if not found."""
+    """KV-cache tokens (num_gpu_blocks x block_size), max_num_seqs, max_num_batched_tokens and the largest
+    CUDA-graph batch (compilation_config.max_cudagraph_capture_size); None if not found."""
     cfg = _vllm_config(llm)
     cache = getattr(cfg, "cache_config", None)
     sched = getattr(cfg, "scheduler_config", None)
+    compilation = getattr(cfg, "compilation_config", None)
     blocks, block_size = positive_int(getattr(cache, "num_gpu_blocks", None)), \
         positive_int(getattr(cache, "block_size", None))
     kv = positive_int(getattr(cache, "kv_cache_size_tokens", None))
     if kv is None and blocks and block_size:
         kv = blocks * block_size
     return {"kv_cache_tokens": kv, "max_num_seqs": positive_int(getattr(sched, "max_num_seqs", None)),
-            "max_num_batched_tokens": positive_int(getattr(sched, "max_num_batched_tokens", None))}
+            "max_num_batched_tokens": positive_int(getattr(sched, "max_num_batched_tokens", None)),
+            "cuda_graph_max_batch": positive_int(getattr(compilation, "max_cudagraph_capture_size", None))}
 
 
 def vocab_size(llm, config: EngineConfig) -> int:

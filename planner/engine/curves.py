@@ -379,9 +379,9 @@ def _caps_for(group: pd.DataFrame, key: GroupKey) -> Caps:
     seqs = _first_number(group, "max_num_seqs") or DEFAULT_MAX_NUM_SEQS.get(key.engine, 1024)
     budget = _first_number(group, "max_num_batched_tokens") or DEFAULT_MAX_BATCHED_TOKENS.get(key.engine, 8192)
     kv = _first_number(group, "kv_cache_tokens") or _estimate_kv_tokens(key)
-    graphs = DEFAULT_CUDA_GRAPH_MAX_BATCH.get(key.engine, 10**9)
+    graphs = _first_number(group, "cuda_graph_max_batch") or DEFAULT_CUDA_GRAPH_MAX_BATCH.get(key.engine, 10**9)
     model = _model_spec(key.model)
-    return Caps(int(seqs), int(kv), int(budget), graphs, model_expert_share(model) if model else 0.0,
+    return Caps(int(seqs), int(kv), int(budget), int(graphs), model_expert_share(model) if model else 0.0,
                 key.engine in PREEMPTING_ENGINES)
 
 
@@ -391,6 +391,8 @@ def _model_spec(model: str) -> ModelSpec | None:
 
 
 def _first_number(group: pd.DataFrame, column: str) -> float | None:
+    if column not in group:
+        return None
     values = pd.to_numeric(group[column], errors="coerce").dropna()
     return float(values.iloc[0]) if len(values) else None
 
@@ -456,13 +458,14 @@ def observations(group: pd.DataFrame, caps: Caps) -> list[Observation]:
 
 
 def row_caps(point: pd.Series, caps: Caps) -> Caps:
-    """The caps one profile row reports (max_num_seqs, KV tokens, token budget), else `caps`'."""
+    """The caps one profile row reports (max_num_seqs, KV tokens, token budget, largest CUDA-graph batch), else
+    `caps`'."""
     def reported(column: str, default: int) -> int:
         value = point.get(column)
         return int(value) if _ok(value) and float(value) >= 1 else default
     return Caps(reported("max_num_seqs", caps.max_num_seqs), reported("kv_cache_tokens", caps.kv_cache_tokens),
-                reported("max_num_batched_tokens", caps.max_batched_tokens), caps.cuda_graph_max_batch,
-                caps.expert_share, caps.preempts)
+                reported("max_num_batched_tokens", caps.max_batched_tokens),
+                reported("cuda_graph_max_batch", caps.cuda_graph_max_batch), caps.expert_share, caps.preempts)
 
 
 def _point_observations(p: pd.Series, caps: Caps, row: int) -> list[Observation]:

@@ -49,7 +49,8 @@ class LLM:
         self.llm_engine = types.SimpleNamespace(
             vllm_config=types.SimpleNamespace(
                 cache_config=types.SimpleNamespace(num_gpu_blocks=1000, block_size=16),
-                scheduler_config=types.SimpleNamespace(max_num_seqs=256, max_num_batched_tokens=8192)),
+                scheduler_config=types.SimpleNamespace(max_num_seqs=256, max_num_batched_tokens=8192),
+                compilation_config=types.SimpleNamespace(max_cudagraph_capture_size=512)),
             model_config=types.SimpleNamespace(get_vocab_size=lambda: 1000),
             shutdown=lambda: None)
         LLM.instances.append(self)

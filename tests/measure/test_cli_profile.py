@@ -41,11 +41,13 @@ def test_full_run_writes_valid_profile_and_env(fake_vllm, shapes, tmp_path, caps
     table = load_table(out / "profile.csv", PROFILE)
     assert len(table) == 3 and set(table["status"]) == {"ok"}
     assert list(table["batch_size"]) == [2, 4, 2] and table["kv_cache_tokens"].iloc[0] == 16000
+    assert (table["cuda_graph_max_batch"] == 512).all()  # the engine's compilation_config, recorded per row
     assert (table["output_tok_per_s"] > 0).all() and table["ttft_p50_ms"].notna().all()
     assert table["engine_version"].iloc[0] == "0.0-fake" and "gpu_memory_utilization" in table["notes"].iloc[0]
     env = json.loads((out / "env.json").read_text())
     run = env["runs"][0]
     assert run["engine_args"] == {"gpu_memory_utilization": 0.9} and run["kv_cache_tokens"] == 16000
+    assert run["cuda_graph_max_batch"] == 512
     assert run["effective_engine_args"]["load_format"] == "dummy" and "python -m measure profile" in run["command"]
     assert "skipped 1 point" in capsys.readouterr().err
 

@@ -50,6 +50,7 @@ def test_run_point_times_only_generate_and_reads_metrics(fake_vllm):
     engine = VllmOfflineEngine(config())
     info = engine.start()
     assert info.kv_cache_tokens == 16000 and info.max_num_seqs == 256 and info.max_num_batched_tokens == 8192
+    assert info.cuda_graph_max_batch == 512
     llm = fake_vllm.LLM.instances[-1]
     assert len(llm.calls) == 1  # the warm-up
     m = engine.run_point(Point("offline", 64, 20, batch_size=8), seed=1)
@@ -83,7 +84,7 @@ def test_request_latencies_v0_style_and_none():
 
 def test_caps_missing_are_none():
     assert engine_caps(types.SimpleNamespace()) == {"kv_cache_tokens": None, "max_num_seqs": None,
-                                                   "max_num_batched_tokens": None}
+                                                   "max_num_batched_tokens": None, "cuda_graph_max_batch": None}
 
 
 def test_measurement_partial_metrics_dropped():

@@ -290,3 +290,20 @@ def test_batches_beyond_vllm_graphs_carry_the_host_bound_note_for_moe_and_fp8_on
     assert marker not in moe.predict_offline(200, 100, 400).note
     measured = moe.predict_offline(128, 128, 1024)
     assert measured.provenance == "measured" and marker not in measured.note
+
+
+def test_a_profile_that_records_its_cuda_graph_size_is_modelled_with_it():
+    """The graph size a profile row records (vLLM's max_cudagraph_capture_size) sets where the beyond-graph terms
+    start, and where a prediction carries the host-bound note; blank rows keep the engine's default."""
+    from planner.engine import curves
+
+    rows = pd.DataFrame([{"max_num_seqs": 1024, "kv_cache_tokens": 10**6, "max_num_batched_tokens": 16384,
+                          "cuda_graph_max_batch": graphs} for graphs in (1024, None)])
+    key = curves.GroupKey("vllm", "0.26.0", "h200", "granite-3.1-3b-a800m", "bf16", 1, "graphs1024")
+    caps = curves._caps_for(rows, key)
+    assert caps.cuda_graph_max_batch == 1024
+    assert curves.row_caps(rows.iloc[1], caps).cuda_graph_max_batch == 1024  # blank: the group's
+    default = curves._caps_for(rows.drop(columns="cuda_graph_max_batch"), key)
+    assert default.cuda_graph_max_batch == curves.DEFAULT_CUDA_GRAPH_MAX_BATCH["vllm"]
+    beyond = curves.offline_features(caps, 768, 128.0, 128.0)[curves.PARAM_NAMES.index("g")]
+    assert beyond == 0.0 and curves.offline_features(default, 768, 128.0, 128.0)[curves.PARAM_NAMES.index("g")] > 0
