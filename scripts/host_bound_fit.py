@@ -82,12 +82,11 @@ def main(label_filter: str = "") -> None:
                  for o in obs]
         full = C._is_rich(group, obs)
         _, host = fit(obs, eager, floors, full)
-        linear_err, host_err = [], []
+        linear_err = C._loo_errors(key, group) or [float("nan")]  # the planner's own leave-one-out (`validate`)
+        host_err = []
         for held in sorted({o.row for o in obs if o.kind == "throughput"}):
             keep = [k for k, o in enumerate(obs) if o.row != held]
             test = next(k for k, o in enumerate(obs) if o.row == held and o.kind == "throughput")
-            linear = C.fit_observations([obs[k] for k in keep], floors, full)
-            linear_err.append(abs(obs[test].seconds / float(obs[test].phi @ linear.theta) - 1) * 100)
             theta, j = fit([obs[k] for k in keep], [eager[k] for k in keep], floors, full)
             host_err.append(abs(obs[test].seconds / predicted(theta, j, obs[test], eager[test]) - 1) * 100)
         print(f"{key.model:22s} {key.precision:5s} host {host * 1000:6.1f} ms ({host * 1000 / max(_layers(key), 1):.2f}"

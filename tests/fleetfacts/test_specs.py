@@ -45,7 +45,8 @@ MODEL_CARD_SIZES = {"llama-3.2-1b": (1.24, 1.24), "llama-3.1-8b": (8.03, 8.03), 
                     "qwen2.5-32b": (32.8, 32.8), "mixtral-8x7b": (46.7, 12.9), "qwen3-30b-a3b": (30.5, 3.3),
                     "qwen3-235b-a22b": (235.0, 22.0), "gpt-oss-120b": (116.8, 5.1), "gpt-oss-20b": (20.9, 3.6),
                     "olmoe-1b-7b": (6.9, 1.3),  # OLMoE: arXiv 2409.02060 (6.9B total, 1.3B active)
-                    "granite-3.1-3b-a800m": (3.3, 0.8)}  # its model card: 3.3B total, 800M active
+                    # Granite: "3B-A800M" in its name; 3.37B total / 800M active as transcribed from its card
+                    "granite-3.1-3b-a800m": (3.3, 0.8)}
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_CARD_SIZES))
