@@ -186,10 +186,20 @@ def check_folder(profile: ProfileDir, req: ProfileRequest, args: argparse.Namesp
     old = profile.identity()
     if old and args.resume:
         old, new = {**IDENTITY_DEFAULTS, **old}, cast(dict, redact_json(req.identity))  # env.json: redacted
+        old["model_path"], new["model_path"] = (_portable_model_path(x.get("model_path")) for x in (old, new))
         diff = [f for f in IDENTITY_FIELDS if old.get(f) != new.get(f)]
         if diff:
             raise InputError(f"{profile.env_path}: --resume with different {', '.join(diff)} "
                              f"(was {', '.join(f'{f}={old.get(f)!r}' for f in diff)}); use another --out")
+
+
+def _portable_model_path(path: object) -> object:
+    """A checkout's bundled config-only dir (…/profiles/models/NAME) names the same model wherever the checkout
+    lives, so a committed profile resumes from any clone; every other path compares as written."""
+    if not isinstance(path, str):
+        return path
+    parts = Path(path).parts
+    return "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3:-1] == ("profiles", "models") else path
 
 
 def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:

@@ -83,6 +83,23 @@ def test_existing_folder_needs_resume_and_same_identity(fake_vllm, shapes, tmp_p
     assert "different precision" in capsys.readouterr().err
 
 
+def test_a_profile_recorded_in_another_clone_resumes_here_but_another_model_dir_does_not(fake_vllm, shapes, tmp_path,
+                                                                                         capsys):
+    """CI failed when a committed profile named the bundled model dir by the absolute path of the clone that
+    measured it: the same bundled dir is the same model wherever the clone lives."""
+    out = tmp_path / "prof"
+    assert main(args(shapes, out)) == EXIT_OK
+    env_path = out / "env.json"
+    env = json.loads(env_path.read_text())
+    env["profile"]["model_path"] = "/elsewhere/clone/profiles/models/llama-3.1-8b"
+    env_path.write_text(json.dumps(env))
+    assert main(args(shapes, out, "--resume")) == EXIT_OK
+    env["profile"]["model_path"] = "/elsewhere/clone/profiles/models/qwen2.5-7b"
+    env_path.write_text(json.dumps(env))
+    assert main(args(shapes, out, "--resume")) == EXIT_USAGE
+    assert "different model_path" in capsys.readouterr().err
+
+
 def test_time_budget_stops_before_a_point_and_prints_resume(fake_vllm, shapes, tmp_path, capsys, monkeypatch):
     import measure.cli as cli
     monkeypatch.setattr(cli, "ENGINE_START_S", 1.0)
