@@ -113,6 +113,7 @@ class ModelSpec:
     kv_layers: int | None = None      # layers whose KV grows with context (None: all of them)
     mla_kv_dim: int = 0               # MLA: latent KV values per token per layer (kv_lora_rank + rope dim)
     native_quant: str = ""            # quantization_config.quant_method of the published checkpoint (mxfp4, fp8)
+    expert_intermediate_size: int = 0  # a routed expert's MLP width (moe_intermediate_size); 0: dense or unknown
 
     @property
     def context_window(self) -> int | None:
@@ -329,7 +330,8 @@ def model_spec_from_config(model: str, config: dict[str, Any], source: str = "co
                      max_position=config.get("max_position_embeddings"),
                      intermediate_size=int(config.get("intermediate_size") or 0), tied_embeddings=tied,
                      num_experts=experts, experts_per_token=per_token, kv_layers=_kv_layers(config, layers),
-                     mla_kv_dim=mla_dim, native_quant=_native_quant(config))
+                     mla_kv_dim=mla_dim, native_quant=_native_quant(config),
+                     expert_intermediate_size=_expert_width(config) if experts else 0)
 
 
 def _attention_params(config: dict[str, Any], hidden: int, heads: int, kv_heads: int,
@@ -352,7 +354,7 @@ def _mlp_params(config: dict[str, Any], hidden: int, layers: int) -> tuple[int, 
     if not experts:
         return 0, 0, layers * 3 * hidden * dense_inter, layers * 3 * hidden * dense_inter
     per_token = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 1)
-    expert_inter = int(config.get("moe_intermediate_size") or dense_inter)
+    expert_inter = _expert_width(config)
     shared = int(config.get("n_shared_experts") or 0) * 3 * hidden * expert_inter
     dense_layers = int(config.get("first_k_dense_replace") or 0)
     moe_layers = layers - dense_layers
@@ -360,6 +362,11 @@ def _mlp_params(config: dict[str, Any], hidden: int, layers: int) -> tuple[int, 
     total = dense_layers * 3 * hidden * dense_inter + moe_layers * (experts * one_expert + shared + hidden * experts)
     active = dense_layers * 3 * hidden * dense_inter + moe_layers * (per_token * one_expert + shared + hidden * experts)
     return experts, per_token, total, active
+
+
+def _expert_width(config: dict[str, Any]) -> int:
+    """A routed expert's MLP width: moe_intermediate_size where the config has one, else intermediate_size."""
+    return int(config.get("moe_intermediate_size") or config.get("intermediate_size") or 0)
 
 
 def _native_quant(config: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ times engine-specific coefficients c (seconds per unit of each quantity):
          + c_moe_step * L + c_moe_fixed [MoE]
     m  = c_weights * W_experts / (tp BW)
     a  = c_decode_flops * G_decode + c_seq * L + c_tp_bytes * X + c_expert_tokens * E
+         + c_untuned_pairs * E [vLLM, no tuned fused-MoE config for the expert shape on the GPU]
     k  = c_kv * KV_token / (tp BW)
     q  = c_prefill_flops * G_prefill + c_tp_bytes * X + c_expert_tokens * E
     r  = c_attn_flops * 2 L_kv H d / (tp F_bf16)
@@ -38,7 +39,15 @@ and Qwen3-30B-A3B (48) alone the data put the MoE overhead per layer (c_moe_step
 a step at batch 1) puts it per step (about 0.9 ms, c_moe_step then 0): Qwen3-30B-A3B predicted from the others
 went from 11.7% to 6.3% median. It is not identified from two MoE models (OLMoE from the other two barely moves),
 which the MoE interval widening carries.
-The four MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
+c_untuned_pairs: what a routed pair costs on top in decode when vLLM runs its fused-MoE kernel on the default
+config, because it ships no tuned file for that (experts, expert width per GPU, GPU, dtype)
+(fleetfacts.moe_configs). On the H200 OLMoE-1B-7B and Granite-3.1-3B-A800M run so, Mixtral-8x7B and
+Qwen3-30B-A3B on tuned files; one more sequence costs Granite (twice OLMoE's layers and pairs) less than OLMoE,
+so no per-layer or per-pair cost common to all four fits. With it, Granite from the others went from 6.2% / 118%
+to 9.3% / 67.3%, OLMoE from 5.1% / 46.5% to 6.1% / 28.1%, Qwen3-30B-A3B from 4.6% / 40.1% to 3.2% / 34.0%
+(validate --transfer, 2026-12-04). Prefill, with thousands of tokens per step, is left out (adding it made
+Granite 104%).
+The five MoE coefficients are fitted, labelled engine parameters: zero until MoE profiles are pooled.
 1/c_weights is then the fraction of datasheet bandwidth an engine achieves, 1/c_decode_flops the
 fraction of peak FLOPs, and so on.
 
@@ -74,6 +83,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from fleetfacts.moe_configs import vllm_moe_config_tuned
 from fleetfacts.roofline import GIB, kv_cache_tokens
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE_GROUP
 from fleetfacts.specs import (
@@ -112,7 +122,8 @@ from planner.engine.curves import (
 log = logging.getLogger(__name__)
 
 COEF_NAMES = ("weights", "step", "tp_latency", "decode_flops", "seq", "tp_bytes", "kv", "prefill_flops",
-              "attn_flops", "request", "graph", "expert_tokens", "moe_step", "expert_graph", "moe_fixed")
+              "attn_flops", "request", "graph", "expert_tokens", "moe_step", "expert_graph", "moe_fixed",
+              "untuned_pairs")
 N_COEF = len(COEF_NAMES)
 _C = {name: i for i, name in enumerate(COEF_NAMES)}
 # Weak priors on the physical efficiencies (as seconds per unit): datasheet bandwidth achieved at 80%
@@ -152,6 +163,9 @@ NORMAL_JITTER = 1e-10
 NOISE_PASSES = 2
 PRECISION_FAMILY = {"bf16": "16bit", "fp16": "16bit", "fp32": "16bit", "fp8": "fp8", "int8": "fp8",
                     "fp4": "fp4", "int4": "fp4"}
+# Engines whose MoE decode runs vLLM's Triton fused-MoE kernel, tuned per expert shape and GPU where vLLM ships a
+# config (fleetfacts.moe_configs): on its default config a routed (token, expert) pair costs more (untuned_pairs).
+FUSED_MOE_CONFIG_ENGINES = frozenset({"vllm"})
 # Engines that can be transferred, and which one lends the TP coefficients to an engine whose
 # profiles are all TP1 (vLLM's measured H200 profiles): the all-reduce costs are the interconnect's,
 # NCCL-like in both engines.
@@ -310,6 +324,8 @@ def physics_matrix(t: Target) -> np.ndarray:
     if m.is_moe:  # routed (token, expert) pairs per token on one GPU: dispatch, combine, small grouped GEMMs
         pairs = m.num_layers * m.experts_per_token / t.tp
         p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = p[6, _C["expert_graph"]] = pairs
+        if t.engine in FUSED_MOE_CONFIG_ENGINES and vllm_moe_config_tuned(t.gpu.gpu, m, t.precision, t.tp) is False:
+            p[1, _C["untuned_pairs"]] = pairs  # decoded on vLLM's default fused-MoE config, not a tuned one
         p[0, _C["moe_step"]] = float(m.num_layers)
         p[0, _C["moe_fixed"]] = 1.0  # once per step, whatever the layer count
     return p
@@ -739,7 +755,7 @@ def _vllm_reserve_gib(groups: list[GroupData]) -> float:
 # at the dense profiles' values: pooled into one fit, two vLLM MoE profiles (and their first-use kernel
 # compilation, which no dense model pays) moved the shared weight-bandwidth coefficient past the datasheet and
 # doubled the worst dense prediction error (validate --transfer, 2026-12-04).
-MOE_COEFS = ("expert_tokens", "moe_step", "expert_graph", "moe_fixed")
+MOE_COEFS = ("expert_tokens", "moe_step", "expert_graph", "moe_fixed", "untuned_pairs")
 # Engines calibrated that way. TensorRT-LLM's published MoE tables (Llama 4, Qwen3-235B, gpt-oss) pool better
 # with its dense ones (validate --transfer: worst GPU-out error 113% pooled, 186% in two stages).
 SEPARATE_MOE_CALIBRATION = frozenset({"vllm"})

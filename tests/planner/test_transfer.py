@@ -447,6 +447,17 @@ def test_an_moe_model_pays_a_per_step_cost_that_does_not_grow_with_its_layers():
     assert "moe_fixed" in T.MOE_COEFS
 
 
+def test_vllm_decode_pays_per_routed_pair_on_its_default_fused_moe_config_only():
+    a, untuned, pairs = 1, T._C["untuned_pairs"], T._C["expert_tokens"]
+    olmoe, qwen3 = T.physics_matrix(target("olmoe-1b-7b")), T.physics_matrix(target("qwen3-30b-a3b"))
+    assert olmoe[a, untuned] == olmoe[a, pairs] > 0.0  # no tuned H200 file for E=64, N=1024
+    assert qwen3[a, untuned] == 0.0 < qwen3[a, pairs]  # a tuned file for E=128, N=768
+    assert not T.physics_matrix(target("olmoe-1b-7b"))[3, untuned]  # decode only: prefill's large batches are not it
+    assert not T.physics_matrix(target("olmoe-1b-7b", engine="trtllm"))[:, untuned].any()  # vLLM's kernel only
+    assert not T.physics_matrix(target("llama-3.1-8b"))[:, untuned].any()
+    assert "untuned_pairs" in T.MOE_COEFS
+
+
 def test_vllm_moe_profiles_calibrate_only_the_moe_coefficients(bundled):
     _, data = bundled
     dense = [d for d in data if not (d.key.engine == "vllm" and d.target.model.is_moe)]
