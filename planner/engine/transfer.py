@@ -830,6 +830,17 @@ def transfer_caps(calibration: Calibration, target: Target) -> Caps:
                 engine in PREEMPTING_ENGINES)
 
 
+def _default_moe_config_note(target: Target) -> str:
+    """Where vLLM decodes the target's experts on its default fused-MoE config, a note saying so (a tuned config
+    for that shape, vLLM's benchmarks/kernels/benchmark_moe.py --tune, would make the option faster)."""
+    m = target.model
+    if target.engine not in FUSED_MOE_CONFIG_ENGINES or vllm_moe_config_tuned(target.gpu.gpu, m, target.precision,
+                                                                              target.tp) is not False:
+        return ""
+    return (f"; vLLM ships no tuned fused-MoE config for E={m.num_experts}, N={m.expert_intermediate_size // target.tp}"
+            f" on {target.gpu.gpu}: predicted on its default config")
+
+
 def transferred_curve(calibration: Calibration, target: Target, transfer_error: float,
                       engine_version: str = "transfer") -> Curve:
     """A Curve for `target` from `calibration`; `transfer_error` (relative, e.g. 0.12) is the measured
@@ -844,7 +855,7 @@ def transferred_curve(calibration: Calibration, target: Target, transfer_error: 
     borrowed = f"; {', '.join(calibration.borrowed)}" if calibration.borrowed else ""
     note = (f"transferred from {len(calibration.groups)} {target.engine} profiles (model facts: "
             f"{target.model.source}; GPU: gpu_specs.csv {target.gpu.gpu}{borrowed}); interval widened by the "
-            f"measured transfer error {transfer_error:.0%}")
+            f"measured transfer error {transfer_error:.0%}{_default_moe_config_note(target)}")
     points = pd.DataFrame(columns=["mode", "input_len", "output_len", "batch_size", "concurrency",
                                    "output_tok_per_s", "provenance"])
     # has_latency False: TTFT does not transfer well (validate --transfer), so a transferred option's latency

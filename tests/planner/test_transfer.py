@@ -256,6 +256,20 @@ def test_transfer_reproduces_a_measured_kv_capacity(bundled):
     assert curve.kv_cache_tokens == pytest.approx(float(measured), rel=0.03)
 
 
+def test_a_transferred_moe_option_on_vllms_default_fused_moe_config_says_so_and_is_slower(bundled):
+    profiles, data = bundled
+    transfer = T.build_transfer(profiles, {}, data)
+    qwen3 = MODELS["qwen3-30b-a3b"]
+    tuned = transfer.curve("vllm", qwen3, GPUS["h200"], "bf16", 1)
+    assert "fused-MoE" not in tuned.note
+    # The same model on a GPU for which vLLM ships no tuned config for E=128, N=768 (the H100 has none in bf16).
+    untuned = transfer.curve("vllm", qwen3, GPUS["h100"], "bf16", 1)
+    assert "no tuned fused-MoE config for E=128, N=768 on h100" in untuned.note
+    # Each decoded sequence costs more there: the H200's untuned MoE profiles put a positive price on it.
+    assert transfer.calibrations["vllm"].coef[T._C["untuned_pairs"]] > 0
+    assert T.physics_matrix(target("qwen3-30b-a3b", gpu="h100"))[1, T._C["untuned_pairs"]] > 0
+
+
 # ---------------------------------------------------------------- validation
 
 def test_validate_transfer_runs_every_kind_of_experiment(bundled):
