@@ -2,10 +2,11 @@
 validated profile tables (~0.25 s for the bundled ones), each group's curve fit and its leave-one-out errors
 (a warm start reads them back without importing scipy, a quarter of a second).
 
-A value is stored under a key made of what it is computed from (the caller's content bytes, e.g. a profile
-group's rows) and the code version (a digest of every source file of planner/ and fleetfacts/), so a changed
-profile or a changed model never reads an old entry.  A missing, unreadable or corrupt entry is computed again
-and rewritten (atomically), never trusted; a cache that cannot be written is skipped.
+A value is stored under a key made of what it is computed from (the caller's content bytes, e.g. a profile group's
+rows) and the code version (a digest of every source file of planner/ and fleetfacts/ and of the fact files,
+FACT_FILES), so a changed profile, GPU or model fact, or changed code never reads an old entry. A missing,
+unreadable or corrupt entry is computed again and rewritten (atomically), never trusted; a cache that cannot be
+written is skipped.
 
 Where: $FLEETPLAN_CACHE_DIR, else ~/.cache/fleetplan.  FLEETPLAN_NO_CACHE=1 turns it off.  Tables are
 stored as pandas pickles (exact dtypes); like Python's own __pycache__, the folder is trusted as the user's own.
@@ -27,6 +28,9 @@ CACHE_DIR_ENV = "FLEETPLAN_CACHE_DIR"
 NO_CACHE_ENV = "FLEETPLAN_NO_CACHE"
 ROOT = Path(__file__).resolve().parents[2]  # the repository root (this is planner/engine/fitcache.py)
 CODE_PACKAGES = ("planner", "fleetfacts")
+# Facts the fits read besides the profiles (GPU datasheets, model configs, vLLM's tuned MoE kernels): part of the
+# version too, so an edited gpu_specs.csv or config.json never reads an entry keyed by the profile rows alone.
+FACT_FILES = ("fleetfacts/data/*.csv", "fleetfacts/models/*/config.json", "planner/data/*.csv")
 
 
 def cache_dir() -> Path | None:
@@ -39,12 +43,14 @@ def cache_dir() -> Path | None:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """A digest of every source file of the packages a fit depends on (any edit invalidates every entry)."""
+    """A digest of every source file of the packages a fit depends on, and of the fact files it reads (any edit
+    invalidates every entry)."""
     digest = hashlib.sha256()
-    for package in CODE_PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            digest.update(str(path.relative_to(ROOT)).encode())
-            digest.update(path.read_bytes())
+    paths = [p for package in CODE_PACKAGES for p in sorted((ROOT / package).rglob("*.py"))]
+    paths += [p for pattern in FACT_FILES for p in sorted(ROOT.glob(pattern))]
+    for path in paths:
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

@@ -71,6 +71,20 @@ def test_the_code_version_is_a_digest_of_the_source():
     assert len(fitcache.code_version()) == 64 and fitcache.code_version() == fitcache.code_version()
 
 
+def test_an_edited_fact_file_is_another_code_version(tmp_path, monkeypatch):
+    """A leave-one-out entry is keyed by its profile rows; the GPU and model facts it also reads are in the
+    version, so editing gpu_specs.csv never reads back errors computed with the old datasheet."""
+    (tmp_path / "planner").mkdir()
+    (tmp_path / "planner" / "m.py").write_text("x = 1\n")
+    facts = tmp_path / "fleetfacts" / "data"
+    facts.mkdir(parents=True)
+    (facts / "gpu_specs.csv").write_text("gpu,memory_gib\nh200,141\n")
+    monkeypatch.setattr(fitcache, "ROOT", tmp_path)
+    before = fitcache.code_version.__wrapped__()
+    (facts / "gpu_specs.csv").write_text("gpu,memory_gib\nh200,140\n")
+    assert fitcache.code_version.__wrapped__() != before
+
+
 def test_validated_profiles_are_read_back_and_a_changed_or_corrupt_file_is_validated_again(tmp_path, monkeypatch):
     monkeypatch.setenv(fitcache.CACHE_DIR_ENV, str(tmp_path / "cache"))
     source = next(p for p in sorted((fitcache.ROOT / "profiles" / "measured").rglob("profile.csv")))
