@@ -41,5 +41,9 @@ def vllm_moe_config_tuned(gpu: str, model: ModelSpec, precision: str, tp: int) -
     dtype = TRITON_DTYPE.get(slug(precision))
     if not model.is_moe or not model.expert_intermediate_size or dtype is None or model.native_quant == MXFP4:
         return None
-    width = model.expert_intermediate_size // max(tp, 1)
-    return (slug(gpu), model.num_experts, width, dtype) in _tuned_shapes()
+    return (slug(gpu), *fused_moe_shape(model, tp), dtype) in _tuned_shapes()
+
+
+def fused_moe_shape(model: ModelSpec, tp: int) -> tuple[int, int]:
+    """(E, N) as vLLM names a config file: the routed experts, and an expert's MLP width on one of `tp` GPUs."""
+    return model.num_experts, model.expert_intermediate_size // max(tp, 1)

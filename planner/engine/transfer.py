@@ -83,7 +83,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from fleetfacts.moe_configs import vllm_moe_config_tuned
+from fleetfacts.moe_configs import fused_moe_shape, vllm_moe_config_tuned
 from fleetfacts.roofline import GIB, kv_cache_tokens
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE_GROUP
 from fleetfacts.specs import (
@@ -324,11 +324,17 @@ def physics_matrix(t: Target) -> np.ndarray:
     if m.is_moe:  # routed (token, expert) pairs per token on one GPU: dispatch, combine, small grouped GEMMs
         pairs = m.num_layers * m.experts_per_token / t.tp
         p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = p[6, _C["expert_graph"]] = pairs
-        if t.engine in FUSED_MOE_CONFIG_ENGINES and vllm_moe_config_tuned(t.gpu.gpu, m, t.precision, t.tp) is False:
-            p[1, _C["untuned_pairs"]] = pairs  # decoded on vLLM's default fused-MoE config, not a tuned one
+        if on_default_moe_config(t):
+            p[1, _C["untuned_pairs"]] = pairs
         p[0, _C["moe_step"]] = float(m.num_layers)
         p[0, _C["moe_fixed"]] = 1.0  # once per step, whatever the layer count
     return p
+
+
+def on_default_moe_config(t: Target) -> bool:
+    """Whether the target decodes its experts on vLLM's default fused-MoE config: no tuned file for its shape."""
+    return t.engine in FUSED_MOE_CONFIG_ENGINES and vllm_moe_config_tuned(t.gpu.gpu, t.model, t.precision,
+                                                                          t.tp) is False
 
 
 def gemm_path(t: Target) -> str:
@@ -833,12 +839,10 @@ def transfer_caps(calibration: Calibration, target: Target) -> Caps:
 def _default_moe_config_note(target: Target) -> str:
     """Where vLLM decodes the target's experts on its default fused-MoE config, a note saying so (a tuned config
     for that shape, vLLM's benchmarks/kernels/benchmark_moe.py --tune, would make the option faster)."""
-    m = target.model
-    if target.engine not in FUSED_MOE_CONFIG_ENGINES or vllm_moe_config_tuned(target.gpu.gpu, m, target.precision,
-                                                                              target.tp) is not False:
+    if not on_default_moe_config(target):
         return ""
-    return (f"; vLLM ships no tuned fused-MoE config for E={m.num_experts}, N={m.expert_intermediate_size // target.tp}"
-            f" on {target.gpu.gpu}: predicted on its default config")
+    experts, width = fused_moe_shape(target.model, target.tp)
+    return f"; vLLM ships no tuned fused-MoE config for E={experts}, N={width} on {target.gpu.gpu}: predicted on its default config"
 
 
 def transferred_curve(calibration: Calibration, target: Target, transfer_error: float,
