@@ -8,7 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-04, fourth session, third list (issue 24: max_model_len 1024); earlier lists are in git history.
+# The job list is 2026-12-05, sixth session (issue 37: Llama-3.1-70B FP8 on one H200); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -102,10 +102,21 @@ serve_bench() {  # NAME NEED_S "ARGS..." ...: vLLM's OpenAI server (bf16, defaul
   [ $i = $# ] && touch "/tmp/bench/$name.done"
 }
 
-# 2026-12-04 (fourth session, third list), issue 24: Granite in the default engine with max_model_len 1024, to tell the
-# CUDA-graph size from max_model_len (the second list, commit 2b828b6, changed both).
-profile moe-granite-len1024 150 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-len1024-moe.csv" --tag len1024 \
-  --engine-arg max_model_len=1024
+if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'); import prometheus_fastapi_instrumentator" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl >> "$log" 2>&1
+fi
+
+# 2026-12-05 (sixth session), issue 37: Llama-3.1-70B in FP8 on one H200, TP1, dummy weights. The model dir carries an
+# FP8 `quantization_config` as an AutoFP8 checkpoint does (quant_method fp8, activation_scheme dynamic), so vLLM
+# creates the weights in FP8 (per-tensor scales) instead of materialising 140 GB of bf16 first; `--precision fp8`
+# passes quantization=fp8, which matches it. Same kernels as online FP8 of the 8B profiles.
+# 1. Offline points (scripts/gpu/shapes-70b-fp8.csv), one engine, resumed in the next call if cut.
+MODEL_PATH=$PWD/profiles/models/llama-3.1-70b-fp8 profile llama70b-fp8 250 llama-3.1-70b fp8 \
+  "$code/scripts/gpu/shapes-70b-fp8.csv"
+# 2. vLLM's OpenAI server at the example route's mean and peak rate (1000/300 tokens, Poisson 2 and 4 req/s).
+MODEL_PATH=$PWD/.tok/llama-3.1-70b-fp8 profile llama70b-fp8-server 330 llama-3.1-70b fp8 \
+  "$code/scripts/gpu/shapes-70b-fp8-server.csv" --tag server --server --prompt-format tokens \
+  --served-model llama-3.1-70b --server-start-timeout 420
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
