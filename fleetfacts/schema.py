@@ -180,6 +180,8 @@ ROUTES = Schema(
         Column("ttft_slo_ms", "float", False, "online: time-to-first-token target, ms", positive=True),
         Column("tpot_slo_ms", "float", False, "online: time-per-output-token target, ms", positive=True),
         Column("e2e_slo_ms", "float", False, "online: end-to-end latency target, ms", positive=True),
+        Column("slo_window_s", "float", False, "online: the SLO must hold in every window of this many seconds "
+               "(fleetfacts.slo; 0 = over the whole run)", minimum=0, default=60.0),
         Column("model_updates_per_month", "float", False, "new checkpoints deployed per month", minimum=0,
                default=0.0),
         Column("engines", "str", False, "allowed engines, ';'-separated (empty = all)"),
@@ -294,6 +296,18 @@ PLAN = Schema(
                "the same engine and differ only in prices)"),
         Column("sim_attainment", "float", False, "share of simulated requests meeting every SLO", minimum=0),
         Column("sim_replicas", "int", False, "replicas the simulation check settled on", minimum=0),
+        Column("ttft_worst_window_ms", "float", False, "online: TTFT at the SLO percentile in the worst SLO window "
+               "of the planned fleet's simulation (fleetfacts.slo)", minimum=0),
+        Column("tpot_worst_window_ms", "float", False, "online: TPOT at the SLO percentile in the worst SLO window",
+               minimum=0),
+        Column("windows", "int", False, "online: SLO windows judged (slo_window_s long; small ones pooled)",
+               minimum=0),
+        Column("windows_in_breach", "int", False, "online: windows whose TTFT or TPOT percentile misses the SLO",
+               minimum=0),
+        Column("busiest_window_start_s", "float", False, "online: start of the window with the most arrivals, s from "
+               "the first arrival of the replayed load", minimum=0),
+        Column("slo_attainment", "float", False, "online: share of requests within every SLO target at the planned "
+               "load (the same simulation)", minimum=0),
         Column("max_model_len", "int", False, "context a replica must hold: the route's p99 prompt + p99 output "
                "tokens (p95, p50 or mean where a longer tail is not given)", minimum=1),
         Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "

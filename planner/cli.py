@@ -784,8 +784,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-register(Command("traffic", "derive routes (rate, burstiness, lengths) from a request log", _traffic_arguments,
-                 _run_traffic))
+register(Command("traffic", "derive routes (rate, busiest-hour peak_to_mean, burstiness, lengths) from a request "
+                 "log, and print their burst descriptors", _traffic_arguments, _run_traffic))
 register(Command("simulate", "simulate a plan's fleets: SLO attainment and latency percentiles",
                  _simulate_arguments, _run_simulate))
 

@@ -4,11 +4,15 @@ and the discrete-event simulation both run (planner.latency.simulate, imported f
 """
 
 from planner.latency.door import (
+    DEFAULT_ROUTER,
     PERCENTILES,
+    ROUTERS,
+    TIER_FLEET,
     TIER_ANALYTIC,
     TIER_REPLAYED,
     TIER_SIMULATED,
     Closed,
+    Fleet,
     LatencyReport,
     Lengths,
     Load,
@@ -30,7 +34,7 @@ from planner.latency.server_fit import (
     with_server_latency_of,
 )
 
-__all__ = ["METRICS", "PERCENTILES", "TIER_ANALYTIC", "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "LatencyReport",
+__all__ = ["DEFAULT_ROUTER", "METRICS", "PERCENTILES", "ROUTERS", "TIER_FLEET", "Fleet", "TIER_ANALYTIC", "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "LatencyReport",
            "Lengths", "Load", "OpenLoop", "Replay", "calibrate", "latency_basis", "latency_summary", "load_shares", "predict",
            "predict_row", "server_rows", "serving_curves", "validate_latency", "with_server_latency",
            "with_server_latency_of"]

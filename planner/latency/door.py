@@ -3,7 +3,10 @@
 A load is one of
 - `OpenLoop(rate_rps, arrival_cv)`: gamma arrivals (Poisson at CV 1) at a replica's share of a route's rate;
 - `Replay(arrival_s, input_len, output_len)`: given requests (a request log, `Replay.of_log` stretched to a rate);
-- `Closed(concurrency)`: a fixed number of requests in flight (benchmark clients), steady state.
+- `Closed(concurrency)`: a fixed number of requests in flight (benchmark clients), steady state;
+- `Fleet(requests, replicas, router)`: a whole fleet behind its router serving a route's one load
+  (planner.traffic.workload.route_requests): the tier that sizes online routes and is judged per SLO window
+  (`LatencyReport.check`, fleetfacts.slo).
 
 Open-loop and replayed loads run the event simulation (planner.latency.simulate: chunked prefill, KV admission, the
 fitted server front end) on one replica and report percentiles of the simulated requests; the tier says which
@@ -25,10 +28,11 @@ from typing import Any
 import numpy as np
 
 from fleetfacts.errors import InputError
+from fleetfacts.slo import SloCheck, Targets, judge
 from planner.engine.curves import CurveLike
 from planner.latency.simulate import SimResult, simulate
 from planner.traffic.routes import LengthDistribution, Route
-from planner.traffic.workload import Numbers, gamma
+from planner.traffic.workload import SIM_MAX_REPLICAS, Numbers, Requests, gamma, thin_requests
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 95, 99)
@@ -39,6 +43,10 @@ PREDICT_SEEDS = 3
 # z for the two-sided 90% interval given with each prediction.
 Z90 = 1.645
 TIER_SIMULATED, TIER_REPLAYED, TIER_ANALYTIC = "simulated", "replayed log", "analytic"
+TIER_FLEET = "fleet simulated"
+# The load balancers a fleet can be planned behind, and the simulator's name for each.
+ROUTERS = {"least-outstanding": "jsq", "round-robin": "round-robin"}
+DEFAULT_ROUTER = "least-outstanding"
 
 
 # ---------------------------------------------------------------- loads and lengths
@@ -110,7 +118,34 @@ class Closed:
         return f"closed loop, {self.concurrency} in flight"
 
 
-Load = OpenLoop | Replay | Closed
+@dataclass(frozen=True, eq=False)
+class Fleet:
+    """`replicas` replicas behind `router` (least-outstanding or round-robin) serving `requests` together.
+
+    A fleet of more than SIM_MAX_REPLICAS replicas is simulated as that many with their random share of the
+    requests (each request kept with probability SIM_MAX_REPLICAS / replicas, fixed seed)."""
+
+    requests: Requests
+    replicas: int
+    router: str = DEFAULT_ROUTER
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise InputError(f"router: expected one of {', '.join(ROUTERS)}, got {self.router!r}")
+        if int(self.replicas) != self.replicas or self.replicas < 1:
+            raise InputError(f"replicas: expected a whole number >= 1, got {self.replicas!r}")
+
+    @property
+    def simulated(self) -> int:
+        return min(int(self.replicas), SIM_MAX_REPLICAS)
+
+    def describe(self) -> str:
+        subset = (f", {self.simulated} of them simulated with their share"
+                  if self.simulated < self.replicas else "")
+        return f"{self.replicas} replicas ({self.router}{subset}) serving {self.requests.source}"
+
+
+Load = OpenLoop | Replay | Closed | Fleet
 
 
 @dataclass(frozen=True)
@@ -194,6 +229,14 @@ class LatencyReport:
                 out.append((ratio, f"p{pct:g} {name} {_ms(predicted)} ms > SLO {target:g} ms at {self.load}"))
         return out
 
+    def check(self, targets: Targets) -> SloCheck:
+        """The one SLO verdict (fleetfacts.slo) on the simulated requests (every window, attainment)."""
+        if not self.results:
+            raise InputError(f"{self.load}: an {self.tier} report has no requests to judge per window")
+        parts = [np.concatenate([getattr(r, name) for r in self.results])
+                 for name in ("arrival_s", "ttft_s", "tpot_s", "e2e_s")]
+        return judge(*parts, targets)
+
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {"load": self.load, "request_rate": self.rate_rps, "tier": self.tier,
                                   "latency_basis": self.basis, "output_tok_per_s": self.output_tok_per_s}
@@ -220,6 +263,8 @@ def predict(curve: CurveLike, load: Load, lengths: Lengths | None = None, percen
     """
     if isinstance(load, Replay):
         return _replayed(curve, load, percentiles)
+    if isinstance(load, Fleet):
+        return _fleet(curve, load, percentiles)
     if lengths is None:
         raise InputError(f"{load.describe()}: lengths are needed")
     if isinstance(load, Closed):
@@ -249,6 +294,19 @@ def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> L
     tok_s = float(np.sum(result.output_len)) / result.makespan_s
     return LatencyReport(load.describe(), load.rate_rps, TIER_REPLAYED, latency_basis(curve), tok_s, metrics, low, high,
                          _in_flight_p99(result), (result,))
+
+
+def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> LatencyReport:
+    k = load.simulated
+    requests = thin_requests(load.requests, k / load.replicas, seed=0)
+    result = simulate(curve, requests.arrival_s, requests.input_len, requests.output_len, k, ROUTERS[load.router])
+    metrics = _percentiles(result, percentiles)
+    low, high = _intervals(curve, metrics, [metrics])
+    tok_s = float(np.sum(result.output_len)) / result.makespan_s / k if result.makespan_s > 0 else math.nan
+    in_flight = max((_in_flight_p99(result, result.replica == r) for r in range(k)), default=math.nan)
+    rate = Replay(load.requests.arrival_s, load.requests.input_len, load.requests.output_len).rate_rps
+    return LatencyReport(load.describe(), rate, TIER_FLEET, latency_basis(curve), tok_s, metrics, low, high,
+                         in_flight, (result,))
 
 
 def _closed(curve: CurveLike, load: Closed, lengths: Lengths) -> LatencyReport:
@@ -312,12 +370,14 @@ def relative_error(curve: CurveLike, metric: str) -> float:
     return max(front, float(fit.sigma) if fit is not None else 0.0)
 
 
-def _in_flight_p99(result: SimResult) -> float:
-    """Requests in flight just after each arrival, 99th percentile (what a replica's batch must hold)."""
-    t = np.asarray(result.arrival_s, dtype=float)
+def _in_flight_p99(result: SimResult, mine: np.ndarray | None = None) -> float:
+    """Requests in flight just after each arrival, 99th percentile (what a replica's batch must hold); `mine`:
+    only these requests (one replica's)."""
+    pick = slice(None) if mine is None else mine
+    t = np.asarray(result.arrival_s, dtype=float)[pick]
     if not t.size:
         return math.nan
-    end = t + np.nan_to_num(result.e2e_s, nan=np.inf)
+    end = t + np.nan_to_num(result.e2e_s[pick], nan=np.inf)
     order = np.argsort(t, kind="stable")
     t, end = t[order], end[order]
     started = np.arange(1, t.size + 1)

@@ -60,7 +60,7 @@ from planner.sizing.options import OPTION_COLUMNS, Option, evaluate_option, opti
 from planner.sizing.plan_row import PlanRow, plan_frame
 from planner.sizing.sizing import LogRequests
 from planner.traffic.routes import ALLOW_LISTS, Route, parse_diurnal
-from planner.traffic.workload import SIM_BATCH_SAMPLE, route_log_requests
+from planner.traffic.workload import SIM_BATCH_SAMPLE, route_log_requests, route_requests
 
 log = logging.getLogger(__name__)
 
@@ -406,29 +406,32 @@ def _online_simulation_check(route: Route, options: list[Option], a: Assumptions
     return options
 
 
-def _simulate_online_option(option: Option, a: Assumptions,
-                            replay: LogRequests | None) -> Option:
-    """search_replicas from the sized count; the option takes the simulated fleet and its cost, never fewer
-    replicas than its latency sizing (the check may add replicas, not remove the need)."""
-    arrivals, lengths = replay if replay is not None else (None, None)
+def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests | None) -> Option:
+    """The option's replica count from the fleet simulation of the route's one load (planner.traffic.workload.
+    route_requests) behind the assumed router, judged by the one SLO verdict (fleetfacts.slo: every window and the
+    attainment target), searched from its latency sizing and never below the utilisation cap's floor; the option
+    is re-priced at that count and reports that fleet's latency and verdict."""
     analytical = option.replicas
-    search = simulate.search_replicas(option.route, option.curve, analytical, arrivals, lengths,
-                                      attainment_target=a.slo_attainment,
-                                      min_replicas=max(analytical, _cap_floor(option, a)))
+    requests = route_requests(option.route, replay)
+    search = sizing.search_fleet(option.curve, option.route, requests, analytical, a.slo_attainment, a.router,
+                                 floor=_cap_floor(option, a))
     option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
-                                 sim_attainment=search.attainment)
+                                 sim_attainment=search.check.attainment)
     if search.replicas is None:
+        tried = max(r for r, _ in search.tried)
         return dataclasses.replace(
-            option, feasible=False, reason=f"simulation: no fleet up to {max(r for r, _ in search.tried)} "
-            f"replicas meets the SLOs for {a.slo_attainment:.0%} of requests (best {search.attainment:.1%})")
+            option, feasible=False, sizing=sizing.with_latency(option.sizing, search.report, option.route, search.check),
+            reason=f"simulation: no fleet up to {tried} replicas meets the SLO ({search.check.describe()})")
     option = dataclasses.replace(option, sim_replicas=search.replicas)
-    if not search.differs:
-        return option
-    notes = _join(option.notes, f"latency sizing {analytical} replicas; the fleet simulation needs {search.replicas} "
-                                f"for {a.slo_attainment:.0%} of requests within every SLO ({search.source})")
-    resized = option.resized(search.replicas, a, notes, utilisation=option.utilisation * analytical / search.replicas)
-    report = sizing.share_latency(option.curve, option.route, search.replicas, replay)
-    return dataclasses.replace(resized, sizing=sizing.with_latency(resized.sizing, report, option.route))
+    notes = option.notes
+    if search.replicas != analytical:
+        notes = _join(notes, f"one replica's share needs {analytical} replicas; the fleet simulation "
+                             f"({a.router}) needs {search.replicas} to hold the SLO in every "
+                             f"{option.route.slo_window_s:g} s window ({requests.source})")
+        option = option.resized(search.replicas, a, notes,
+                                utilisation=option.utilisation * analytical / search.replicas)
+    return dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
+                                                                  search.check))
 
 
 def _cap_floor(option: Option, a: Assumptions) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PRICES
+from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.sizing import sizing
 
 BATCH_BILLING = ("per-use", "always-on")
@@ -32,6 +33,8 @@ ASSUMPTION_NOTES = {
     "batch_efficiency": "assumption: share of a batch job's wall time spent at predicted throughput",
     "allow_prerelease": "False = pre-release and development engine builds (0.20+main, 1.0rc1, ...) are not "
                         "recommended; their profiles still show in charts",
+    "router": "assumption: the load balancer in front of each route's replicas (least-outstanding or "
+              "round-robin); the fleet simulation that sizes online routes routes by it, and `deploy` writes it",
     "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
                                 "(measured or transferred) rank behind those with one",
 }
@@ -59,6 +62,7 @@ class Assumptions:
     batch_efficiency: float = 0.9
     allow_prerelease: bool = False
     allow_unverified_latency: bool = False
+    router: str = DEFAULT_ROUTER
 
     def __post_init__(self) -> None:
         _check_range("hours_per_month", self.hours_per_month, 0.0, 744.0, low_open=True)
@@ -70,6 +74,8 @@ class Assumptions:
         _check_range("batch_efficiency", self.batch_efficiency, 0.0, 1.0, low_open=True)
         if self.pricing_type not in PRICING_TYPES:
             raise InputError(f"pricing_type: expected one of {', '.join(PRICING_TYPES)}, got {self.pricing_type!r}")
+        if self.router not in ROUTERS:
+            raise InputError(f"router: expected one of {', '.join(ROUTERS)}, got {self.router!r}")
         if self.batch_billing not in BATCH_BILLING:
             raise InputError(f"batch_billing: expected one of {', '.join(BATCH_BILLING)}, got {self.batch_billing!r}")
 
@@ -113,7 +119,7 @@ def _coerce_assumption(key: str, value: Any) -> Any:
         raise InputError(f"assumptions: {key} expected true or false, got {value!r}")
     if key in ("provider",):
         return None if value in (None, "") else str(value).strip().lower()
-    if key in ("pricing_type", "batch_billing"):
+    if key in ("pricing_type", "batch_billing", "router"):
         return str(value).strip().lower()
     try:
         return float(value)

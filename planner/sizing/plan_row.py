@@ -24,6 +24,7 @@ import pandas as pd
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PLAN, typed_cell, validate_frame
 from planner.sizing.options import LATENCY_INTERVAL_COLUMNS, Option, latency_columns, option_name
+from planner.sizing.sizing import Sizing
 
 NAN = math.nan
 
@@ -74,6 +75,12 @@ class PlanRow:
     breakeven_note: str = ""
     sim_attainment: float = NAN
     sim_replicas: int | None = None
+    ttft_worst_window_ms: float = NAN
+    tpot_worst_window_ms: float = NAN
+    windows: int | None = None
+    windows_in_breach: int | None = None
+    busiest_window_start_s: float = NAN
+    slo_attainment: float = NAN
     max_model_len: int | None = None
     profile: str = ""
     provenance: str = ""
@@ -107,7 +114,8 @@ class PlanRow:
             e2e_pred_ms=s.e2e_ms, **latency_columns(route, s), utilisation=option.utilisation,
             gpu_usd_per_month=c.gpu_usd_per_month, eng_usd_per_month=c.eng_usd_per_month,
             total_usd_per_month=c.total_usd_per_month, usd_per_1m_output_tok=c.usd_per_1m_output_tok,
-            sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas), provenance=s.provenance,
+            sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas), **window_columns(s),
+            provenance=s.provenance,
             latency_basis=option.latency_basis, price_source=c.price_source, notes=option.notes)
 
     @classmethod
@@ -127,6 +135,16 @@ class PlanRow:
         return option_name(self.engine, self.engine_version, self.gpu, self.precision, self.tp, self.engine_config)
 
 
+def window_columns(s: Sizing) -> dict[str, Any]:
+    """The per-window verdict columns of a sizing judged on its fleet (blank when it was not)."""
+    c = s.check
+    if c is None:
+        return {}
+    return {"ttft_worst_window_ms": c.worst_ttft_ms, "tpot_worst_window_ms": c.worst_tpot_ms, "windows": c.windows,
+            "windows_in_breach": c.windows_in_breach, "busiest_window_start_s": c.busiest_window_start_s,
+            "slo_attainment": c.attainment}
+
+
 def _whole(value: float) -> int | None:
     """A count held as a float (NaN = none, as Option's simulation columns) as an int or None."""
     return None if math.isnan(value) else int(value)
@@ -142,6 +160,7 @@ PLAN_DECIMALS = {
     **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "operating_concurrency",
                      *LATENCY_INTERVAL_COLUMNS), 1),
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
+    "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,
 }
 
 

@@ -25,16 +25,15 @@ from typing import Any
 import numpy as np
 
 from fleetfacts.errors import InputError
+from fleetfacts.slo import SloCheck
 from planner.engine.curves import CurveLike
-from planner.latency import PERCENTILES, LatencyReport, Lengths, OpenLoop, Replay, predict
+from planner.latency import DEFAULT_ROUTER, PERCENTILES, Fleet, LatencyReport, Lengths, OpenLoop, Replay, predict
 from planner.latency.simulate import bisect_replicas
 from planner.sizing import queueing
 from planner.traffic.routes import Route
+from planner.traffic.workload import LogRequests, Requests
 
 log = logging.getLogger(__name__)
-
-# A route's request log: arrival times (s) and (prompt tokens, output tokens) per request.
-LogRequests = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]
 
 # Predictions are memoised per (curve, shape); this bounds the cache.
 PREDICTION_CACHE_SIZE = 1 << 17
@@ -84,6 +83,7 @@ class Sizing:
     note: str = ""
     miss_ratio: float = 0.0
     latency: LatencyReport | None = None
+    check: SloCheck | None = None
 
 
 # ---------------------------------------------------------------- memoised predictions
@@ -113,6 +113,7 @@ def clear_cache() -> None:
     for fn in (_concurrency, _offline, _max_batch, _saturated):
         fn.cache_clear()
     _SHARES.clear()
+    _FLEETS.clear()
 
 
 def weakest_provenance(labels: list[str]) -> str:
@@ -230,6 +231,64 @@ def _share_latency(curve: CurveLike, route: Route, replicas: int, log: LogReques
     return predict(curve, load, Lengths.of_route(route), percentiles=percentiles)
 
 
+# ---------------------------------------------------------------- the fleet: what decides an online replica count
+
+@dataclass(frozen=True, eq=False)
+class FleetSizing:
+    """Outcome of search_fleet: the fewest replicas whose whole fleet meets the route's SLO by the one verdict
+    (None: none up to the ceiling), that fleet's latency report and verdict (the largest tried when none met),
+    and every (replicas, verdict) simulated."""
+
+    replicas: int | None
+    report: LatencyReport
+    check: SloCheck
+    tried: tuple[tuple[int, SloCheck], ...]
+
+    @property
+    def feasible(self) -> bool:
+        return self.replicas is not None
+
+
+def fleet_latency(curve: CurveLike, route: Route, replicas: int, requests: Requests,
+                  router: str = DEFAULT_ROUTER) -> LatencyReport:
+    """The door's fleet tier: `replicas` replicas of `curve` behind `router` serving the route's one load
+    (planner.traffic.workload.route_requests).  Memoised per curve, route, count and router (a route's load is
+    fixed by the route and its log)."""
+    key = (curve, route, replicas, router, requests.arrival_s.size)
+    if key not in _FLEETS:
+        if len(_FLEETS) >= PREDICTION_CACHE_SIZE:
+            _FLEETS.clear()
+        percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
+        _FLEETS[key] = predict(curve, Fleet(requests, replicas, router), percentiles=percentiles)
+    return _FLEETS[key]
+
+
+_FLEETS: dict[tuple, LatencyReport] = {}
+
+
+def search_fleet(curve: CurveLike, route: Route, requests: Requests, start: int, attainment: float,
+                 router: str = DEFAULT_ROUTER, floor: int = 1, ceiling: int | None = None) -> FleetSizing:
+    """The fewest replicas (>= floor) whose fleet simulation holds every SLO window and the attainment target
+    (fleetfacts.slo), searched from `start` down or up (doubling), then bisected."""
+    targets = route.targets(attainment)
+    floor = max(1, int(floor))
+    start = max(floor, int(start))
+    top = ceiling or max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * start)
+    checks: dict[int, SloCheck] = {}
+
+    def meets(replicas: int) -> bool:
+        if replicas < floor:
+            return False
+        if replicas not in checks:
+            checks[replicas] = fleet_latency(curve, route, replicas, requests, router).check(targets)
+        return checks[replicas].ok
+
+    best = bisect_replicas(meets, start, max(top, start))
+    chosen = best if best is not None else max(checks)
+    return FleetSizing(best, fleet_latency(curve, route, chosen, requests, router), checks[chosen],
+                       tuple(sorted(checks.items())))
+
+
 def sustainable_rps(curve: CurveLike, route: Route, policy: Policy = Policy(), log: LogRequests | None = None,
                     steps: int = RATE_SEARCH_STEPS) -> float:
     """Requests/s one replica carries within the route's SLOs and the utilisation cap (0: none), searched
@@ -271,11 +330,12 @@ def _online_sizing(curve: CurveLike, route: Route, tp: int, replicas: int, repor
     return with_latency(sized, report, route)
 
 
-def with_latency(sized: Sizing, report: LatencyReport, route: Route) -> Sizing:
-    """`sized` reporting `report`'s latency at the route's percentile (after a check changed its replicas)."""
+def with_latency(sized: Sizing, report: LatencyReport, route: Route, check: SloCheck | None = None) -> Sizing:
+    """`sized` reporting `report`'s latency at the route's percentile (after a check changed its replicas), and
+    the verdict that decided its replicas (None: sized on one replica's share, not judged per window)."""
     pct = route.slo_percentile
     return replace(sized, ttft_ms=report.value("ttft", pct), tpot_ms=report.value("tpot", pct),
-                   e2e_ms=report.value("e2e", pct), concurrency=report.in_flight_p99, latency=report)
+                   e2e_ms=report.value("e2e", pct), concurrency=report.in_flight_p99, latency=report, check=check)
 
 
 def _infeasible_at_ceiling(report: LatencyReport, alone: _Point, capacity: Any, route: Route, ceiling: int) -> Sizing:

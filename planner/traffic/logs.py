@@ -3,8 +3,11 @@
 The logs are read by fleetfacts.requestlog.read_log (formats, skipped rows and errors are documented
 there; measure verify replays logs through the same reader).
 
-`route_traffic` derives per route: mean rate, peak per-minute rate,
-burstiness (CV of inter-arrival gaps), a diurnal profile (hourly rate
+`route_traffic` derives per route: mean rate, `peak_to_mean` (the busiest
+hour over the mean hour; 1 for a log shorter than a day, which carries its own
+bursts), burstiness (CV of inter-arrival gaps), burst descriptors (peak 10 s /
+60 s / 300 s sliding-window rates over the mean, index of dispersion of minute
+counts: descriptors, never scale factors), a diurnal profile (hourly rate
 multipliers) when the log spans at least 24 h, and length quantiles;
 `routes_frame` turns them into a ROUTES table.  Definitions: docs/traffic.md.
 """
@@ -33,9 +36,14 @@ from fleetfacts.requestlog import (  # noqa: F401 - re-exported: the planner's c
 )
 from fleetfacts.schema import ROUTES, validate_frame
 
-BUCKET_S = 60.0          # peak rate: busiest full minute
+BUCKET_S = 60.0          # peak_minute_rps: busiest full minute
 DIURNAL_MIN_SPAN_S = 24 * 3600.0  # a diurnal profile needs at least one whole day
 SECONDS_PER_HOUR = 3600.0
+# peak_to_mean compares hours of the day: below a day the log is replayed as it is (its bursts included), so 1
+PEAK_HOUR_MIN_SPAN_S = DIURNAL_MIN_SPAN_S
+# issue 34: 10 s (what a queue feels), 60 s (the SLO window), 300 s (about an engine's scale-up reaction time)
+BURST_WINDOWS_S = (10.0, 60.0, 300.0)
+DISPERSION_BIN_S = 60.0  # index of dispersion of per-minute counts (1 = Poisson, 0 = periodic)
 LENGTH_QUANTILES = (50, 95, 99)
 MODEL_UNKNOWN = "unknown"
 AZURE_ATTRIBUTION = ("Azure LLM inference trace (Azure Public Dataset, CC-BY): Patel et al., \"Splitwise: Efficient "
@@ -52,31 +60,70 @@ class LengthStats:
     p99: float
 
 
+@dataclass(frozen=True, eq=False)
+class BurstDescriptors:
+    """How bursty a route's arrivals are, at the scales of a queue, an SLO window and a scale-up.
+
+    peak_10s / peak_60s / peak_300s: the most arrivals in any window [t, t + w)
+    starting at an arrival, per second, over the mean rate (NaN when the log is
+    shorter than w); dispersion_60s: variance / mean (sample variance) of the
+    arrival counts in the log's full 60 s bins aligned at its start (1 for
+    Poisson, 0 for evenly spaced; NaN below two full bins or with no arrival in
+    them).  Descriptors only: the planner replays a log's own timestamps and
+    never scales a rate by them.  Equal when every field is (NaN equals NaN).
+    """
+
+    peak_10s: float
+    peak_60s: float
+    peak_300s: float
+    dispersion_60s: float
+
+    def peaks(self) -> dict[float, float]:
+        """Window length (s) -> peak rate over the mean."""
+        return dict(zip(BURST_WINDOWS_S, (self.peak_10s, self.peak_60s, self.peak_300s), strict=True))
+
+    def _values(self) -> tuple[float, ...]:
+        return (self.peak_10s, self.peak_60s, self.peak_300s, self.dispersion_60s)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BurstDescriptors):
+            return NotImplemented
+        return bool(np.array_equal(self._values(), other._values(), equal_nan=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(repr(v) for v in self._values()))
+
+
 @dataclass(frozen=True)
 class RouteTraffic:
     """Traffic of one route as derived from a log.
 
-    rate_rps: mean rate; peak_rps: busiest full minute (= rate when the log is
-    shorter than a minute); arrival_cv: CV of the route's inter-arrival gaps
-    (1.0, assumed Poisson, with only 2 requests); diurnal: 24 hourly rate
-    multipliers (UTC hour of day, mean 1 over the log's hours) or None when
-    the log spans less than 24 h.
+    rate_rps: mean rate; peak_hour_rps: busiest full hour counted from the log's
+    first arrival, None when the log spans less than a day; arrival_cv: CV of
+    the route's inter-arrival gaps (1.0, assumed Poisson, with only 2
+    requests); diurnal: 24 hourly rate multipliers (UTC hour of day, mean 1 over
+    the log's hours) or None when the log spans less than 24 h; bursts: burst
+    descriptors (peak 10/60/300 s rates over the mean, dispersion at 60 s).
     """
 
     route: str
     requests: int
     span_s: float
     rate_rps: float
-    peak_rps: float
+    peak_hour_rps: float | None
     arrival_cv: float
     diurnal: tuple[float, ...] | None
     input: LengthStats
     output: LengthStats
+    bursts: BurstDescriptors
     notes: tuple[str, ...] = ()
 
     @property
     def peak_to_mean(self) -> float:
-        return max(1.0, self.peak_rps / self.rate_rps)
+        """Busiest hour over the mean rate, at least 1; 1 for a log shorter than a day (it carries its own bursts)."""
+        if self.peak_hour_rps is None:
+            return 1.0
+        return max(1.0, self.peak_hour_rps / self.rate_rps)
 
 
 
@@ -106,11 +153,68 @@ def length_histogram(values: np.ndarray, bins: int = 20, log_scale: bool = True)
 
 def peak_minute_rps(t_s: np.ndarray, span_s: float) -> float | None:
     """Requests/s of the busiest full minute counted from the first arrival; None if the log is shorter."""
-    minutes = int(span_s // BUCKET_S)
-    if minutes < 1:
+    return _busiest_aligned_rps(t_s, span_s, BUCKET_S)
+
+
+def peak_hour_rps(t_s: np.ndarray, span_s: float) -> float | None:
+    """Requests/s of the busiest full hour counted from the log's first arrival (t_s = 0).
+
+    None when the log spans less than a day (PEAK_HOUR_MIN_SPAN_S): such a log
+    is replayed as it is, so it has no busier hour to scale to.
+    """
+    if span_s < PEAK_HOUR_MIN_SPAN_S:
         return None
-    counts = np.bincount((np.asarray(t_s) // BUCKET_S).astype(np.int64), minlength=minutes)[:minutes]
-    return float(counts.max()) / BUCKET_S
+    return _busiest_aligned_rps(t_s, span_s, SECONDS_PER_HOUR)
+
+
+def _busiest_aligned_rps(t_s: np.ndarray, span_s: float, width_s: float) -> float | None:
+    """Requests/s of the busiest full bin [k w, (k + 1) w) within [0, span_s); None if there is no full bin."""
+    bins = int(span_s // width_s)
+    if bins < 1:
+        return None
+    counts = np.bincount((np.asarray(t_s) // width_s).astype(np.int64), minlength=bins)[:bins]
+    return float(counts.max()) / width_s
+
+
+def burst_descriptors(arrival_s: np.ndarray, start_s: float | None = None, end_s: float | None = None,
+                      mean_rps: float | None = None) -> BurstDescriptors:
+    """Peak sliding-window rates over the mean and the index of dispersion at 60 s (see BurstDescriptors).
+
+    arrival_s: arrival times (s, any order); start_s / end_s: the log's extent
+    (default: first / last arrival), which sets which windows and bins are
+    whole; mean_rps: the mean rate (default (n - 1) / (end_s - start_s)).
+    A window w's peak is max over arrivals i of #{j: t_i <= t_j < t_i + w} / w,
+    counted with np.searchsorted.  Raises InputError below 2 arrivals, for an
+    empty extent or a mean rate that is not positive.
+    """
+    t = np.sort(np.asarray(arrival_s, dtype=float))
+    if t.size < 2:
+        raise InputError(f"burst descriptors need at least 2 arrivals, got {t.size}")
+    start = float(t[0]) if start_s is None else float(start_s)
+    span = (float(t[-1]) if end_s is None else float(end_s)) - start
+    if not span > 0:
+        raise InputError(f"burst descriptors need a log extent > 0 s (start to end), got {span} s")
+    mean = (t.size - 1) / span if mean_rps is None else float(mean_rps)
+    if not mean > 0:
+        raise InputError(f"burst descriptors need a mean rate > 0 req/s, got {mean}")
+    peaks = [_peak_window_rps(t, w) / mean if span >= w else math.nan for w in BURST_WINDOWS_S]
+    return BurstDescriptors(*peaks, dispersion_60s=_dispersion(t - start, span, DISPERSION_BIN_S))
+
+
+def _peak_window_rps(t: np.ndarray, width_s: float) -> float:
+    """Most arrivals in any window [t_i, t_i + width_s) starting at an arrival, per second (t sorted)."""
+    counts = np.searchsorted(t, t + width_s, side="left") - np.arange(t.size)
+    return float(counts.max()) / width_s
+
+
+def _dispersion(t: np.ndarray, span_s: float, bin_s: float) -> float:
+    """Sample variance / mean of the counts in the full bins [k b, (k + 1) b) within [0, span_s); NaN below 2."""
+    bins = int(span_s // bin_s)
+    if bins < 2:
+        return math.nan
+    counts = np.bincount((t // bin_s).astype(np.int64), minlength=bins)[:bins]
+    mean = counts.mean()
+    return float(counts.var(ddof=1) / mean) if mean > 0 else math.nan
 
 
 def diurnal_profile(t_s: np.ndarray, start: pd.Timestamp, span_s: float) -> tuple[float, ...] | None:
@@ -166,12 +270,10 @@ def _route(name: str, group: pd.DataFrame, total: int, log_rate: float, traffic:
     else:
         cv = 1.0
         notes.append("arrival_cv assumed 1 (Poisson): too few requests to measure it")
-    peak = peak_minute_rps(t, traffic.span_s)
-    if peak is None:
-        notes.append("peak_to_mean 1: the log is shorter than one minute")
-    return RouteTraffic(name, len(group), float(t[-1] - t[0]), rate, rate if peak is None else peak, cv,
+    bursts = burst_descriptors(t, start_s=0.0, end_s=traffic.span_s, mean_rps=rate)
+    return RouteTraffic(name, len(group), float(t[-1] - t[0]), rate, peak_hour_rps(t, traffic.span_s), cv,
                         diurnal_profile(t, traffic.start, traffic.span_s), length_stats(group["input_len"]),
-                        length_stats(group["output_len"]), tuple(notes))
+                        length_stats(group["output_len"]), bursts, tuple(notes))
 
 
 # ---------------------------------------------------------------- routes table
@@ -211,8 +313,9 @@ def route_notes(s: RouteTraffic, traffic: TrafficLog) -> str:
     parts = [f"derived by planner.traffic from {Path(traffic.source).name} ({traffic.format} log; {s.requests} "
              f"requests, log span {traffic.span_s:.0f} s from {traffic.start:%Y-%m-%d %H:%M} UTC)",
              "rate_rps = log rate (requests-1)/span x the route's share of requests",
-             f"peak_to_mean = busiest full minute / mean ({s.peak_rps:.4g} / {s.rate_rps:.4g} req/s)",
+             peak_to_mean_note(s),
              "arrival_cv = std/mean of inter-arrival gaps",
+             "bursts (descriptors, not scale factors) " + burst_text(s.bursts),
              "lengths = mean and p50/p95/p99 (linear) of prompt and output tokens"]
     if s.diurnal is not None:
         parts.append("diurnal multipliers by UTC hour 0-23: " + " ".join(f"{m:.2f}" for m in s.diurnal))
@@ -225,6 +328,22 @@ def route_notes(s: RouteTraffic, traffic: TrafficLog) -> str:
     return "; ".join(parts)
 
 
+def peak_to_mean_note(s: RouteTraffic) -> str:
+    """What the route's peak_to_mean means, for its notes."""
+    if s.peak_hour_rps is None:
+        return ("peak_to_mean = 1: the log spans less than a day, so it carries its own bursts and is replayed "
+                "at its own timestamps (busiest hour over the mean hour needs a day of log)")
+    return (f"peak_to_mean = busiest full hour (counted from the first arrival) / mean hour, at least 1 "
+            f"({s.peak_hour_rps:.4g} / {s.rate_rps:.4g} req/s)")
+
+
+def burst_text(b: BurstDescriptors) -> str:
+    """'peak 10 s 16.2x, 60 s 4.7x, 300 s 1.8x mean, dispersion at 60 s 167' (n/a where the log is too short)."""
+    peaks = ", ".join(f"{w:.0f} s " + (f"{r:.1f}x" if math.isfinite(r) else "n/a") for w, r in b.peaks().items())
+    dispersion = f"{b.dispersion_60s:.3g}" if math.isfinite(b.dispersion_60s) else "n/a"
+    return f"peak {peaks} mean, dispersion at {DISPERSION_BIN_S:.0f} s {dispersion}"
+
+
 def summary_lines(traffic: TrafficLog, stats: Sequence[RouteTraffic], left_out: Sequence[str] = ()) -> list[str]:
     """Human-readable lines describing what was read and derived (for the CLI and the app)."""
     out = [f"{traffic.source}: {traffic.format} log, {len(traffic.requests)} requests over {traffic.span_s:.0f} s"]
@@ -232,10 +351,12 @@ def summary_lines(traffic: TrafficLog, stats: Sequence[RouteTraffic], left_out: 
         if text:
             out.append(text)
     for s in stats:
-        out.append(f"route {s.route}: {s.requests} requests, mean {s.rate_rps:.4g} req/s, peak minute "
-                   f"{s.peak_rps:.4g} req/s (x{s.peak_to_mean:.2f}), arrival CV {s.arrival_cv:.2f}, "
+        hour = "busiest hour / mean" if s.peak_hour_rps is not None else "log shorter than a day"
+        out.append(f"route {s.route}: {s.requests} requests, mean {s.rate_rps:.4g} req/s, peak_to_mean "
+                   f"{s.peak_to_mean:.2f} ({hour}), arrival CV {s.arrival_cv:.2f}, "
                    f"input mean/p50/p95/p99 {_lengths_text(s.input)}, output {_lengths_text(s.output)}"
                    + (", diurnal profile derived" if s.diurnal is not None else ""))
+        out.append(f"{s.route}: {burst_text(s.bursts)}")
     return out
 
 

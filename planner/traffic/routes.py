@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fleetfacts.schema import ROUTES, split_list
+from fleetfacts.slo import DEFAULT_WINDOW_S, Targets
 
 # Length percentile columns of the ROUTES schema, and the z-score of each tail under a lognormal.
 LENGTH_PERCENTILES = (50, 95, 99)
@@ -100,14 +101,7 @@ class Slo:
 
     def met(self, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
         """Per request: does it meet every target?  NaN latency (rejected) never does; NaN TPOT (1 token) does."""
-        ok = np.isfinite(e2e_s)
-        if self.ttft_ms is not None:
-            ok &= ttft_s * 1000.0 <= self.ttft_ms
-        if self.tpot_ms is not None:
-            ok &= ~(tpot_s * 1000.0 > self.tpot_ms)
-        if self.e2e_ms is not None:
-            ok &= e2e_s * 1000.0 <= self.e2e_ms
-        return ok
+        return Targets(self.ttft_ms, self.tpot_ms, self.e2e_ms).met(ttft_s, tpot_s, e2e_s)
 
     def describe(self) -> str:
         parts = [f"{name} {value:g} ms" for name, value in
@@ -289,6 +283,7 @@ class Route:
     slo_percentile: float
     updates_per_month: float
     log: str = ""
+    slo_window_s: float = DEFAULT_WINDOW_S
     allow_lists: tuple[tuple[str, Any], ...] = ()
     diurnal: tuple[float, ...] | None = None
 
@@ -307,9 +302,15 @@ class Route:
             slo_percentile=_num(_get(row, "slo_percentile"), DEFAULT_SLO_PERCENTILE),
             updates_per_month=_num(_get(row, "model_updates_per_month"), 0.0),
             log=log if isinstance(log, str) else "",
+            slo_window_s=_num(_get(row, "slo_window_s"), DEFAULT_WINDOW_S),
             allow_lists=tuple((c, _get(row, c)) for c in ALLOW_LISTS),
             diurnal=parse_diurnal(_get(row, "diurnal")),
         )
+
+    def targets(self, attainment: float) -> Targets:
+        """The route's SLO as the one verdict judges it (fleetfacts.slo), with the share of requests required."""
+        return Targets(self.slo.ttft_ms, self.slo.tpot_ms, self.slo.e2e_ms, self.slo_percentile, self.slo_window_s,
+                       attainment)
 
     @property
     def peak_rps(self) -> float:

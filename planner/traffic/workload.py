@@ -327,3 +327,37 @@ def thin_requests(requests: Requests, keep: float, seed: int = 0) -> Requests:
     t = requests.arrival_s[mask]
     return Requests(t, requests.input_len[mask], requests.output_len[mask],
                     f"{requests.source}, thinned to {keep:.3g} of the requests")
+
+
+# ---------------------------------------------------------------- the one load of a route
+
+# A route without a log is planned on this long a stretch of its peak traffic (its busiest hour), at most
+# LOAD_MAX_REQUESTS requests (a very busy route: a shorter stretch, which still holds many SLO windows).
+LOAD_HORIZON_S = SECONDS_PER_HOUR
+LOAD_MAX_REQUESTS = 40_000
+LOAD_SEED = 0
+
+LogRequests = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]
+
+
+def route_requests(route: Route, log: LogRequests | None = None) -> Requests:
+    """The arrivals every path replays for an online route: sizing, the checks, `simulate`, `fleet`, the app.
+
+    A route with a request log replays the log's own timestamps (its bursts are in them), its busiest hour
+    `peak_to_mean` times as busy as the log (1: the log as recorded).  A route without one: gamma arrivals at
+    rate_rps x peak_to_mean with its arrival_cv over LOAD_HORIZON_S, lengths drawn from its quantiles, fixed seeds.
+    """
+    if log is not None:
+        times, (inputs, outputs) = log
+        t = np.asarray(times, dtype=float)
+        order = np.argsort(t, kind="stable")
+        t = (t[order] - t[order][0]) / route.peak_to_mean if t.size else t
+        scale = f" compressed {route.peak_to_mean:g}x (peak_to_mean)" if route.peak_to_mean != 1 else \
+            " at its own rate"
+        span = float(t[-1]) if t.size else 0.0
+        return Requests(t, np.maximum(1, np.asarray(inputs, dtype=np.int64)[order]),
+                        np.maximum(1, np.asarray(outputs, dtype=np.int64)[order]),
+                        f"the route's log ({t.size} requests over {span:.0f} s){scale}")
+    rate = route.peak_rps
+    n = max(1, min(LOAD_MAX_REQUESTS, math.ceil(rate * LOAD_HORIZON_S)))
+    return synthetic_requests(route, n, LOAD_SEED)
