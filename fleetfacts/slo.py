@@ -41,6 +41,15 @@ class Targets:
     def empty(self) -> bool:
         return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
 
+    def describe(self) -> str:
+        """e.g. "p95 TTFT 300 ms, TPOT 30 ms in every 60 s window; 99% of requests within every target"."""
+        parts = [f"{name} {value:g} ms" for name, value in (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms))
+                 if value is not None]
+        where = f"in every {self.window_s:g} s window" if self.window_s > 0 else "over the whole run"
+        head = f"p{self.percentile:g} {', '.join(parts)} {where}; " if parts else ""
+        e2e = f" (e2e {self.e2e_ms:g} ms)" if self.e2e_ms is not None else ""
+        return f"{head}{self.attainment:.0%} of requests within every target{e2e}"
+
     def met(self, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
         """Per request: within every target?  Never served (NaN e2e) never is; no TPOT (one token) passes TPOT."""
         ok = np.isfinite(e2e_s)

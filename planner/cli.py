@@ -57,6 +57,7 @@ from planner.engine.transfer_check import (
 )
 from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import (
+    ROUTERS,
     Lengths,
     OpenLoop,
     Replay,
@@ -755,10 +756,11 @@ def _run_traffic(args: argparse.Namespace) -> int:
 def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--routes", required=True, help="routes CSV the plan was made from")
     p.add_argument("--plan", required=True, help="plan CSV (written by `plan`)")
-    p.add_argument("--log", metavar="FILE", help="replay this request log instead of synthetic arrivals")
+    p.add_argument("--log", metavar="FILE", help="replay this request log instead of each route's own load (a "
+                   "route's `log`, else synthetic arrivals)")
     p.add_argument("--format", choices=("azure", "generic"), type=slug, help="log format (default: detected)")
     p.add_argument("--route", help="route a log without a route column feeds (default: the only online route)")
-    p.add_argument("--router", choices=("jsq", "round-robin"), default="jsq", help="load balancer (default jsq)")
+    p.add_argument("--router", choices=tuple(ROUTERS), help="load balancer (default: the plan's assumption)")
     p.add_argument("--seed", type=int, default=0, help="seed for synthetic arrivals and lengths")
     p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
     p.add_argument("--json", action="store_true", help="print one JSON list of per-route records")
@@ -768,15 +770,14 @@ def _run_simulate(args: argparse.Namespace) -> int:
     from planner.planning.plan_check import format_simulations, simulate_plan
 
     routes = load_routes(args.routes)
-    plan = plan_rows(read_plan(args.plan)[0])
-    if args.log:
-        given = replay_requests(args.log, routes, args.format, args.route)
-    else:  # each route's own request log (the routes file's `log` column), as `plan` replays it
-        given = {}
-        for name, log in zip(routes["name"], routes["log"], strict=True):
-            if log:
-                given.update(replay_requests(log, routes[routes["name"] == name], None, str(name)))
-    sims = simulate_plan(routes, plan, load_inputs(args.profiles).curves, given, seed=args.seed, router=args.router)
+    frame, assumptions = read_plan(args.plan)
+    a = assumptions or Assumptions()
+    logs = {}
+    if args.log:  # replayed as the route's own log would be (planner.traffic.workload.route_requests)
+        for name, r in replay_requests(args.log, routes, args.format, args.route).items():
+            logs[name] = (r.arrival_s, (r.input_len, r.output_len))
+    sims = simulate_plan(routes, plan_rows(frame), load_inputs(args.profiles).curves, logs, seed=args.seed,
+                         router=args.router or a.router, attainment=a.slo_attainment)
     if args.json:
         print(json.dumps([s.record() for s in sims], allow_nan=False, default=str))
     else:

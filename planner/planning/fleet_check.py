@@ -2,11 +2,13 @@
 
 A deployment (one fitted curve, R replicas) serves streams: a route's requests, or (GPU mix) those of
 its requests whose lengths fall in a bucket.  `attainment` simulates the deployment to steady state
-on all its streams at once and returns each route's SLO attainment (its own SLO, measured after the
-warm-up); `smallest_fleet` searches the fewest replicas at which every route meets the target.
+on all its streams at once and judges each route by the one SLO verdict (fleetfacts.slo: every window of
+its slo_window_s and the attainment target, measured after the warm-up); `smallest_fleet` searches the fewest
+replicas at which every route holds.
 
-Traffic: a route with a request log (its `log` column) replays it, as the route-by-route check does,
-its arrivals compressed to the given rate; any other route draws arrivals at the given rate with its
+Traffic: a route with a request log (its `log` column) replays its one load (planner.traffic.workload.
+route_requests: the log's own timestamps, its busiest hour peak_to_mean times as busy), as the plan does,
+stretched only where an hour's rate is below the peak; any other route draws arrivals at the given rate with its
 arrival CV (a gamma renewal process) and lengths from its distributions.  A stream keeps the requests
 whose lengths fall in its bucket.  Like planner.traffic.workload.SteadyTraffic, a large deployment is represented by
 k = min(R, SIM_MAX_REPLICAS) replicas fed a random k/R share of every stream.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleetfacts.slo import SloCheck, judge
 from planner.engine.curves import CurveLike
 from planner.latency import simulate
 from planner.traffic.routes import Route
@@ -34,6 +37,7 @@ from planner.traffic.workload import (
     THINNING_MARGIN,
     THINNING_SLACK,
     route_log_requests,
+    route_requests,
     thinned_gamma,
 )
 
@@ -84,19 +88,26 @@ class Stream:
 # waterfall) simulate the same deployment on the same streams again; a simulation is seeded, so its result
 # is the same.  Bounded, so a long-running app process does not grow without limit.
 SIM_MEMO_SIZE = 512
-_ATTAINED: OrderedDict[Hashable, dict[str, float]] = OrderedDict()
+_ATTAINED: OrderedDict[Hashable, dict[str, SloCheck]] = OrderedDict()
 _ATTAINED_LOCK = threading.Lock()
 
 
-def attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0) -> dict[str, float]:
-    """Each route's simulated SLO attainment with `replicas` replicas of `curve` serving every stream
-    (a simulation already run on the same curve object, streams, replicas and seed is reused)."""
-    key = (curve, tuple(streams), replicas, seed)
+def attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0,
+               target: float = 0.99) -> dict[str, float]:
+    """Each route's simulated SLO attainment with `replicas` replicas of `curve` serving every stream."""
+    return {name: c.attainment for name, c in checks(curve, streams, replicas, seed, target).items()}
+
+
+def checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0,
+           target: float = 0.99) -> dict[str, SloCheck]:
+    """Each route's SLO verdict (fleetfacts.slo) with `replicas` replicas of `curve` serving every stream (a
+    simulation already run on the same curve object, streams, replicas, seed and target is reused)."""
+    key = (curve, tuple(streams), replicas, seed, target)
     with _ATTAINED_LOCK:
         if key in _ATTAINED:
             _ATTAINED.move_to_end(key, last=False)
             return dict(_ATTAINED[key])
-    out = _simulated_attainment(curve, streams, replicas, seed)
+    out = _simulated_checks(curve, streams, replicas, seed, target)
     with _ATTAINED_LOCK:
         _ATTAINED[key] = dict(out)
         _ATTAINED.move_to_end(key, last=False)
@@ -105,38 +116,42 @@ def attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed:
     return out
 
 
-def _simulated_attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int) -> dict[str, float]:
-    requests = _requests(curve, streams, replicas, seed)
-    t, i, o, owner, warmup = requests
+def _simulated_checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int,
+                      target: float) -> dict[str, SloCheck]:
+    """Per route, the verdict of its worst stream (a route split over buckets holds only if each part does)."""
+    t, i, o, owner, warmup = _requests(curve, streams, replicas, seed)
     result = simulate.simulate(curve, t, i, o, min(replicas, SIM_MAX_REPLICAS))
-    out: dict[str, float] = {}
+    out: dict[str, SloCheck] = {}
     for index, stream in enumerate(streams):
-        mine = (owner == index) & (t >= warmup)
-        if not mine.any():
-            mine = owner == index
-        met = stream.route.slo.met(result.ttft_s[mine], result.tpot_s[mine], result.e2e_s[mine])
+        mine = owner == index
+        check = judge(t[mine], result.ttft_s[mine], result.tpot_s[mine], result.e2e_s[mine],
+                      stream.route.targets(target), warmup_s=warmup)
         name = stream.route.name
-        value = float(np.mean(met)) if met.size else 1.0
-        out[name] = min(out.get(name, 1.0), value)
+        if name not in out or _worse(check, out[name]):
+            out[name] = check
     return out
+
+
+def _worse(a: SloCheck, b: SloCheck) -> bool:
+    return (a.ok, a.attainment) < (b.ok, b.attainment)
 
 
 def smallest_fleet(curve: CurveLike, streams: Sequence[Stream], start: int, target: float,
                    seed: int = 0) -> tuple[int | None, dict[str, float]]:
-    """The fewest replicas >= start at which every route's attainment >= target (None if none up to
-    SEARCH_CEILING_FACTOR x start), and the attainment there (or at the largest fleet tried)."""
+    """The fewest replicas >= start at which every route holds its SLO by the one verdict (None if none up to
+    SEARCH_CEILING_FACTOR x start), and each route's attainment there (or at the largest fleet tried)."""
     start = max(1, int(start))
-    seen: dict[int, dict[str, float]] = {}
+    seen: dict[int, dict[str, SloCheck]] = {}
 
     def meets(r: int) -> bool:
         if r < start:
             return False
         if r not in seen:
-            seen[r] = attainment(curve, streams, r, seed)
-        return min(seen[r].values()) >= target
+            seen[r] = checks(curve, streams, r, seed, target)
+        return all(c.ok for c in seen[r].values())
 
     best = simulate.bisect_replicas(meets, start, SEARCH_CEILING_FACTOR * start)
-    return best, seen[best if best is not None else max(seen)]
+    return best, {name: c.attainment for name, c in seen[best if best is not None else max(seen)].items()}
 
 
 def _service_s(curve: CurveLike, route: Route) -> float:
@@ -176,7 +191,7 @@ def _stream_requests(stream: Stream, keep: float, duration: float, seed: int
     logged = _log(stream.route)
     if logged is not None:
         t, inp, out = logged
-        times = t * (t.size - 1) / max(t[-1], 1e-9) / stream.route_rps  # compressed to route_rps
+        times = t * stream.route.peak_rps / stream.route_rps  # the route's load, stretched in a quieter hour
         kept = gen.uniform(size=times.size) < keep
         times, inp, out = times[kept], inp[kept], out[kept]
     else:
@@ -190,26 +205,26 @@ def _stream_requests(stream: Stream, keep: float, duration: float, seed: int
     return times[mine], inp[mine], out[mine]
 
 
-_LOGS: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+_LOGS: dict[tuple[str, float], tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
 
 
 def _log(route: Route) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(arrival s from 0, prompt, output tokens) of the route's request log, read once; None without one."""
+    """(arrival s, prompt, output tokens) of the route's one load when it has a request log (route_requests), read
+    once; None without one."""
     if not route.log:
         return None
-    if route.log not in _LOGS:
+    key = (route.log, route.peak_to_mean)
+    if key not in _LOGS:
         found = route_log_requests(route)
         if found is None or len(found[0]) < 2:
-            _LOGS[route.log] = None
+            _LOGS[key] = None
         else:
-            t, (inp, out) = found
-            order = np.argsort(t, kind="stable")
-            t = np.asarray(t, dtype=float)[order]
-            _LOGS[route.log] = (t - t[0], np.asarray(inp)[order], np.asarray(out)[order])
-    return _LOGS[route.log]
+            load = route_requests(route, found)
+            _LOGS[key] = (load.arrival_s, load.input_len, load.output_len)
+    return _LOGS[key]
 
 
 def _log_span_s(stream: Stream) -> float:
     """How long the stream's replayed log lasts at its rate (0 without a log)."""
     logged = _log(stream.route)
-    return 0.0 if logged is None else (logged[0].size - 1) / stream.route_rps
+    return 0.0 if logged is None else float(logged[0][-1]) * stream.route.peak_rps / stream.route_rps

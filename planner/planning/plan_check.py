@@ -1,8 +1,9 @@
 """The simulation check of a saved plan: each planned route simulated on the fleet the plan names.
 
 `simulate_plan(routes, plan_rows, curves)` -> one RouteSimulation per planned route
-(online: SLO attainment and latency percentiles; batch: makespan against the
-deadline); `format_simulations` turns them into text.  The simulator itself
+(online: the route's one load (planner.traffic.workload.route_requests) on the planned fleet behind its router,
+judged by the one SLO verdict (fleetfacts.slo), through the latency door's fleet tier, so it says what `plan`
+said; batch: makespan against the deadline); `format_simulations` turns them into text.  The simulator itself
 is planner.latency.simulate; `python -m planner simulate` is the command.
 """
 
@@ -16,20 +17,20 @@ from typing import Any
 import pandas as pd
 
 from fleetfacts.errors import InputError
+from fleetfacts.slo import SloCheck
 from planner.engine.curves import Curve, CurveLike, GroupKey, find_curve
-from planner.latency.simulate import METRICS, PERCENTILES, SimResult, batch_makespan, check_fleet, simulate_requests
+from planner.latency import DEFAULT_ROUTER
+from planner.latency.simulate import METRICS, PERCENTILES, SimResult, batch_makespan
 from planner.sizing.plan_row import PlanRow
+from planner.sizing.sizing import fleet_latency
 from planner.traffic.routes import Route
 from planner.traffic.workload import (
-    DEFAULT_SIM_REQUESTS,
     SIM_BATCH_SAMPLE,
-    SIM_MAX_REPLICAS,
-    Requests,
+    LogRequests,
+    route_log_requests,
+    route_requests,
     synthetic_requests,
-    thin_requests,
 )
-
-MAX_FULL_REPLAY_REPLICAS = 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +46,7 @@ class RouteSimulation:
     makespan_s: float = math.nan
     deadline_s: float = math.nan
     note: str = ""
+    check: SloCheck | None = None
 
     def record(self) -> dict[str, Any]:
         """A flat, JSON-safe dict (NaN -> None)."""
@@ -52,25 +54,30 @@ class RouteSimulation:
                                "replicas": self.replicas, "source": self.source, "note": self.note}
         if self.result is not None:
             out.update(self.result.summary())
+        if self.check is not None:
+            c = self.check
+            out.update(slo_holds=c.ok, slo_attainment=c.attainment, windows=c.windows,
+                       windows_in_breach=c.windows_in_breach, ttft_worst_window_ms=c.worst_ttft_ms,
+                       tpot_worst_window_ms=c.worst_tpot_ms, busiest_window_start_s=c.busiest_window_start_s,
+                       verdict=c.describe())
         if self.traffic == "batch":
             out.update(makespan_s=self.makespan_s, deadline_s=self.deadline_s)
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
 def simulate_plan(routes: pd.DataFrame, plan: Sequence[PlanRow], curves: dict[GroupKey, Curve],
-                  requests_by_route: Mapping[str, Requests] | None = None,
-                  seed: int = 0, n_requests: int | None = None, router: str = "jsq"
-                  ) -> list[RouteSimulation]:
+                  logs_by_route: Mapping[str, LogRequests] | None = None,
+                  seed: int = 0, n_requests: int | None = None, router: str = DEFAULT_ROUTER,
+                  attainment: float = 0.99) -> list[RouteSimulation]:
     """Simulate every planned (status ok) route of `plan` on the fleet it names.
 
     routes: the ROUTES frame the plan was made from; plan: its rows (PlanResult.rows, or
     planner.sizing.plan_row.plan_rows of a plan read from a file); curves: fitted curves
-    (planner.planning.plan.load_inputs().curves); requests_by_route: replayed requests
-    per route name (planner.traffic.logs), others get synthetic ones: n_requests of
-    them, or (None) a steady-state horizon on at most SIM_MAX_REPLICAS replicas
-    with their share of the traffic (planner.traffic.workload.SteadyTraffic).  Raises
+    (planner.planning.plan.load_inputs().curves).  Raises
     InputError for a plan route missing from `routes`, NoCurveError when its
-    curve is not fitted.
+    curve is not fitted.  logs_by_route: a log to replay instead of a route's own (as route_requests replays
+    one); n_requests: that many synthetic requests instead of the route's load; router and attainment: the plan's
+    assumptions.
     """
     if seed < 0:
         raise InputError(f"--seed: expected a whole number >= 0, got {seed}")
@@ -86,8 +93,10 @@ def simulate_plan(routes: pd.DataFrame, plan: Sequence[PlanRow], curves: dict[Gr
         # A plan written before engine_config existed has none: find_curve then prefers the default config.
         curve = find_curve(curves, p.engine, p.gpu, row["model"], p.precision, tp, p.engine_version,
                            p.engine_config or None)
-        given = (requests_by_route or {}).get(p.route)
-        out.append(_simulate_route(Route.from_row(row), curve, replicas, p.option, given, seed, n_requests, router))
+        route = Route.from_row(row)
+        log = (logs_by_route or {}).get(p.route)
+        sim = _simulate_route(route, curve, replicas, p.option, log, seed, n_requests, router, attainment)
+        out.append(sim)
     return out
 
 
@@ -102,8 +111,8 @@ def _sizes(plan_row: PlanRow) -> tuple[int, int]:
     return plan_row.replicas, plan_row.tp
 
 
-def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, given: Requests | None, seed: int,
-                    n_requests: int | None, router: str) -> RouteSimulation:
+def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, log: LogRequests | None, seed: int,
+                    n_requests: int | None, router: str, attainment: float) -> RouteSimulation:
     if route.traffic == "batch":
         n = min(route.num_requests, SIM_BATCH_SAMPLE)
         inp = route.input.sample(n, seed)
@@ -113,19 +122,13 @@ def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, 
         note = "meets the deadline" if makespan <= deadline else "MISSES the deadline"
         return RouteSimulation(route.name, "batch", option, replicas, "lengths sampled from the route's quantiles",
                                makespan_s=makespan, deadline_s=deadline, note=note)
-    if given is None and n_requests is None:
-        result, source = check_fleet(route, curve, replicas, router=router, seed=seed)
-        return RouteSimulation(route.name, "online", option, replicas, source, result)
-    requests = given or synthetic_requests(route, n_requests or DEFAULT_SIM_REQUESTS, seed)
-    # A replayed log runs on the whole fleet up to this many replicas (exact, and bounded by the log);
-    # a larger fleet (memory per replica) is simulated as a subset with its share of the requests.
-    simulated = replicas if replicas <= MAX_FULL_REPLAY_REPLICAS else SIM_MAX_REPLICAS
-    source = requests.source
-    if simulated < replicas:  # a representative subset, with its share of the requests (bounded memory)
-        requests = thin_requests(requests, simulated / replicas, seed)
-        source = f"{simulated} of {replicas} replicas with their share of the requests; {requests.source}"
-    result = simulate_requests(curve, requests, simulated, router, route.slo)
-    return RouteSimulation(route.name, "online", option, replicas, source, result)
+    if n_requests is not None:
+        requests = synthetic_requests(route, n_requests, seed)
+    else:
+        requests = route_requests(route, log if log is not None else route_log_requests(route))
+    report = fleet_latency(curve, route, replicas, requests, router)
+    check = report.check(route.targets(attainment)) if not route.slo.empty else None
+    return RouteSimulation(route.name, "online", option, replicas, report.load, report.results[0], check=check)
 
 
 def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:
@@ -137,10 +140,13 @@ def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:
             lines += [head, f"  makespan {s.makespan_s / 3600:.2f} h vs deadline {s.deadline_s / 3600:.2f} h: {s.note}"]
             continue
         r = s.result
-        att = "n/a (no SLO)" if math.isnan(r.attainment) else f"{r.attainment * 100:.2f}%"
-        lines += [head, f"  {r.n} requests, SLO ({r.slo.describe()}) attainment {att}"
+        slo = s.check.targets.describe() if s.check is not None else "no SLO"
+        lines += [head, f"  {r.n} requests, SLO: {slo}"
                   + (f", {r.rejected} rejected (longer than the KV cache)" if r.rejected else "")]
         for metric in METRICS:
             values = "  ".join(f"p{p} {r.percentile_ms(metric, p):9.1f}" for p in PERCENTILES)
             lines.append(f"  {metric.upper():5s} ms  {values}")
+        if s.check is not None:
+            lines.append(f"  SLO verdict: {s.check.describe()}")
+            lines += [f"    {line}" for line in s.check.window_lines()]
     return lines
