@@ -29,6 +29,8 @@ import pandas as pd
 from fleetfacts.arrivals import arrival_times
 from fleetfacts.errors import InputError
 from fleetfacts.schema import ROUTES, load_plan_rows, load_table
+from fleetfacts.slo import DEFAULT_WINDOW_S, SloCheck, Targets
+from fleetfacts.slo import judge as judge_windows
 from measure.loadgen import LoadResult, RequestSpec, load_request_log
 from measure.stats import Measurement
 
@@ -157,6 +159,47 @@ def replayed_requests(log: str | Path, share: Share, duration_s: float, max_requ
     return tuple(r for r in kept if (r.send_at_s or 0.0) <= duration_s)[:max_requests]
 
 
+# ------------------------------------------------------------------ one window of the load (--window heaviest:S)
+
+# Arrivals replayed before the heaviest window, so the window starts on the queue the traffic before it leaves
+# (up to this many seconds; not judged).
+WINDOW_LEAD_IN_S = 30.0
+
+
+def parse_window(text: str | None) -> float | None:
+    """--window heaviest:SECONDS -> SECONDS (None: the whole run)."""
+    if text is None:
+        return None
+    kind, _, seconds = text.partition(":")
+    try:
+        value = float(seconds)
+    except ValueError:
+        value = math.nan
+    if kind != "heaviest" or not (math.isfinite(value) and value > 0):
+        raise InputError(f"--window: expected heaviest:SECONDS (e.g. heaviest:60), got {text!r}")
+    return value
+
+
+def heaviest_start(times: Sequence[float], window_s: float) -> float:
+    """Start of the window_s-long window holding the most arrivals (windows start at an arrival)."""
+    t = np.sort(np.asarray(times, dtype=float))
+    if not t.size:
+        return 0.0
+    counts = np.searchsorted(t, t + window_s, side="left") - np.arange(t.size)
+    return float(t[int(np.argmax(counts))])
+
+
+def window_of(requests: Sequence[RequestSpec], start_s: float, window_s: float,
+              lead_in_s: float = WINDOW_LEAD_IN_S) -> tuple[tuple[RequestSpec, ...], float]:
+    """The requests arriving in [start - lead-in, start + window), times shifted to begin at 0, and the lead-in
+    kept (not judged: the verdict's warm-up)."""
+    lead = min(lead_in_s, start_s)
+    begin, end = start_s - lead, start_s + window_s
+    kept = tuple(RequestSpec(r.input_len, r.output_len, (r.send_at_s or 0.0) - begin) for r in requests
+                 if begin <= (r.send_at_s or 0.0) < end)
+    return kept, lead
+
+
 # ------------------------------------------------------------------ judging
 
 def measurement(load: LoadResult, requests: tuple[RequestSpec, ...]) -> Measurement:
@@ -228,6 +271,43 @@ def verdicts(m: Measurement, plan: Mapping[str, Any], route: Mapping[str, Any],
         out.append(judge(f"{metric}_p{q:g}_ms", _percentile(getattr(m, f"{metric}_ms"), q), predicted,
                          _number(route[f"{metric}_slo_ms"]), plan, span=span))
     return out + [_throughput_verdict(load, requests, plan), _error_verdict(m)]
+
+
+def window_check(load: LoadResult, route: Mapping[str, Any], warmup_s: float = 0.0,
+                 attainment: float = 0.99) -> SloCheck:
+    """The one SLO verdict (fleetfacts.slo) on the measured requests: every slo_window_s window of the route
+    (by send time) and the attainment; requests sent before warmup_s (a window's lead-in) are not judged."""
+    sent = [r.start_s for r in load.results]
+    origin = min(sent) if sent else 0.0
+    nan = math.nan
+
+    def arr(values: Sequence[float | None]) -> np.ndarray:
+        return np.array([nan if v is None else v for v in values], dtype=float)
+
+    ok = [r.ok for r in load.results]
+    window = _number(route.get("slo_window_s"))
+    targets = Targets(_number(route.get("ttft_slo_ms")), _number(route.get("tpot_slo_ms")),
+                      _number(route.get("e2e_slo_ms")), float(route["slo_percentile"]),
+                      DEFAULT_WINDOW_S if window is None else window, attainment)
+    return judge_windows(arr([s - origin for s in sent]), arr([r.ttft_s if k else None for r, k in zip(load.results, ok, strict=True)]),
+                         arr([r.tpot_s if k else None for r, k in zip(load.results, ok, strict=True)]),
+                         arr([r.e2e_s if k else None for r, k in zip(load.results, ok, strict=True)]), targets, warmup_s)
+
+
+def window_verdicts(check: SloCheck, plan: Mapping[str, Any], route: Mapping[str, Any]) -> list[Verdict]:
+    """The worst window's TTFT and TPOT against the plan's worst-window prediction and the SLO, and the count of
+    windows in breach (any is an SLO at risk)."""
+    q = float(route["slo_percentile"])
+    out = []
+    for metric, measured in (("ttft", check.worst_ttft_ms), ("tpot", check.worst_tpot_ms)):
+        predicted = _number(plan.get(f"{metric}_worst_window_ms"))
+        out.append(judge(f"{metric}_p{q:g}_worst_window_ms", None if math.isnan(measured) else measured, predicted,
+                         _number(route[f"{metric}_slo_ms"]), plan))
+    breach = check.windows_in_breach
+    verdict = AT_RISK if breach else WITHIN
+    out.append(Verdict("windows_in_breach", float(breach), _number(plan.get("windows_in_breach")), None, None, 0.0,
+                       f"{verdict} ({check.windows} windows judged)"))
+    return out
 
 
 def throughput(load: LoadResult, requests: tuple[RequestSpec, ...]) -> tuple[float | None, float | None]:

@@ -65,18 +65,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of synthetic arrivals and lengths (default 0)")
     p.add_argument("--prompt-seed", type=int, help="seed of the prompts' tokens (default: new each run, so a "
                    "server's prefix cache cannot serve one run from an earlier one's prompts)")
+    p.add_argument("--window", metavar="heaviest:SECONDS", help="replay only the heaviest SECONDS of the route's "
+                   f"load (its log, else an hour of synthetic arrivals), after up to {verify.WINDOW_LEAD_IN_S:g} s of "
+                   "the arrivals before it (not judged), e.g. heaviest:60; --duration and --max-requests then bound "
+                   "the window")
     p.add_argument("--record", help="append the run (verdicts, every request's latencies, the server's /metrics "
                    "deltas) as one JSON line to this file")
 
 
-def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tuple[tuple, str]:
+# Synthetic arrivals a heaviest window is chosen from: an hour, as the planner plans a route without a log.
+WINDOW_HORIZON_S = 3600.0
+WINDOW_MAX_REQUESTS = 10**6
+
+
+def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tuple[tuple, str, float]:
+    """(requests, arrival label, lead-in s not judged)."""
+    window = verify.parse_window(args.window)
+    duration = args.duration if window is None else WINDOW_HORIZON_S
+    cap = args.max_requests if window is None else WINDOW_MAX_REQUESTS
     log = args.log or ("" if args.synthetic else route["log"])
     if log:
-        specs = verify.replayed_requests(log, share, args.duration, args.max_requests, float(route["rate_rps"]),
-                                         args.route)
-        return specs, f"replay:{Path(log).name}"
-    specs = verify.synthetic_requests(route, share, args.duration, args.max_requests, args.seed)
-    return specs, verify.synthetic_arrival(route, share)
+        duration = duration if window is None else math.inf
+        specs = verify.replayed_requests(log, share, duration, cap, float(route["rate_rps"]), args.route)
+        arrival = f"replay:{Path(log).name}"
+    else:
+        specs = verify.synthetic_requests(route, share, duration, cap, args.seed)
+        arrival = verify.synthetic_arrival(route, share)
+    if window is None:
+        return specs, arrival, 0.0
+    start = verify.heaviest_start([r.send_at_s or 0.0 for r in specs], window)
+    kept, lead = verify.window_of(specs, start, window)
+    kept = tuple(r for r in kept if (r.send_at_s or 0.0) <= args.duration + lead)[:args.max_requests]
+    return kept, f"{arrival} heaviest {window:g} s from {start:.0f} s (+{lead:.0f} s lead-in)", lead
 
 
 def check_numbers(args: argparse.Namespace) -> None:
@@ -104,7 +124,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if not 0 < args.scale <= MAX_SCALE:
         raise InputError(f"--scale must be > 0 and <= {MAX_SCALE:g}, got {args.scale:g}")
     share = verify.share_of(route, plan, args.replicas, args.scale)
-    specs, arrival = _requests(args, route, share)
+    specs, arrival, lead_in = _requests(args, route, share)
     if not specs:
         raise InputError(f"no request of the log falls within --duration {args.duration:g} s")
     if args.prompt_format == "tokens" and args.endpoint != "completions":
@@ -114,7 +134,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     # Prompts differ from run to run (a server keeps earlier runs' prompts in its prefix cache); arrivals follow --seed.
     prompt_seed = args.prompt_seed if args.prompt_seed is not None else secrets.randbits(63)
     spec = LoadSpec(base_url=base_url, requests=specs, endpoint=args.endpoint,
-                    model=args.served_model, max_duration_s=args.duration + args.drain,
+                    model=args.served_model, max_duration_s=args.duration + lead_in + args.drain,
                     api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
                     prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=prompt_seed)
     print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}, {prompt_format} "
@@ -125,8 +145,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     server = recorder.end()
     m = verify.measurement(load, specs)
     columns = metric_columns(m)
-    results = verify.verdicts(m, plan, route, load, specs) + [verify.prefix_verdict(verify.prefix_hit_rate(server), route)]
+    check = verify.window_check(load, route, warmup_s=lead_in)
+    results = (verify.verdicts(m, plan, route, load, specs) + verify.window_verdicts(check, plan, route)
+               + [verify.prefix_verdict(verify.prefix_hit_rate(server), route)])
     print_verdicts(results)
+    print(f"SLO verdict: {check.describe()}")
+    for line in check.window_lines():
+        print(f"  {line}")
     _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed)
     if m.first_error:
         print(f"first error: {m.first_error}")

@@ -233,9 +233,9 @@ class LatencyReport:
         """The one SLO verdict (fleetfacts.slo) on the simulated requests (every window, attainment)."""
         if not self.results:
             raise InputError(f"{self.load}: an {self.tier} report has no requests to judge per window")
-        parts = [np.concatenate([getattr(r, name) for r in self.results])
-                 for name in ("arrival_s", "ttft_s", "tpot_s", "e2e_s")]
-        return judge(*parts, targets)
+        t, ttft, tpot, e2e = (np.concatenate([getattr(r, name) for r in self.results])
+                              for name in ("arrival_s", "ttft_s", "tpot_s", "e2e_s"))
+        return judge(t, ttft, tpot, e2e, targets)
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {"load": self.load, "request_rate": self.rate_rps, "tier": self.tier,

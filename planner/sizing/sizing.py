@@ -22,8 +22,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck
 from planner.engine.curves import CurveLike

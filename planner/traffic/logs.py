@@ -197,8 +197,8 @@ def burst_descriptors(arrival_s: np.ndarray, start_s: float | None = None, end_s
     mean = (t.size - 1) / span if mean_rps is None else float(mean_rps)
     if not mean > 0:
         raise InputError(f"burst descriptors need a mean rate > 0 req/s, got {mean}")
-    peaks = [_peak_window_rps(t, w) / mean if span >= w else math.nan for w in BURST_WINDOWS_S]
-    return BurstDescriptors(*peaks, dispersion_60s=_dispersion(t - start, span, DISPERSION_BIN_S))
+    p10, p60, p300 = (_peak_window_rps(t, w) / mean if span >= w else math.nan for w in BURST_WINDOWS_S)
+    return BurstDescriptors(p10, p60, p300, _dispersion(t - start, span, DISPERSION_BIN_S))
 
 
 def _peak_window_rps(t: np.ndarray, width_s: float) -> float:
