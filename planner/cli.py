@@ -337,6 +337,9 @@ def print_plan(result) -> None:
                   "runner-up costs the same ('-': same engine build, not meaningful). basis: measured, published, "
                   "predicted or extrapolated.", markup=False, style="dim")
     for r in ok:
+        if verdict := r.window_verdict():
+            console.print(terminal_safe(f"{r.route}: {verdict}"), markup=False, highlight=False)
+    for r in ok:
         if caveat := runner_up_caveat(r):
             console.print(terminal_safe(f"{r.route}: {caveat}"), markup=False, highlight=False)
     for r in result.rows:

@@ -127,6 +127,16 @@ class PlanRow:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    def window_verdict(self) -> str:
+        """One line on the planned fleet's SLO windows (fleetfacts.slo), '' when it was not judged per window."""
+        if self.windows is None or self.windows_in_breach is None:
+            return ""
+        head = (f"holds every SLO window of its load ({self.windows} of {self.windows})" if not self.windows_in_breach
+                else f"{self.windows_in_breach} of {self.windows} SLO windows break the SLO")
+        return (f"{head}: worst window TTFT {self.ttft_worst_window_ms:.0f} ms, TPOT {self.tpot_worst_window_ms:.1f} "
+                f"ms; busiest window from {self.busiest_window_start_s:.0f} s; {self.slo_attainment:.1%} of requests "
+                "within every target")
+
     @property
     def option(self) -> str:
         """The recommended option's name (engine/version/gpu/precision/tpN[/config]); '' when infeasible."""
