@@ -697,6 +697,9 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
             column_config={"route": text(width=150), "runner-up": text(width="medium"),
                            "range": text(width=110, help=tables.RANGE_HELP),
                            "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
+    if not st.session_state.compact:
+        for route, verdict in answer.window_verdicts(result.plan).items():
+            st.markdown(f"**{printable(route)}**: {printable(verdict)}")
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from fleetfacts.schema import PLAN as PLAN_SCHEMA
 from planner.engine.curves import engine_label
 from planner.planning.exports import printable
 from planner.planning.fleet import FleetResult
+from planner.sizing.plan_row import plan_rows
 
 FLEET = "fleet"
 PLAN = "plan"
@@ -261,5 +263,13 @@ def plan_cards(plan: pd.DataFrame) -> list[Card]:
         line = f"**{_count(r['gpus'])} GPUs** · {_option(r)} · **${_count(r['total_usd_per_month'])}/month**"
         runner = r.get("runner_up")
         note = "" if runner is None or pd.isna(runner) or not str(runner) else f"runner-up: {runner}"
+        verdict = window_verdicts(pd.DataFrame([r])).get(str(r["route"]), "")
+        note = " · ".join(part for part in (verdict, note) if part)
         cards.append((route, printable(line), printable(note)))
     return cards
+
+
+def window_verdicts(plan: pd.DataFrame) -> dict[str, str]:
+    """Per planned online route judged on its fleet: the line on its SLO windows (PlanRow.window_verdict)."""
+    rows = plan_rows(plan.reindex(columns=PLAN_SCHEMA.names))
+    return {r.route: text for r in rows if r.ok and (text := r.window_verdict())}
