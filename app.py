@@ -371,8 +371,9 @@ def show_message(key: str) -> None:
 
 
 def request_log_importer(inputs: Catalog) -> None:
-    st.caption("A request log becomes one route per `route` in it: mean rate, busiest-minute peak, burstiness "
-               "(arrival CV) and length percentiles are measured from the log. Formats: the Azure LLM trace "
+    st.caption("A request log becomes one route per `route` in it: mean rate, burstiness (arrival CV), burst "
+               "descriptors and length percentiles are measured from the log, and the plan replays its own "
+               "timestamps (peak_to_mean 1 for a log shorter than a day). Formats: the Azure LLM trace "
                "(TIMESTAMP, ContextTokens, GeneratedTokens) or a gateway export (timestamp, route, "
                "prompt_tokens, completion_tokens) as CSV or JSON Lines. The log names no SLOs: set them here.")
     st.file_uploader("Request log", type=["csv", "jsonl", "json"], key="log_upload")

@@ -56,7 +56,7 @@ class RouteSimulation:
             out.update(self.result.summary())
         if self.check is not None:
             c = self.check
-            out.update(slo_holds=c.ok, slo_attainment=c.attainment, windows=c.windows,
+            out.update(slo_holds=c.ok, attainment=c.attainment, slo_attainment=c.attainment, windows=c.windows,
                        windows_in_breach=c.windows_in_breach, ttft_worst_window_ms=c.worst_ttft_ms,
                        tpot_worst_window_ms=c.worst_tpot_ms, busiest_window_start_s=c.busiest_window_start_s,
                        verdict=c.describe())

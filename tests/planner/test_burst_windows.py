@@ -1,0 +1,169 @@
+"""Issue 34: every online route is sized and reported on its SLO windows, on one load, by one verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetfacts.slo import judge
+from measure import verify
+from planner.cli import main
+from planner.planning import fleet_check
+from planner.planning.plan import _route_log, load_routes, make_plan
+from planner.planning.plan_check import simulate_plan
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.sizing import fleet_latency, search_fleet
+from planner.traffic.routes import Route
+from planner.traffic.workload import route_log_requests, route_requests
+from tests.conftest import bundled_catalog, cli_fits_bundled_once
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROUTES = EXAMPLES / "routes.csv"
+FP8_H200 = {"engines": "vllm", "gpus": "h200", "precisions": "fp8", "tps": "1"}
+
+
+def code_route(**changes) -> pd.DataFrame:
+    routes = load_routes(ROUTES)
+    row = routes[routes["name"] == "code-completion"].copy()
+    for column, value in {**FP8_H200, **changes}.items():
+        row[column] = value
+    return row.reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def code_plan():
+    routes = code_route(peak_to_mean=1.0)
+    return routes, make_plan(routes, bundled_catalog(), Assumptions(), check_by_simulation=True)
+
+
+def test_a_log_route_replays_its_own_timestamps_and_peak_to_mean_scales_its_whole_log():
+    route = Route.from_row(code_route(peak_to_mean=1.0).iloc[0].to_dict())
+    log = route_log_requests(route)
+    assert log is not None
+    own = route_requests(route, log)
+    t = np.sort(log[0]) - np.min(log[0])
+    np.testing.assert_allclose(own.arrival_s, t)
+    busier = route_requests(Route.from_row(code_route(peak_to_mean=2.0).iloc[0].to_dict()), log)
+    np.testing.assert_allclose(busier.arrival_s, t / 2.0)
+
+
+def test_the_code_log_is_replayed_at_one_rate_on_every_path(code_plan):
+    """plan (the fleet search), simulate, fleet's check and measure verify all replay the same arrivals."""
+    routes, _ = code_plan
+    route = Route.from_row(routes.iloc[0].to_dict())
+    log, _ = _route_log(route)
+    planned = route_requests(route, log).arrival_s
+    sims = simulate_plan(routes, [], bundled_catalog().curves)  # nothing planned: nothing simulated
+    assert sims == []
+    fleet_times = fleet_check._log(route)
+    assert fleet_times is not None
+    np.testing.assert_allclose(fleet_times[0], planned)
+    stream = fleet_check.Stream(route, route.peak_rps)
+    np.testing.assert_allclose(fleet_check._stream_requests(stream, 1.0, 1e9, 0)[0], planned)
+    row = routes.iloc[0].to_dict()
+    row["log"] = str(EXAMPLES / row["log"])
+    share = verify.share_of(row, {"replicas": 1}, 1)
+    replayed = verify.replayed_requests(row["log"], share, 1e9, 10**6, float(row["rate_rps"]))
+    sent = np.array([r.send_at_s for r in replayed])
+    np.testing.assert_allclose(sent, planned)
+
+
+def test_the_plan_row_reports_the_fleet_simulation_that_decided_its_replicas(code_plan):
+    routes, result = code_plan
+    row = result.rows[0]
+    assert row.ok and row.latency_tier == "fleet simulated"
+    route = Route.from_row(routes.iloc[0].to_dict())
+    log, _ = _route_log(route)
+    curve = next(c for c in bundled_catalog().curves.values()
+                 if (c.key.engine, c.key.gpu, c.key.precision, c.key.model) == ("vllm", "h200", "fp8", route.model)
+                 and c.key.config == row.engine_config and c.key.engine_version == row.engine_version)
+    check = fleet_latency(curve, route, row.replicas, route_requests(route, log)).check(route.targets(0.99))
+    assert check.ok and row.windows_in_breach == 0
+    assert row.windows == check.windows
+    assert row.ttft_worst_window_ms == pytest.approx(check.worst_ttft_ms, abs=0.05)
+    assert row.tpot_worst_window_ms == pytest.approx(check.worst_tpot_ms, abs=0.05)
+    assert row.slo_attainment == pytest.approx(check.attainment, abs=1e-4)
+    fewer = fleet_latency(curve, route, row.replicas - 1, route_requests(route, log)).check(route.targets(0.99))
+    assert not fewer.ok  # the fewest that hold: one replica less breaks a window or the attainment
+
+
+def test_simulate_gives_the_plans_verdict_on_the_same_arrivals(code_plan, tmp_path, capsys):
+    routes, result = code_plan
+    sims = simulate_plan(routes, result.rows, bundled_catalog().curves)
+    (sim,) = sims
+    row = result.rows[0]
+    assert sim.check is not None and sim.check.ok
+    assert sim.check.windows == row.windows
+    assert sim.check.worst_ttft_ms == pytest.approx(row.ttft_worst_window_ms, abs=0.05)
+    routes_csv, plan_csv = tmp_path / "routes.csv", tmp_path / "plan.csv"
+    routes.assign(log=str(EXAMPLES / routes["log"].iloc[0])).to_csv(routes_csv, index=False)
+    with cli_fits_bundled_once():
+        assert main(["plan", "--routes", str(routes_csv), "--out", str(plan_csv)]) == 0
+        capsys.readouterr()
+        assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert record["slo_holds"] is True and record["windows"] == row.windows
+    assert record["tpot_worst_window_ms"] == pytest.approx(row.tpot_worst_window_ms, abs=0.05)
+
+
+def test_a_burstier_hour_needs_at_least_as_many_replicas_and_holds_every_window():
+    catalog = bundled_catalog()
+    counts = []
+    for p2m in (1.0, 1.5):
+        routes = code_route(peak_to_mean=p2m)
+        row = make_plan(routes, catalog, Assumptions(), check_by_simulation=True).rows[0]
+        assert row.windows_in_breach == 0
+        counts.append(row.replicas)
+    assert counts[1] >= counts[0]
+
+
+def test_round_robin_never_needs_fewer_replicas_than_least_outstanding(code_plan):
+    routes, _ = code_plan
+    route = Route.from_row(routes.iloc[0].to_dict())
+    log, _ = _route_log(route)
+    load = route_requests(route, log)
+    curve = next(c for c in bundled_catalog().curves.values()
+                 if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
+                 == ("vllm", "h200", "fp8", route.model, "default"))
+    jsq = search_fleet(curve, route, load, 2, 0.99, "least-outstanding")
+    rr = search_fleet(curve, route, load, 2, 0.99, "round-robin")
+    assert jsq.replicas is not None and rr.replicas is not None
+    assert rr.replicas >= jsq.replicas
+
+
+def test_verify_judges_the_measured_requests_by_the_same_verdict():
+    """measure verify's per-window verdict is fleetfacts.slo.judge on the requests' send times and latencies."""
+    from measure.loadgen import LoadResult, RequestResult
+
+    results = tuple(RequestResult(ok=True, start_s=float(s), end_s=float(s) + 1.0, ttft_s=0.9 if 60 <= s < 120 else 0.1,
+                                  itl_s=(), output_tokens=11) for s in np.arange(0, 180, 0.5))
+    route = {"ttft_slo_ms": 300.0, "tpot_slo_ms": 200.0, "e2e_slo_ms": None, "slo_percentile": 95.0,
+             "slo_window_s": 60.0}
+    check = verify.window_check(LoadResult(results, 181.0), route)
+    assert check.windows == 3 and check.windows_in_breach == 1 and check.start_s[check.worst_window] == 60
+    t = np.array([r.start_s for r in results])
+    same = judge(t, np.array([r.ttft_s for r in results]), np.array([r.tpot_s for r in results]),
+                 np.array([r.e2e_s for r in results]), check.targets)
+    np.testing.assert_allclose(same.ttft_ms, check.ttft_ms)
+    lines = [v.verdict for v in verify.window_verdicts(check, {"windows_in_breach": 0}, route)]
+    assert lines[-1].startswith(verify.AT_RISK)
+
+
+def test_verify_window_replays_the_heaviest_minute_after_a_lead_in():
+    from measure.loadgen import RequestSpec
+
+    times = list(np.arange(0, 600, 2.0)) + list(np.arange(300, 360, 0.2))
+    specs = tuple(RequestSpec(10, 5, float(t)) for t in sorted(times))
+    start = verify.heaviest_start([r.send_at_s for r in specs], 60)
+    assert 299 <= start <= 300
+    kept, lead = verify.window_of(specs, start, 60)
+    assert lead == verify.WINDOW_LEAD_IN_S
+    assert min(r.send_at_s for r in kept) >= 0 and max(r.send_at_s for r in kept) < 60 + lead
+    assert sum(1 for r in kept if r.send_at_s >= lead) == sum(1 for t in times if start <= t < start + 60)
+    assert verify.parse_window("heaviest:60") == 60
+    with pytest.raises(Exception, match="heaviest:SECONDS"):
+        verify.parse_window("busiest:60")
