@@ -55,9 +55,11 @@ from planner.engine.transfer_check import (
     transfer_for,
     validate_transfer,
 )
-from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import (
+    DEFAULT_ROUTER,
     ROUTERS,
+    Fleet,
+    LatencyReport,
     Lengths,
     OpenLoop,
     Replay,
@@ -66,6 +68,7 @@ from planner.latency import (
     validate_latency,
     with_server_latency_of,
 )
+from planner.latency import METRICS as LATENCY_METRICS
 from planner.outputs import check_output, write_files
 from planner.planning import deploy
 from planner.planning.fleet_size import MAX_FLEET_ROUTES, check_fleet_size
@@ -84,7 +87,8 @@ from planner.planning.plan import (
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import PlanRow, plan_rows
 from planner.traffic.logs import log_to_routes, read_log
-from planner.traffic.workload import replay_requests
+from planner.traffic.routes import Route
+from planner.traffic.workload import replay_requests, route_requests
 
 # The fleet optimiser, the workbook and plan-diff writer, the process pool and the simulation check are imported
 # by the commands that use them (plan, fleet, simulate): predict, the answer a user waits for most, does not
@@ -375,7 +379,12 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                    "sizes a route with a log")
     p.add_argument("--share", type=int, default=1, metavar="N", help="with --request-rate: one of N replicas "
                    "behind a load balancer: R/N req/s with the bursts split at random (--log: every N-th "
-                   "request); `plan` reports each route at --request-rate <peak> --share <replicas> (default 1)")
+                   "request) (default 1)")
+    p.add_argument("--replicas", type=int, metavar="N", help="with --request-rate: R req/s is the whole route's "
+                   "rate, served by N replicas behind --router, simulated together on an hour of arrivals (--log: "
+                   "the log's own timestamps scaled to R): the fleet tier `plan` sizes and reports online routes on")
+    p.add_argument("--router", choices=tuple(ROUTERS), default=DEFAULT_ROUTER, help="with --replicas: the load "
+                   f"balancer (default {DEFAULT_ROUTER}, as plan assumes)")
     p.add_argument("--closed-loop", choices=CLOSED_LOOPS, default="staggered",
                    help="with --concurrency: 'staggered' = clients in steady state, as real traffic (default); "
                         "'rounds' = a benchmark's clients starting together and staying in step "
@@ -481,7 +490,9 @@ def _run_predict_open_loop(args: argparse.Namespace) -> int:
     if args.share < 1:
         raise InputError(f"--share: expected a whole number >= 1, got {args.share}")
     curve = _predict_curve(args)
-    if args.log:
+    if args.replicas is not None:
+        pred = _predict_fleet(args, curve)
+    elif args.log:
         requests = read_log(args.log).requests
         lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
         load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share,
@@ -499,6 +510,26 @@ def _run_predict_open_loop(args: argparse.Namespace) -> int:
         return 0
     _print_open_loop(record)
     return 0
+
+
+def _predict_fleet(args: argparse.Namespace, curve) -> LatencyReport:
+    """`predict --request-rate R --replicas N`: the route's one load at R req/s (planner.traffic.workload.
+    route_requests, as plan builds it) on N replicas behind the router: the fleet tier."""
+    if args.replicas < 1 or args.share != 1:
+        raise InputError(f"--replicas: expected a whole number >= 1 and no --share, got {args.replicas}")
+    row: dict = {"name": "predict", "model": args.model, "traffic": "online", "rate_rps": args.request_rate,
+                 "peak_to_mean": 1.0, "arrival_cv": args.arrival_cv, "input_len_mean": args.input_len,
+                 "output_len_mean": args.output_len}
+    log = None
+    if args.log:
+        requests = read_log(args.log).requests
+        t = np.sort(requests["t_s"].to_numpy(float))
+        own = (t.size - 1) / (t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else args.request_rate
+        row.update(rate_rps=own, peak_to_mean=args.request_rate / own, input_len_mean=1.0, output_len_mean=1.0)
+        log = (requests["t_s"].to_numpy(float), (requests["input_len"].to_numpy(), requests["output_len"].to_numpy()))
+    route = Route.from_row(row)
+    load = Fleet(route_requests(route, log), args.replicas, args.router)
+    return predict(curve, load, percentiles=SHOWN_PERCENTILES)
 
 
 def _finite(value: object) -> object:

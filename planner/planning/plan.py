@@ -538,8 +538,21 @@ def _profile_files(route: Route, key: GroupKey, catalog: Catalog) -> str:
     mask = np.ones(len(frame), dtype=bool)
     for column, value in group.items():
         mask &= (frame[column] == value).to_numpy()
-    files = sorted(set(frame.loc[mask, "file"]), key=lambda f: (not (Path(f).parent / "env.json").is_file(), f))
+    files = sorted(set(frame.loc[mask, "file"]), key=lambda f: (*_engine_settings_rank(Path(f)), f))
     return ";".join(_relative(Path(f)) for f in files)
+
+
+def _engine_settings_rank(profile: Path) -> tuple[bool, bool]:
+    """Sort key of a profile file for `deploy`: those with engine settings beside them (env.json) first, and of
+    those the in-process engine's (its env.json records every scheduler limit; a server run's may not)."""
+    env = profile.parent / "env.json"
+    if not env.is_file():
+        return True, True
+    try:
+        server = bool(json.loads(env.read_text(encoding="utf-8")).get("profile", {}).get("server"))
+    except (OSError, ValueError, AttributeError):
+        server = True
+    return False, server
 
 
 def _relative(path: Path) -> str:

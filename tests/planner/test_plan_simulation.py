@@ -43,7 +43,8 @@ def test_trace_route_replays_its_log_and_states_both_sizings_when_they_differ(bu
     assert len(code) >= 1
     differs = code[code.sim_replicas != code.analytical_replicas]
     for _, option in differs.iterrows():
-        assert "replayed arrivals" in option.notes and f"simulation {int(option.sim_replicas)}" in option.notes
+        assert "the route's log (8819 requests" in option.notes
+        assert f"the fleet simulation (least-outstanding) needs {int(option.sim_replicas)}" in option.notes
     before = analytical[analytical.route == "code-completion"].set_index("option").loc[code.option, "replicas"].to_numpy()
     assert (code.analytical_replicas.to_numpy() == before).all()
 
@@ -70,8 +71,10 @@ def test_simulate_cli_replays_the_routes_own_log_like_plan_does(tmp_path, capsys
     assert main(["plan", "--routes", str(ROUTES), "--out", str(plan)]) == 0
     capsys.readouterr()
     assert main(["simulate", "--routes", str(ROUTES), "--plan", str(plan)]) == 0
-    code = capsys.readouterr().out.split("code-completion", 1)[1].split("\n", 2)
-    assert "replayed 8819 requests" in code[0] and "attainment 99" in code[1]
+    code = capsys.readouterr().out.split("code-completion", 1)[1]
+    head, slo = code.split("\n", 2)[:2]
+    assert "the route's log (8819 requests" in head and "in every 60 s window" in slo
+    assert "SLO verdict: holds every 60 s window" in code.split("assistant-70b")[0]
 
 
 # ---------------------------------------------------------------- issue 14 item 1: steady state, cap, scale
