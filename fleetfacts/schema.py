@@ -308,6 +308,11 @@ PLAN = Schema(
                "the first arrival of the replayed load", minimum=0),
         Column("slo_attainment", "float", False, "online: share of requests within every SLO target at the planned "
                "load (the same simulation)", minimum=0),
+        Column("whole_log_replicas", "int", False, "online: replicas sized on the whole run's percentile instead "
+               "of every window (as other planners size), on the same simulation", minimum=0),
+        Column("whole_log_usd_per_month", "float", False, "online: $/month of that whole-log fleet", minimum=0),
+        Column("whole_log_windows_in_breach", "int", False, "online: SLO windows the whole-log fleet breaks",
+               minimum=0),
         Column("max_model_len", "int", False, "context a replica must hold: the route's p99 prompt + p99 output "
                "tokens (p95, p50 or mean where a longer tail is not given)", minimum=1),
         Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "

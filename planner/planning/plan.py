@@ -56,11 +56,11 @@ from planner.latency import serving_curves, simulate
 from planner.planning.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
-from planner.sizing.options import OPTION_COLUMNS, Option, evaluate_option, option_label
+from planner.sizing.options import OPTION_COLUMNS, Option, WholeLog, evaluate_option, option_label
 from planner.sizing.plan_row import PlanRow, plan_frame
 from planner.sizing.sizing import LogRequests
 from planner.traffic.routes import ALLOW_LISTS, Route, parse_diurnal
-from planner.traffic.workload import SIM_BATCH_SAMPLE, route_log_requests, route_requests
+from planner.traffic.workload import SIM_BATCH_SAMPLE, Requests, route_log_requests, route_requests
 
 log = logging.getLogger(__name__)
 
@@ -430,8 +430,23 @@ def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests 
                              f"{option.route.slo_window_s:g} s window ({requests.source})")
         option = option.resized(search.replicas, a, notes,
                                 utilisation=option.utilisation * analytical / search.replicas)
-    return dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
-                                                                  search.check))
+    option = dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
+                                                                    search.check))
+    return dataclasses.replace(option, whole_log=_whole_log(option, a, requests))
+
+
+def _whole_log(option: Option, a: Assumptions, requests: Requests) -> WholeLog:
+    """The option sized on the whole run's percentile alone (one window as long as the load, no attainment
+    target), as other planners size, priced, with the SLO windows that fleet breaks (on the same simulations: a whole-run count is at most the
+    per-window one)."""
+    route = option.route
+    whole = sizing.search_fleet(option.curve, dataclasses.replace(route, slo_window_s=0.0), requests,
+                                option.replicas, 0.0, a.router, floor=1, ceiling=option.replicas)
+    count = whole.replicas or option.replicas
+    check = sizing.fleet_latency(option.curve, route, count, requests, a.router).check(route.targets(a.slo_attainment))
+    cost = option.resized(count, a, option.notes).cost.total_usd_per_month if count != option.replicas \
+        else option.cost.total_usd_per_month
+    return WholeLog(count, cost, check.windows_in_breach, check.windows)
 
 
 def _cap_floor(option: Option, a: Assumptions) -> int:

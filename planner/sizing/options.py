@@ -86,6 +86,17 @@ class OptionCost:
 NO_COST = OptionCost(*(math.nan,) * 9, price_source="")
 
 
+@dataclass(frozen=True)
+class WholeLog:
+    """The option sized as other planners size: the fewest replicas whose whole-run percentile meets the SLO
+    (a window as long as the load), its $/month, and how many SLO windows that fleet breaks."""
+
+    replicas: int
+    usd_per_month: float
+    windows_in_breach: int
+    windows: int
+
+
 @dataclass(frozen=True, eq=False)
 class Option:
     """One curve sized (and, when it has a price and engine-ops row, priced) for one route.
@@ -111,6 +122,7 @@ class Option:
     analytical_replicas: float = math.nan
     sim_replicas: float = math.nan
     sim_attainment: float = math.nan
+    whole_log: WholeLog | None = None
 
     @property
     def name(self) -> str:

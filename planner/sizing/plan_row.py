@@ -81,6 +81,9 @@ class PlanRow:
     windows_in_breach: int | None = None
     busiest_window_start_s: float = NAN
     slo_attainment: float = NAN
+    whole_log_replicas: int | None = None
+    whole_log_usd_per_month: float = NAN
+    whole_log_windows_in_breach: int | None = None
     max_model_len: int | None = None
     profile: str = ""
     provenance: str = ""
@@ -115,6 +118,7 @@ class PlanRow:
             gpu_usd_per_month=c.gpu_usd_per_month, eng_usd_per_month=c.eng_usd_per_month,
             total_usd_per_month=c.total_usd_per_month, usd_per_1m_output_tok=c.usd_per_1m_output_tok,
             sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas), **window_columns(s),
+            **whole_log_columns(option),
             provenance=s.provenance,
             latency_basis=option.latency_basis, price_source=c.price_source, notes=option.notes)
 
@@ -133,9 +137,14 @@ class PlanRow:
             return ""
         head = (f"holds every SLO window of its load ({self.windows} of {self.windows})" if not self.windows_in_breach
                 else f"{self.windows_in_breach} of {self.windows} SLO windows break the SLO")
-        return (f"{head}: worst window TTFT {self.ttft_worst_window_ms:.0f} ms, TPOT {self.tpot_worst_window_ms:.1f} "
+        text = (f"{head}: worst window TTFT {self.ttft_worst_window_ms:.0f} ms, TPOT {self.tpot_worst_window_ms:.1f} "
                 f"ms; busiest window from {self.busiest_window_start_s:.0f} s; {self.slo_attainment:.1%} of requests "
                 "within every target")
+        if self.whole_log_replicas is not None and self.whole_log_replicas != self.replicas:
+            text += (f". Sized on the whole-log percentile instead: {self.whole_log_replicas} replicas, "
+                     f"${self.whole_log_usd_per_month:,.0f}/month, {self.whole_log_windows_in_breach} of "
+                     f"{self.windows} windows in breach")
+        return text
 
     @property
     def option(self) -> str:
@@ -155,6 +164,15 @@ def window_columns(s: Sizing) -> dict[str, Any]:
             "slo_attainment": c.attainment}
 
 
+def whole_log_columns(option: Option) -> dict[str, Any]:
+    """The whole-log alternative's columns (blank when the option was not judged on its fleet)."""
+    w = option.whole_log
+    if w is None:
+        return {}
+    return {"whole_log_replicas": w.replicas, "whole_log_usd_per_month": w.usd_per_month,
+            "whole_log_windows_in_breach": w.windows_in_breach}
+
+
 def _whole(value: float) -> int | None:
     """A count held as a float (NaN = none, as Option's simulation columns) as an int or None."""
     return None if math.isnan(value) else int(value)
@@ -171,6 +189,7 @@ PLAN_DECIMALS = {
                      *LATENCY_INTERVAL_COLUMNS), 1),
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
     "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,
+    "whole_log_usd_per_month": 2,
 }
 
 

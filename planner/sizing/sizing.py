@@ -252,7 +252,7 @@ def fleet_latency(curve: CurveLike, route: Route, replicas: int, requests: Reque
     """The door's fleet tier: `replicas` replicas of `curve` behind `router` serving the route's one load
     (planner.traffic.workload.route_requests).  Memoised per curve, route, count and router (a route's load is
     fixed by the route and its log)."""
-    key = (curve, route, replicas, router, requests.arrival_s.size)
+    key = (curve, replace(route, slo_window_s=0.0), replicas, router, requests.arrival_s.size)  # windows: no effect
     if key not in _FLEETS:
         if len(_FLEETS) >= PREDICTION_CACHE_SIZE:
             _FLEETS.clear()

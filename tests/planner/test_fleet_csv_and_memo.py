@@ -46,7 +46,7 @@ def _route(**values) -> Route:
     return Route.from_row(validate_routes(pd.DataFrame([online_route(rate_rps=5.0, **values)])).iloc[0].to_dict())
 
 
-REAL_SIMULATION = fleet_check._simulated_attainment
+REAL_SIMULATION = fleet_check._simulated_checks
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def runs(monkeypatch):
         return simulate(*args)
 
     monkeypatch.setattr(fleet_check, "_ATTAINED", OrderedDict())
-    monkeypatch.setattr(fleet_check, "_simulated_attainment", counted)
+    monkeypatch.setattr(fleet_check, "_simulated_checks", counted)
     return ran
 
 
@@ -70,7 +70,8 @@ def test_a_repeated_simulation_is_reused_and_equals_a_fresh_one(runs):
     first["chat"] = -1.0  # a caller changing its copy does not change the memo
     again = attainment(curve, [Stream(streams[0].route, 5.0)], 2)
     assert len(runs) == 1
-    assert again == REAL_SIMULATION(curve, streams, 2, 0) and 0.0 <= again["chat"] <= 1.0
+    fresh = {name: c.attainment for name, c in REAL_SIMULATION(curve, streams, 2, 0, 0.99).items()}
+    assert again == fresh and 0.0 <= again["chat"] <= 1.0
 
 
 @pytest.mark.parametrize("change", ["replicas", "seed", "curve", "rate"])
