@@ -624,6 +624,32 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
                "per engine and model (the route-by-route plan once per route).")
 
 
+def window_timelines(result: PlanResult, routes: pd.DataFrame) -> None:
+    """Per online route judged on its fleet: its SLO windows minute by minute (requests, TTFT and TPOT at the SLO
+    percentile for the recommended fleet and one replica fewer, the SLO, windows in breach)."""
+    slos = routes.set_index("name") if "name" in routes.columns else pd.DataFrame()
+    for route, timeline in result.timelines.items():
+        if timeline.empty or route not in slos.index:
+            continue
+        r = slos.loc[route]
+        with st.expander(f"Minute by minute: {printable(route)}", key=f"minutes_{hashlib.sha1(route.encode()).hexdigest()[:8]}"):
+            chart = charts.window_timeline_chart(timeline, _cell_number(r.get("ttft_slo_ms")),
+                                                 _cell_number(r.get("tpot_slo_ms")),
+                                                 _cell_number(r.get("slo_percentile")) or 95.0)
+            st.altair_chart(charts.fit(chart, bool(st.session_state.compact)), width="stretch")
+            st.caption("The planned load (the route's log at its own timestamps, else an hour of arrivals at its peak "
+                       "rate) on the recommended fleet and on one replica fewer, simulated behind the assumed router; "
+                       "red points: windows whose percentile misses the SLO (fleetfacts.slo).")
+
+
+def _cell_number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def route_cards(cards: Sequence[tuple[str, str, str]], section: str) -> None:
     """One bordered card per route (key `card_<section>_<i>`): its name, the line to buy (GPUs, engine, $/month)
     and a note."""
@@ -701,6 +727,7 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
     if not st.session_state.compact:
         for route, verdict in answer.window_verdicts(result.plan).items():
             st.markdown(f"**{printable(route)}**: {printable(verdict)}")
+    window_timelines(result, routes)
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})

@@ -755,3 +755,42 @@ def waterfall_chart(bars: pd.DataFrame) -> alt.Chart:
     labels = alt.Chart(bars).transform_calculate(top="max(datum.start, datum.end)").mark_text(
         dy=-6, fontWeight="bold", color="#333").encode(x=x, y="top:Q", text="label:N", tooltip=tooltip)
     return alt.layer(columns, labels).properties(height=CHART_HEIGHT)
+
+
+# ---------------------------------------------------------------- the route's SLO windows, minute by minute
+
+WINDOW_PANEL_HEIGHT = 110
+
+
+def window_timeline_chart(timeline: pd.DataFrame, ttft_slo_ms: float | None, tpot_slo_ms: float | None,
+                          percentile: float = 95.0) -> alt.VConcatChart:
+    """Three panels over the planned load's windows (planner.planning.plan.window_timeline): arrivals per minute;
+    TTFT and TPOT at the SLO percentile for the recommended fleet (solid) and one replica fewer (dashed), the SLO
+    as a rule, windows in breach as red points."""
+    data = timeline.assign(fleet_label=[f"{f} (recommended)" if r else f for f, r in
+                                        zip(timeline["fleet"], timeline["recommended"], strict=True)])
+    recommended = data[data["recommended"]]
+    x = alt.X("start_min:Q", title="minute of the planned load")
+    rate = alt.Chart(recommended).mark_bar(color=OTHER_SHADES[2]).encode(
+        x, alt.Y("requests_per_min:Q", title="requests/min"),
+        tooltip=[alt.Tooltip("start_min:Q", format=".0f", title="minute"),
+                 alt.Tooltip("requests_per_min:Q", format=".0f", title="requests/min")],
+    ).properties(height=WINDOW_PANEL_HEIGHT)
+    dash = alt.StrokeDash("fleet_label:N", title="fleet", legend=legend(orient="bottom"),
+                          sort=sorted(data["fleet_label"].unique(), key=lambda f: "recommended" not in f))
+    panels = [rate]
+    for metric, name, slo in (("ttft_ms", "TTFT", ttft_slo_ms), ("tpot_ms", "TPOT", tpot_slo_ms)):
+        title = f"{name} p{percentile:g}, ms"
+        finite = data.assign(**{metric: data[metric].where(np.isfinite(data[metric]))})
+        line = alt.Chart(finite).mark_line(color=ENGINE_COLOURS["vllm"]).encode(
+            x, alt.Y(f"{metric}:Q", title=title), dash,
+            tooltip=["fleet_label:N", alt.Tooltip("start_min:Q", format=".0f", title="minute"),
+                     alt.Tooltip(f"{metric}:Q", format=".1f", title=title)])
+        breach = alt.Chart(finite[finite["breach"]]).mark_point(color=ENGINE_SHADES["sglang"][0], filled=True,
+                                                                 size=40).encode(x, alt.Y(f"{metric}:Q"))
+        layers = [line, breach]
+        if slo is not None and math.isfinite(slo):
+            layers.append(alt.Chart(pd.DataFrame({"slo": [slo]})).mark_rule(
+                color=ENGINE_SHADES["sglang"][0], strokeDash=[4, 3]).encode(y="slo:Q"))
+        panels.append(alt.layer(*layers).properties(height=WINDOW_PANEL_HEIGHT))
+    return alt.vconcat(*panels).resolve_scale(x="shared")

@@ -48,6 +48,7 @@ from fleetfacts.schema import (
     unescape_formula,
     validate_frame,
 )
+from fleetfacts.slo import SloCheck
 from fleetfacts.specs import gpu_spec, model_facts
 from planner.engine.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, leave_one_out, load_profiles
 from planner.engine.transfer import Transfer
@@ -246,6 +247,9 @@ class PlanResult:
     options: pd.DataFrame
     assumptions: Assumptions
     sources: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=list(SOURCE_COLUMNS)))
+    # Per online route judged on its fleet: its SLO windows for the recommended count and one replica fewer
+    # (window_timeline's columns).
+    timelines: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
 
     @cached_property
     def plan(self) -> pd.DataFrame:
@@ -281,18 +285,22 @@ def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumption
     routes = validate_routes(routes_df)
     plan_rows: list[PlanRow] = []
     option_rows: list[dict[str, Any]] = []
+    timelines: dict[str, pd.DataFrame] = {}
     plan_route = functools.partial(_plan_route, catalog=catalog, assumptions=assumptions,
                                    check_by_simulation=check_by_simulation)
-    for plan_row, rows in map_routes(plan_route, routes.to_dict("records")):
+    for plan_row, rows, timeline in map_routes(plan_route, routes.to_dict("records")):
         option_rows.extend(rows)
         plan_rows.append(plan_row)
+        if timeline is not None:
+            timelines[plan_row.route] = timeline
     options_df = pd.DataFrame(option_rows, columns=list(OPTION_COLUMNS))
-    return PlanResult(tuple(plan_rows), options_df, assumptions, plan_sources(plan_rows, catalog))
+    return PlanResult(tuple(plan_rows), options_df, assumptions, plan_sources(plan_rows, catalog), timelines)
 
 
 def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
-                check_by_simulation: bool) -> tuple[PlanRow, list[dict[str, Any]]]:
-    """One route's plan row and option rows (a module-level function, so process pools can pickle it)."""
+                check_by_simulation: bool) -> tuple[PlanRow, list[dict[str, Any]], pd.DataFrame | None]:
+    """One route's plan row, option rows and SLO-window timeline (a module-level function, so process pools can
+    pickle it)."""
     route = Route.from_row(row)
     curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
     log, log_note = _route_log(route)
@@ -305,7 +313,32 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     plan_row = _plan_row(route, options, catalog, assumptions, held_back, log)
     if log_note:
         plan_row = dataclasses.replace(plan_row, notes=_join(log_note, plan_row.notes))
-    return plan_row, [option.to_row() for option in options]
+    chosen = next((o for o in options if plan_row.ok and o.name == plan_row.option and o.window_checks), None)
+    timeline = _timeline(chosen, assumptions, log) if chosen is not None else None
+    return plan_row, [option.to_row() for option in options], timeline
+
+
+def _timeline(option: Option, a: Assumptions, log: LogRequests | None) -> pd.DataFrame:
+    """The chosen option's SLO windows at its replica count and one fewer (simulated here if the search did not)."""
+    checks = dict(option.window_checks)
+    fewer = option.replicas - 1
+    if fewer >= 1 and fewer not in checks:
+        report = sizing.fleet_latency(option.curve, option.route, fewer, route_requests(option.route, log), a.router)
+        checks[fewer] = report.check(option.route.targets(a.slo_attainment))
+    return window_timeline(sorted(checks.items()), option.replicas)
+
+
+def window_timeline(checks: Sequence[tuple[int, SloCheck]], recommended: int) -> pd.DataFrame:
+    """One row per SLO window per fleet: fleet ("N replicas"), recommended (bool), window start (minutes), arrivals
+    per minute, TTFT and TPOT at the SLO percentile (ms), breach (bool)."""
+    frames = []
+    for replicas, c in checks:
+        minutes = np.maximum((c.end_s - c.start_s) / 60.0, 1e-9)
+        frames.append(pd.DataFrame({
+            "fleet": f"{replicas} replicas", "recommended": replicas == recommended, "start_min": c.start_s / 60.0,
+            "requests_per_min": c.requests / minutes, "ttft_ms": c.ttft_ms, "tpot_ms": c.tpot_ms,
+            "breach": c.breach}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _route_log(route: Route) -> tuple[LogRequests | None, str]:
@@ -432,7 +465,8 @@ def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests 
                                 utilisation=option.utilisation * analytical / search.replicas)
     option = dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
                                                                     search.check))
-    return dataclasses.replace(option, whole_log=_whole_log(option, a, requests))
+    around = tuple((n, c) for n, c in search.tried if n in (search.replicas, search.replicas - 1))
+    return dataclasses.replace(option, whole_log=_whole_log(option, a, requests), window_checks=around)
 
 
 def _whole_log(option: Option, a: Assumptions, requests: Requests) -> WholeLog:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetfacts.schema import DEFAULT_CONFIG
+from fleetfacts.slo import SloCheck
 from fleetfacts.specs import context_window
 from planner.engine.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
 from planner.latency import TIER_ANALYTIC, latency_basis
@@ -123,6 +124,8 @@ class Option:
     sim_replicas: float = math.nan
     sim_attainment: float = math.nan
     whole_log: WholeLog | None = None
+    # (replicas, verdict) of the fleets simulated around the chosen count: what the app's minute-by-minute shows.
+    window_checks: tuple[tuple[int, SloCheck], ...] = ()
 
     @property
     def name(self) -> str:
