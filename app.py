@@ -624,22 +624,26 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
                "per engine and model (the route-by-route plan once per route).")
 
 
-def window_timelines(result: PlanResult, routes: pd.DataFrame) -> None:
-    """Per online route judged on its fleet: its SLO windows minute by minute (requests, TTFT and TPOT at the SLO
+def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:
+    """One online route judged on its fleet: its SLO windows minute by minute (requests, TTFT and TPOT at the SLO
     percentile for the recommended fleet and one replica fewer, the SLO, windows in breach)."""
+    judged = [route for route, timeline in result.timelines.items() if not timeline.empty]
+    if not judged:
+        st.info("No online route was judged window by window (offline routes, or none feasible).")
+        return
+    route = st.selectbox("Route", judged, key="minutes_route", format_func=printable)
     slos = routes.set_index("name") if "name" in routes.columns else pd.DataFrame()
-    for route, timeline in result.timelines.items():
-        if timeline.empty or route not in slos.index:
-            continue
-        r = slos.loc[route]
-        with st.expander(f"Minute by minute: {printable(route)}", key=f"minutes_{hashlib.sha1(route.encode()).hexdigest()[:8]}"):
-            chart = charts.window_timeline_chart(timeline, _cell_number(r.get("ttft_slo_ms")),
-                                                 _cell_number(r.get("tpot_slo_ms")),
-                                                 _cell_number(r.get("slo_percentile")) or 95.0)
-            st.altair_chart(charts.fit(chart, bool(st.session_state.compact)), width="stretch")
-            st.caption("The planned load (the route's log at its own timestamps, else an hour of arrivals at its peak "
-                       "rate) on the recommended fleet and on one replica fewer, simulated behind the assumed router; "
-                       "red points: windows whose percentile misses the SLO (fleetfacts.slo).")
+    r = slos.loc[route] if route in slos.index else pd.Series(dtype=object)
+    verdict = answer.window_verdicts(result.plan).get(route)
+    if verdict:
+        st.markdown(f"**{printable(route)}**: {printable(verdict)}")
+    chart = charts.window_timeline_chart(result.timelines[route], _cell_number(r.get("ttft_slo_ms")),
+                                         _cell_number(r.get("tpot_slo_ms")),
+                                         _cell_number(r.get("slo_percentile")) or 95.0)
+    show_chart(chart)
+    st.caption("The planned load (the route's log at its own timestamps, else an hour of arrivals at its peak "
+               "rate) on the recommended fleet and on one replica fewer, simulated behind the assumed router; "
+               "red points: windows whose percentile misses the SLO (fleetfacts.slo).")
 
 
 def _cell_number(value: object) -> float | None:
@@ -727,7 +731,6 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
     if not st.session_state.compact:
         for route, verdict in answer.window_verdicts(result.plan).items():
             st.markdown(f"**{printable(route)}**: {printable(verdict)}")
-    window_timelines(result, routes)
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
@@ -762,6 +765,7 @@ def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
     st.subheader("Why this plan")
     sections = {
         "Cost by option": lambda: cost_by_option(result),
+        "Minute by minute": lambda: minute_by_minute(result, routes),
         "Break-even": lambda: breakeven(result, routes),
         "Sensitivity": lambda: sensitivity_chart(routes, prices, ops, settings),
         "Throughput curves": lambda: throughput_curves(result, routes),

@@ -435,7 +435,7 @@ def test_saved_scenarios_are_compared_side_by_side(app):
     assert_no_none(display.reset_index())
 
 
-CHART_TABS = ("Cost by option", "Break-even", "Sensitivity", "Throughput curves", "Engine head-to-head",
+CHART_TABS = ("Cost by option", "Minute by minute", "Break-even", "Sensitivity", "Throughput curves", "Engine head-to-head",
               "Latency vs throughput", "Pareto per route")
 
 
