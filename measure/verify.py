@@ -200,6 +200,59 @@ def window_of(requests: Sequence[RequestSpec], start_s: float, window_s: float,
     return kept, lead
 
 
+# ------------------------------------------------------------------ one replica's requests as the plan's router assigned them
+
+# Columns of `planner simulate --replica-out` (planner.planning.plan_check.REPLICA_COLUMNS).
+ASSIGNED_COLUMNS = ("timestamp", "input_len", "output_len", "predicted_ttft_ms", "predicted_tpot_ms")
+
+
+def assigned_requests(path: str | Path) -> pd.DataFrame:
+    """The requests the plan's router sent to one replica (`planner simulate --replica-out`), sorted by time, at
+    the planned load's times, with the fleet simulation's predicted TTFT and TPOT per request."""
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:
+        raise InputError(f"--assigned {path}: cannot read ({err})") from None
+    missing = [c for c in ASSIGNED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"--assigned {path}: missing column(s) {', '.join(missing)} (write it with "
+                         "`python -m planner simulate --replica-out`)")
+    frame = frame[list(ASSIGNED_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    if frame[["timestamp", "input_len", "output_len"]].isna().any().any() or frame.empty:
+        raise InputError(f"--assigned {path}: no requests, or a timestamp or length that is not a number")
+    return frame.sort_values("timestamp", kind="stable").reset_index(drop=True)
+
+
+def assigned_specs(frame: pd.DataFrame) -> tuple[RequestSpec, ...]:
+    return tuple(RequestSpec(max(1, int(i)), max(1, int(o)), float(t)) for t, i, o in
+                 zip(frame["timestamp"], frame["input_len"], frame["output_len"], strict=True))
+
+
+def predicted_check(frame: pd.DataFrame, begin_s: float, end_s: float, route: Mapping[str, Any],
+                    warmup_s: float = 0.0, attainment: float = 0.99) -> SloCheck:
+    """The one verdict on the fleet simulation's predictions for the replayed requests (those arriving in
+    [begin_s, end_s), times from begin_s, the first warmup_s not judged): what the measured check is compared to."""
+    kept = frame[(frame["timestamp"] >= begin_s) & (frame["timestamp"] < end_s)]
+    ttft, tpot = kept["predicted_ttft_ms"].to_numpy(float) / 1000, kept["predicted_tpot_ms"].to_numpy(float) / 1000
+    e2e = ttft + np.nan_to_num(tpot) * np.maximum(kept["output_len"].to_numpy(float) - 1, 0)
+    return judge_windows(kept["timestamp"].to_numpy(float) - begin_s, ttft, tpot, e2e, route_targets(route, attainment),
+                         warmup_s)
+
+
+def window_comparison(measured: SloCheck, predicted: SloCheck) -> list[dict[str, float]]:
+    """Per measured window, the predicted window that starts nearest: start, requests, TTFT and TPOT at the SLO
+    percentile, measured and predicted (ms)."""
+    rows = []
+    for k in range(measured.windows):
+        j = int(np.argmin(np.abs(predicted.start_s - measured.start_s[k]))) if predicted.windows else -1
+        rows.append({"start_s": float(measured.start_s[k]), "requests": int(measured.requests[k]),
+                     "ttft_measured_ms": float(measured.ttft_ms[k]),
+                     "ttft_predicted_ms": float(predicted.ttft_ms[j]) if j >= 0 else math.nan,
+                     "tpot_measured_ms": float(measured.tpot_ms[k]),
+                     "tpot_predicted_ms": float(predicted.tpot_ms[j]) if j >= 0 else math.nan})
+    return rows
+
+
 # ------------------------------------------------------------------ judging
 
 def measurement(load: LoadResult, requests: tuple[RequestSpec, ...]) -> Measurement:
@@ -273,6 +326,14 @@ def verdicts(m: Measurement, plan: Mapping[str, Any], route: Mapping[str, Any],
     return out + [_throughput_verdict(load, requests, plan), _error_verdict(m)]
 
 
+def route_targets(route: Mapping[str, Any], attainment: float = 0.99) -> Targets:
+    """The route row's SLO as the one verdict's targets (fleetfacts.slo)."""
+    window = _number(route.get("slo_window_s"))
+    return Targets(_number(route.get("ttft_slo_ms")), _number(route.get("tpot_slo_ms")),
+                   _number(route.get("e2e_slo_ms")), float(route["slo_percentile"]),
+                   DEFAULT_WINDOW_S if window is None else window, attainment)
+
+
 def window_check(load: LoadResult, route: Mapping[str, Any], warmup_s: float = 0.0,
                  attainment: float = 0.99) -> SloCheck:
     """The one SLO verdict (fleetfacts.slo) on the measured requests: every slo_window_s window of the route
@@ -285,10 +346,7 @@ def window_check(load: LoadResult, route: Mapping[str, Any], warmup_s: float = 0
         return np.array([nan if v is None else v for v in values], dtype=float)
 
     ok = [r.ok for r in load.results]
-    window = _number(route.get("slo_window_s"))
-    targets = Targets(_number(route.get("ttft_slo_ms")), _number(route.get("tpot_slo_ms")),
-                      _number(route.get("e2e_slo_ms")), float(route["slo_percentile"]),
-                      DEFAULT_WINDOW_S if window is None else window, attainment)
+    targets = route_targets(route, attainment)
     return judge_windows(arr([s - origin for s in sent]), arr([r.ttft_s if k else None for r, k in zip(load.results, ok, strict=True)]),
                          arr([r.tpot_s if k else None for r, k in zip(load.results, ok, strict=True)]),
                          arr([r.e2e_s if k else None for r, k in zip(load.results, ok, strict=True)]), targets, warmup_s)

@@ -65,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of synthetic arrivals and lengths (default 0)")
     p.add_argument("--prompt-seed", type=int, help="seed of the prompts' tokens (default: new each run, so a "
                    "server's prefix cache cannot serve one run from an earlier one's prompts)")
+    p.add_argument("--assigned", metavar="FILE", help="replay these requests as they are: one replica's share as "
+                   "the plan's router assigned it, at the planned load's times, with the fleet simulation's "
+                   "prediction per request (`python -m planner simulate --replica-out FILE`); each SLO window's "
+                   "measured percentile is printed beside the predicted one. Use with --replicas 1")
     p.add_argument("--window", metavar="heaviest:SECONDS", help="replay only the heaviest SECONDS of the route's "
                    f"load (its log, else an hour of synthetic arrivals), after up to {verify.WINDOW_LEAD_IN_S:g} s of "
                    "the arrivals before it (not judged), e.g. heaviest:60; --duration and --max-requests then bound "
@@ -99,6 +103,27 @@ def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tup
     return kept, f"{arrival} heaviest {window:g} s from {start:.0f} s (+{lead:.0f} s lead-in)", lead
 
 
+def _assigned_requests(args: argparse.Namespace, route: dict) -> tuple[tuple, str, float, object]:
+    """(requests, arrival label, lead-in s, the predicted verdict for them) of --assigned."""
+    frame = verify.assigned_requests(args.assigned)
+    specs = verify.assigned_specs(frame)
+    window = verify.parse_window(args.window)
+    name = Path(args.assigned).name
+    if window is None:  # the whole file, from its first request
+        begin, lead, label = float(frame["timestamp"].iloc[0]), 0.0, f"assigned:{name}"
+        kept, _ = verify.window_of(specs, begin, math.inf, lead_in_s=0.0)
+        kept = tuple(r for r in kept if (r.send_at_s or 0.0) <= args.duration)[:args.max_requests]
+    else:
+        start = verify.heaviest_start([r.send_at_s or 0.0 for r in specs], window)
+        kept, lead = verify.window_of(specs, start, window)
+        kept = tuple(r for r in kept if (r.send_at_s or 0.0) <= args.duration + lead)[:args.max_requests]
+        begin = start - lead
+        label = f"assigned:{name} heaviest {window:g} s from {start:.0f} s (+{lead:.0f} s lead-in)"
+    end = begin + max(((r.send_at_s or 0.0) for r in kept), default=0.0) + 1e-9
+    predicted = verify.predicted_check(frame, begin, end, route, warmup_s=lead)
+    return kept, label, lead, predicted
+
+
 def check_numbers(args: argparse.Namespace) -> None:
     """InputError for a run length that is not a finite number of seconds > 0 (--duration) or >= 0 (--drain),
     or fewer than one request."""
@@ -124,7 +149,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if not 0 < args.scale <= MAX_SCALE:
         raise InputError(f"--scale must be > 0 and <= {MAX_SCALE:g}, got {args.scale:g}")
     share = verify.share_of(route, plan, args.replicas, args.scale)
-    specs, arrival, lead_in = _requests(args, route, share)
+    predicted = None
+    if args.assigned:
+        if args.log or args.synthetic:
+            raise InputError("--assigned replays its own requests: leave out --log and --synthetic")
+        specs, arrival, lead_in, predicted = _assigned_requests(args, route)
+    else:
+        specs, arrival, lead_in = _requests(args, route, share)
     if not specs:
         raise InputError(f"no request of the log falls within --duration {args.duration:g} s")
     if args.prompt_format == "tokens" and args.endpoint != "completions":
@@ -137,6 +168,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                     model=args.served_model, max_duration_s=args.duration + lead_in + args.drain,
                     api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
                     prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=prompt_seed)
+    if args.assigned:  # the file's own rate, not the plan's share
+        share = verify.Share(len(specs) / max(max(r.send_at_s or 0.0 for r in specs), 1e-9), 1, share.plan_replicas)
     print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}, {prompt_format} "
           f"prompts) against {args.replicas} of the plan's {share.plan_replicas} replicas")
     recorder = server_metrics.PointRecorder(lambda: server_metrics.fetch_metrics(base_url))
@@ -152,7 +185,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     print(f"SLO verdict: {check.describe()}")
     for line in check.window_lines():
         print(f"  {line}")
-    _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed)
+    windows = verify.window_comparison(check, predicted) if predicted is not None else []
+    print_windows(windows, float(route["slo_percentile"]))
+    _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed, windows)
     if m.first_error:
         print(f"first error: {m.first_error}")
     if m.num_requests:
@@ -194,7 +229,8 @@ def _vocab_size(args: argparse.Namespace, plan: dict) -> int:
 
 
 def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arrival: str, specs: tuple,
-                  m: Measurement, results: list[verify.Verdict], server: dict | None, prompt_seed: int) -> None:
+                  m: Measurement, results: list[verify.Verdict], server: dict | None, prompt_seed: int,
+                  windows: list[dict]) -> None:
     """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments (JSON lines)."""
     if not args.record:
         return
@@ -202,7 +238,8 @@ def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arr
               "plan_replicas": share.plan_replicas, "rate_rps": share.rate_rps, "arrival": arrival,
               "requests": len(specs), "argv": vars(args) | {"record": str(args.record)},
               "verdicts": [v.row() for v in results], "server": server,
-              "measured": {"ttft_ms": m.ttft_ms, "tpot_ms": m.tpot_ms, "e2e_ms": m.e2e_ms}}
+              "measured": {"ttft_ms": m.ttft_ms, "tpot_ms": m.tpot_ms, "e2e_ms": m.e2e_ms},
+              "windows_measured_vs_predicted": windows}
     server_metrics.append_record(args.record, record)
     print(f"run recorded in {args.record}")
 
@@ -212,6 +249,16 @@ def _write_profile(args: argparse.Namespace, row: dict, plan: dict) -> None:
                                                           int(plan["tp"]), "verify")
     ProfileDir(out).append(row)
     print(f"measured row appended to {out / 'profile.csv'}")
+
+
+def print_windows(windows: list[dict], percentile: float) -> None:
+    """Each SLO window, measured beside the fleet simulation's prediction for the same requests (--assigned)."""
+    if not windows:
+        return
+    print(f"per window (p{percentile:g}, ms): start_s requests  TTFT measured / predicted  TPOT measured / predicted")
+    for w in windows:
+        print(f"  {w['start_s']:7.0f} {w['requests']:8d}  {w['ttft_measured_ms']:9.1f} / {w['ttft_predicted_ms']:9.1f}"
+              f"  {w['tpot_measured_ms']:9.1f} / {w['tpot_predicted_ms']:9.1f}")
 
 
 def _cell(value: float | None) -> str:

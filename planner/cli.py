@@ -798,6 +798,10 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for synthetic arrivals and lengths")
     p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
     p.add_argument("--json", action="store_true", help="print one JSON list of per-route records")
+    p.add_argument("--replica-out", metavar="FILE.csv", help="write the requests the router sent to one replica of "
+                   "--route (the one that took the most in the busiest SLO window), at the planned load's times, "
+                   "with the simulation's TTFT and TPOT per request: what `measure verify --assigned` replays on "
+                   "one GPU")
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
@@ -812,11 +816,27 @@ def _run_simulate(args: argparse.Namespace) -> int:
             logs[name] = (r.arrival_s, (r.input_len, r.output_len))
     sims = simulate_plan(routes, plan_rows(frame), load_inputs(args.profiles).curves, logs, seed=args.seed,
                          router=args.router or a.router, attainment=a.slo_attainment)
+    if args.replica_out:
+        _write_replica_requests(sims, args.route, args.replica_out)
     if args.json:
         print(json.dumps([s.record() for s in sims], allow_nan=False, default=str))
     else:
         print(terminal_safe("\n".join(format_simulations(sims))) or "no planned route to simulate")
     return 0
+
+
+def _write_replica_requests(sims: list, route: str | None, out: str) -> None:
+    from planner.planning.plan_check import replica_requests
+
+    online = [s for s in sims if s.result is not None]
+    chosen = [s for s in online if s.route == route] if route else online
+    if len(chosen) != 1:
+        names = ", ".join(repr(s.route) for s in online) or "none"
+        raise InputError(f"--replica-out needs --route naming one planned online route (planned online: {names})")
+    frame = replica_requests(chosen[0])
+    frame.to_csv(out, index=False)
+    print(terminal_safe(f"{len(frame)} requests of replica {int(frame['replica'].iloc[0])} of route "
+                        f"{chosen[0].route!r} written to {out}"), file=sys.stderr)
 
 
 register(Command("traffic", "derive routes (rate, busiest-hour peak_to_mean, burstiness, lengths) from a request "

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
@@ -129,6 +130,29 @@ def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, 
     report = fleet_latency(curve, route, replicas, requests, router)
     check = report.check(route.targets(attainment)) if not route.slo.empty else None
     return RouteSimulation(route.name, "online", option, replicas, report.load, report.results[0], check=check)
+
+
+# Columns of one replica's requests (replica_requests): a request log measure verify --assigned replays as is.
+REPLICA_COLUMNS = ("timestamp", "input_len", "output_len", "predicted_ttft_ms", "predicted_tpot_ms", "replica")
+
+
+def replica_requests(sim: RouteSimulation) -> pd.DataFrame:
+    """The requests the router sent to one replica of an online route's simulated fleet, at the planned load's
+    times, with the fleet simulation's prediction per request: the replica that took the most requests in the
+    busiest SLO window (the whole run without a verdict). What a one-GPU check of the planned fleet replays."""
+    r = sim.result
+    if r is None:
+        raise InputError(f"route {sim.route!r} is a batch route: no requests to assign")
+    if sim.check is not None and sim.check.windows:
+        w = sim.check.busiest_window
+        busy = (r.arrival_s >= sim.check.start_s[w]) & (r.arrival_s <= sim.check.end_s[w])
+    else:
+        busy = np.ones(r.n, dtype=bool)
+    replica = int(np.bincount(r.replica[busy], minlength=r.replicas).argmax())
+    mine = r.replica == replica
+    return pd.DataFrame({"timestamp": r.arrival_s[mine], "input_len": r.input_len[mine],
+                         "output_len": r.output_len[mine], "predicted_ttft_ms": r.ttft_s[mine] * 1000,
+                         "predicted_tpot_ms": r.tpot_s[mine] * 1000, "replica": replica})[list(REPLICA_COLUMNS)]
 
 
 def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:
