@@ -43,12 +43,12 @@ done
 echo "== server ready after ${waited} s, $(left) s left" >> "$log"
 verify() {  # more verify args
   python3 -P -m measure verify --plan "$plan" --routes "$routes" --route "$route" --base-url http://127.0.0.1:8000 \
-    --served-model llama-3.1-8b --replicas 1 --assigned "$assigned" --drain 30 --prompt-format tokens "$@" >> "$log" 2>&1
+    --served-model llama-3.1-8b --replicas 1 --assigned "$assigned" --drain "${DRAIN:-30}" --prompt-format tokens "$@" >> "$log" 2>&1
   echo "== verify $* rc=$? at $(date -u +%T), $(left) s left" >> "$log"
 }
-verify --duration 5 --max-requests 20   # warm-up (the file's first requests), not recorded
+[ "${WARMUP:-1}" = 1 ] && verify --duration 5 --max-requests 20   # warm-up (the file's first requests), not recorded
 for k in $(seq 1 "$repeats"); do
-  [ "$(left)" -lt 130 ] && { echo "== repeat $k: not started, $(left) s left" >> "$log"; break; }
+  [ "$(left)" -lt "${NEED:-130}" ] && { echo "== repeat $k: not started, $(left) s left" >> "$log"; break; }
   verify --window heaviest:60 --duration 60 --max-requests 100000 --record "$OUT/$name.jsonl"
 done
 kill $server 2>/dev/null; pkill -f vllm.entrypoints 2>/dev/null; kill $smi 2>/dev/null
