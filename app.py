@@ -631,7 +631,7 @@ def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:
     if not judged:
         st.info("No online route was judged window by window (offline routes, or none feasible).")
         return
-    route = st.selectbox("Route", judged, key="minutes_route", format_func=printable)
+    route = str(st.selectbox("Route", judged, key="minutes_route", format_func=printable))
     slos = routes.set_index("name") if "name" in routes.columns else pd.DataFrame()
     r = slos.loc[route] if route in slos.index else pd.Series(dtype=object)
     verdict = answer.window_verdicts(result.plan).get(route)

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
@@ -76,6 +76,7 @@ class RequestResult:
     output_tokens: int = 0
     prompt_tokens: int | None = None
     error: str = ""
+    scheduled_s: float | None = None        # open loop: when the schedule said to send it (s from the load's start)
 
     @property
     def e2e_s(self) -> float:
@@ -319,7 +320,7 @@ async def run_load(spec: LoadSpec) -> LoadResult:
 def _open_loop_tasks(client, spec: LoadSpec, bodies: list[dict], start: float,
                      results: list[RequestResult]) -> list[asyncio.Task]:
     """One task per request, sent at start + its send_at_s whatever the others do."""
-    return [asyncio.create_task(_send_at(client, spec, b, start + cast(float, r.send_at_s), results))
+    return [asyncio.create_task(_send_at(client, spec, b, start, cast(float, r.send_at_s), results))
             for b, r in zip(bodies, spec.requests, strict=True)]
 
 
@@ -339,11 +340,11 @@ def _never_completed(done: set[asyncio.Task], start: float, end: float) -> Reque
     return RequestResult(False, start, end, error=reason[:MAX_ERROR])
 
 
-async def _send_at(client, spec: LoadSpec, body: dict, when: float, results: list) -> None:
-    delay = when - time.perf_counter()
+async def _send_at(client, spec: LoadSpec, body: dict, start: float, send_at_s: float, results: list) -> None:
+    delay = start + send_at_s - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
-    results.append(await _one_request(client, spec, body))
+    results.append(replace(await _one_request(client, spec, body), scheduled_s=send_at_s))
 
 
 async def _worker(client, spec: LoadSpec, queue: asyncio.Queue, results: list) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -338,8 +338,10 @@ def window_check(load: LoadResult, route: Mapping[str, Any], warmup_s: float = 0
                  attainment: float = 0.99) -> SloCheck:
     """The one SLO verdict (fleetfacts.slo) on the measured requests: every slo_window_s window of the route
     (by send time) and the attainment; requests sent before warmup_s (a window's lead-in) are not judged."""
-    sent = [r.start_s for r in load.results]
-    origin = min(sent) if sent else 0.0
+    # By arrival as scheduled (as the planner's windows count), else by send time from the first send.
+    scheduled = all(r.scheduled_s is not None for r in load.results)
+    sent = [cast(float, r.scheduled_s) if scheduled else r.start_s for r in load.results]
+    origin = 0.0 if scheduled or not sent else min(sent)
     nan = math.nan
 
     def arr(values: Sequence[float | None]) -> np.ndarray:

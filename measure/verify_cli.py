@@ -9,6 +9,7 @@ import secrets
 from pathlib import Path
 
 from fleetfacts.errors import InputError
+from fleetfacts.slo import SloCheck
 from fleetfacts.specs import model_facts
 from measure import server_metrics, verify
 from measure.envinfo import command_line
@@ -103,7 +104,7 @@ def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tup
     return kept, f"{arrival} heaviest {window:g} s from {start:.0f} s (+{lead:.0f} s lead-in)", lead
 
 
-def _assigned_requests(args: argparse.Namespace, route: dict) -> tuple[tuple, str, float, object]:
+def _assigned_requests(args: argparse.Namespace, route: dict) -> tuple[tuple, str, float, SloCheck]:
     """(requests, arrival label, lead-in s, the predicted verdict for them) of --assigned."""
     frame = verify.assigned_requests(args.assigned)
     specs = verify.assigned_specs(frame)
@@ -122,6 +123,20 @@ def _assigned_requests(args: argparse.Namespace, route: dict) -> tuple[tuple, st
     end = begin + max(((r.send_at_s or 0.0) for r in kept), default=0.0) + 1e-9
     predicted = verify.predicted_check(frame, begin, end, route, warmup_s=lead)
     return kept, label, lead, predicted
+
+
+def _load(args: argparse.Namespace, route: dict,
+          share: verify.Share) -> tuple[tuple, str, float, SloCheck | None, verify.Share]:
+    """(requests, arrival label, lead-in s, the predicted verdict for them or None, the share they are)."""
+    if not args.assigned:
+        return (*_requests(args, route, share), None, share)
+    if args.log or args.synthetic:
+        raise InputError("--assigned replays its own requests: leave out --log and --synthetic")
+    specs, arrival, lead_in, predicted = _assigned_requests(args, route)
+    if not specs:
+        return specs, arrival, lead_in, predicted, share
+    rate = len(specs) / max(max(r.send_at_s or 0.0 for r in specs), 1e-9)  # the file's own rate, not the plan's share
+    return specs, arrival, lead_in, predicted, verify.Share(rate, 1, share.plan_replicas)
 
 
 def check_numbers(args: argparse.Namespace) -> None:
@@ -149,13 +164,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if not 0 < args.scale <= MAX_SCALE:
         raise InputError(f"--scale must be > 0 and <= {MAX_SCALE:g}, got {args.scale:g}")
     share = verify.share_of(route, plan, args.replicas, args.scale)
-    predicted = None
-    if args.assigned:
-        if args.log or args.synthetic:
-            raise InputError("--assigned replays its own requests: leave out --log and --synthetic")
-        specs, arrival, lead_in, predicted = _assigned_requests(args, route)
-    else:
-        specs, arrival, lead_in = _requests(args, route, share)
+    specs, arrival, lead_in, predicted, share = _load(args, route, share)
     if not specs:
         raise InputError(f"no request of the log falls within --duration {args.duration:g} s")
     if args.prompt_format == "tokens" and args.endpoint != "completions":
@@ -168,8 +177,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                     model=args.served_model, max_duration_s=args.duration + lead_in + args.drain,
                     api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
                     prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=prompt_seed)
-    if args.assigned:  # the file's own rate, not the plan's share
-        share = verify.Share(len(specs) / max(max(r.send_at_s or 0.0 for r in specs), 1e-9), 1, share.plan_replicas)
     print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}, {prompt_format} "
           f"prompts) against {args.replicas} of the plan's {share.plan_replicas} replicas")
     recorder = server_metrics.PointRecorder(lambda: server_metrics.fetch_metrics(base_url))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 
+import pandas as pd
 import pytest
 
 from fleetfacts.arrivals import arrival_times
@@ -136,3 +137,36 @@ def test_verify_refuses_bad_input_in_one_line(tmp_path, capsys, calibration_free
 def calibration_free_files(tmp_path):
     fake = {"ttft_p95_ms": 100.0, "output_tok_per_s": 10.0, "tpot_p95_ms": 10.0, "e2e_p95_ms": 200.0}
     return _files(tmp_path, fake, RATE_RPS, assumptions_line=True)
+
+
+def test_assigned_requests_are_replayed_as_they_are_and_each_window_is_set_beside_its_prediction(
+        timed_server, tmp_path, capsys):
+    """verify --assigned (the requests the plan's router sent to one replica, `planner simulate --replica-out`):
+    the heaviest window is replayed after its lead-in, and the printed and recorded per-window table holds the
+    measured percentile beside the file's own predictions."""
+    url, server = timed_server(ttft_s=SLOT_TTFT_S, itl_s=SLOT_ITL_S, slots=4)
+    light_load = {"ttft_p95_ms": 1e3 * SLOT_TTFT_S, "tpot_p95_ms": 1e3 * SLOT_ITL_S,
+                  "e2e_p95_ms": 1e3 * (SLOT_TTFT_S + (OUTPUT_LEN - 1) * SLOT_ITL_S), "output_tok_per_s": 40.0}
+    routes, plan = _files(tmp_path, {k: 20 * v for k, v in light_load.items()}, RATE_RPS, assumptions_line=True)
+    table = load_table(routes, ROUTES)
+    table["slo_window_s"] = 2.0
+    table.to_csv(routes, index=False)
+    # 4 s of sparse requests, then a 2 s burst of 20, then 2 s sparse again; predictions are made-up constants.
+    times = [0.0, 1.0, 2.0, 3.0] + [4.0 + 0.1 * k for k in range(20)] + [6.5, 7.5]
+    assigned = tmp_path / "replica.csv"
+    pd.DataFrame({"timestamp": times, "input_len": INPUT_LEN, "output_len": OUTPUT_LEN,
+                  "predicted_ttft_ms": 33.0, "predicted_tpot_ms": 7.0, "replica": 2}).to_csv(assigned, index=False)
+    record = tmp_path / "run.jsonl"
+    code = main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url", url,
+                 "--assigned", str(assigned), "--window", "heaviest:2", "--duration", "2", "--drain", "5",
+                 "--no-ignore-eos", "--out", str(tmp_path / "prof"), "--record", str(record)])
+    out = capsys.readouterr().out
+    assert code in (verify.EXIT_MEETS, verify.EXIT_DRIFT, verify.EXIT_AT_RISK), out
+    assert "assigned:replica.csv heaviest 2 s from 4 s (+4 s lead-in)" in out
+    assert sum(b["body"].get("stream", False) for b in server.bodies) == 4 + 20   # the lead-in (all 4 s before the burst), the burst; nothing after
+    windows = json.loads(record.read_text().splitlines()[-1])["windows_measured_vs_predicted"]
+    assert sum(w["requests"] for w in windows) == 20
+    assert all(w["ttft_predicted_ms"] == pytest.approx(33.0) and w["tpot_predicted_ms"] == pytest.approx(7.0)
+               for w in windows)
+    assert all(w["ttft_measured_ms"] >= 1e3 * SLOT_TTFT_S * 0.9 for w in windows)
+    assert "per window (p95, ms)" in out

@@ -167,3 +167,49 @@ def test_verify_window_replays_the_heaviest_minute_after_a_lead_in():
     assert verify.parse_window("heaviest:60") == 60
     with pytest.raises(Exception, match="heaviest:SECONDS"):
         verify.parse_window("busiest:60")
+
+
+def test_replica_out_writes_the_requests_the_router_sent_to_the_busiest_minutes_busiest_replica(code_plan, tmp_path,
+                                                                                               capsys):
+    """simulate --replica-out: what a one-GPU check of the planned fleet replays (measure verify --assigned)."""
+    routes, result = code_plan
+    routes_csv, plan_csv = tmp_path / "routes.csv", tmp_path / "plan.csv"
+    routes.to_csv(routes_csv, index=False)
+    result.plan.to_csv(plan_csv, index=False)
+    out = tmp_path / "replica.csv"
+    assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--route", "code-completion",
+                 "--replica-out", str(out)]) == 0
+    capsys.readouterr()
+    written = pd.read_csv(out)
+    sim = simulate_plan(routes, [r for r in result.rows if r.route == "code-completion"],
+                        bundled_catalog().curves)[0]
+    r, check = sim.result, sim.check
+    replica = int(written["replica"].iloc[0])
+    mine = r.replica == replica
+    np.testing.assert_allclose(written["timestamp"], r.arrival_s[mine])
+    np.testing.assert_allclose(written["predicted_ttft_ms"], r.ttft_s[mine] * 1000)
+    w = check.busiest_window
+    busy = (r.arrival_s >= check.start_s[w]) & (r.arrival_s <= check.end_s[w])
+    per_replica = np.bincount(r.replica[busy], minlength=r.replicas)
+    assert per_replica[replica] == per_replica.max() and 0 < len(written) < r.n
+    # What verify --assigned judges on those requests is the one verdict on the simulation's own numbers.
+    frame = verify.assigned_requests(out)
+    route_row = routes.iloc[0].to_dict()
+    predicted = verify.predicted_check(frame, 0.0, np.inf, route_row)
+    direct = judge(r.arrival_s[mine], r.ttft_s[mine], r.tpot_s[mine], r.e2e_s[mine], verify.route_targets(route_row))
+    np.testing.assert_allclose(predicted.ttft_ms, direct.ttft_ms)
+    np.testing.assert_allclose(predicted.tpot_ms, direct.tpot_ms)
+
+
+def test_replica_out_needs_one_online_route_and_assigned_files_are_checked(code_plan, tmp_path, capsys):
+    routes, result = code_plan
+    routes_csv, plan_csv = tmp_path / "routes.csv", tmp_path / "plan.csv"
+    routes.to_csv(routes_csv, index=False)
+    result.plan.to_csv(plan_csv, index=False)
+    assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--route", "nope",
+                 "--replica-out", str(tmp_path / "r.csv")]) == 2
+    assert "--replica-out needs --route naming one planned online route" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("timestamp,input_len,output_len\n0,10,10\n")
+    with pytest.raises(Exception, match="missing column.*predicted_ttft_ms"):
+        verify.assigned_requests(bad)
