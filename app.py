@@ -734,6 +734,9 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
+        st.markdown("**What each option rests on** (feasible options, cheapest first):")
+        for route, sources in answer.option_sources(result.options).items():
+            st.markdown(f"- **{printable(route)}**: {printable(sources)}")
     for wide in tables.wide_ranges(result.plan):
         st.markdown(f":orange-badge[{tables.WIDE_BADGE}] **{wide['route']}**: {wide['range']}. Why: {wide['cause']}. "
                     f"To narrow it, measure that option: `{wide['fix']}`")

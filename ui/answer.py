@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -273,3 +274,35 @@ def window_verdicts(plan: pd.DataFrame) -> dict[str, str]:
     """Per planned online route judged on its fleet: the line on its SLO windows (PlanRow.window_verdict)."""
     rows = plan_rows(plan.reindex(columns=PLAN_SCHEMA.names))
     return {r.route: text for r in rows if r.ok and (text := r.window_verdict())}
+
+
+# What an option's curve was fitted on, in words (Option.data_source).
+DATA_SOURCE_WORDS = {"measured": "measured by this project", "published": "published (vendor tables)",
+                     "transferred": "transferred (predicted from other models and GPUs)"}
+
+
+def option_sources(options: pd.DataFrame) -> dict[str, str]:
+    """Per route, its feasible options grouped by what their curves rest on, cheapest first, each with its GPUs
+    and the width of its throughput's 90% interval (high over low)."""
+    if options.empty or "data_source" not in options.columns:
+        return {}
+    feasible = options[options["feasible"].astype(bool)].sort_values("total_usd_per_month", kind="stable")
+    out = {}
+    for route, rows in feasible.groupby("route", sort=False):
+        parts = []
+        for source, group in rows.groupby("data_source", sort=False):
+            names = ", ".join(f"{r['option']} ({_gpus(r['gpus'])}{_interval(r)})" for r in group.to_dict("records"))
+            parts.append(f"{DATA_SOURCE_WORDS.get(str(source), str(source) or 'unknown')}: {names}")
+        out[str(route)] = "; ".join(parts)
+    return out
+
+
+def _gpus(count: float) -> str:
+    return f"{count:.0f} GPU" + ("" if count == 1 else "s")
+
+
+def _interval(row: Mapping[str, Any]) -> str:
+    low, high = row.get("replica_output_tok_per_s_low"), row.get("replica_output_tok_per_s_high")
+    if low is None or high is None or pd.isna(low) or pd.isna(high) or not float(low) > 0:
+        return ""
+    return f", 90% interval ×{float(high) / float(low):.1f}"

@@ -36,7 +36,7 @@ OPTION_COLUMNS = (
     "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
     "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month", "latency_basis",
     "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "priced", "reason", "miss_ratio", "provenance",
-    "price_source", "notes", "analytical_replicas", "sim_replicas", "sim_attainment",
+    "data_source", "price_source", "notes", "analytical_replicas", "sim_replicas", "sim_attainment",
 )
 # Columns of an option's simulation check: absent from its row until it has been simulated.
 SIMULATION_COLUMNS = ("analytical_replicas", "sim_replicas", "sim_attainment")
@@ -136,6 +136,12 @@ class Option:
         return self.key.tp
 
     @property
+    def data_source(self) -> str:
+        """What the option's curve was fitted on: measured (by this project), published (vendor tables) or
+        transferred (predicted from other models and GPUs)."""
+        return str(getattr(self.curve, "source_provenance", "") or "")
+
+    @property
     def latency_basis(self) -> str:
         """measured, transferred or unverified (planner.engine.curves.Curve.latency_basis)."""
         return latency_basis(self.curve)
@@ -174,7 +180,8 @@ class Option:
             "replica_output_tok_per_s_high": s.replica_tok_s_high, "ttft_pred_ms": s.ttft_ms,
             "tpot_pred_ms": s.tpot_ms, "e2e_pred_ms": s.e2e_ms, "utilisation": self.utilisation,
             "peak_utilisation": s.peak_utilisation, "job_hours": s.job_hours, "miss_ratio": s.miss_ratio,
-            "provenance": s.provenance, "latency_basis": self.latency_basis, "notes": self.notes,
+            "provenance": s.provenance, "data_source": self.data_source, "latency_basis": self.latency_basis,
+            "notes": self.notes,
             "usd_per_gpu_hour": c.usd_per_gpu_hour, "gpu_usd_per_month": c.gpu_usd_per_month,
             "usd_per_update": c.usd_per_update, "update_usd_per_month": c.update_usd_per_month,
             "adoption_usd_per_month": c.adoption_usd_per_month, "eng_usd_per_month": c.eng_usd_per_month,

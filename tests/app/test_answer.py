@@ -137,3 +137,22 @@ def test_deployment_cards_carry_gpus_option_and_dollars():
     assert answer.deployment_cards(frame) == [(
         "d1: chat 1.00; code 1.00", "**3 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$6,000/month** in GPUs",
         "shared · p95 TTFT 300 ms, TPOT 30 ms · vast on-demand $2.4024/GPU-h")]
+
+
+def test_option_sources_say_what_each_feasible_option_rests_on_cheapest_first():
+    options = pd.DataFrame([
+        {"route": "big", "option": "trtllm/h100/tp4", "data_source": "published", "feasible": True, "gpus": 16,
+         "total_usd_per_month": 28000.0, "replica_output_tok_per_s_low": 10.0, "replica_output_tok_per_s_high": 790.0},
+        {"route": "big", "option": "vllm/h200/fp8", "data_source": "measured", "feasible": True, "gpus": 2,
+         "total_usd_per_month": 5400.0, "replica_output_tok_per_s_low": 500.0, "replica_output_tok_per_s_high": 1000.0},
+        {"route": "big", "option": "vllm/b200", "data_source": "transferred", "feasible": False, "gpus": 1,
+         "total_usd_per_month": 100.0, "replica_output_tok_per_s_low": 1.0, "replica_output_tok_per_s_high": 2.0},
+        {"route": "small", "option": "vllm/h100", "data_source": "transferred", "feasible": True, "gpus": 1,
+         "total_usd_per_month": 900.0, "replica_output_tok_per_s_low": float("nan"),
+         "replica_output_tok_per_s_high": 3.0},
+    ])
+    sources = answer.option_sources(options)
+    assert sources["big"] == ("measured by this project: vllm/h200/fp8 (2 GPUs, 90% interval ×2.0); "
+                              "published (vendor tables): trtllm/h100/tp4 (16 GPUs, 90% interval ×79.0)")
+    assert sources["small"] == "transferred (predicted from other models and GPUs): vllm/h100 (1 GPU)"
+    assert answer.option_sources(options.drop(columns="data_source")) == {}

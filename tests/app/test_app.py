@@ -80,6 +80,10 @@ def test_app_shows_a_full_plan_on_the_bundled_data(app):
     assert metric(app, "Routes planned") == "4 of 4"
     assert metric(app, "Fleet $/month").startswith("$")
     assert any("re-planned in" in c.value for c in app.caption)
+    # Which options rest on this project's measurements and which on vendor tables (the 70B route has both).
+    lines = [m.value for m in app.markdown if m.value.startswith("- **assistant-70b**")]
+    assert len(lines) == 1 and "measured by this project: vllm/0.26.0/h200/fp8/tp1" in lines[0]
+    assert "published (vendor tables): trtllm/" in lines[0]
 
 
 def test_more_traffic_on_a_route_needs_more_gpus(app):
