@@ -904,8 +904,10 @@ def engine_settings(profile: str) -> deploy.EngineSettings:
 
 def _run_deploy(args: argparse.Namespace) -> int:
     files = []
+    _, assumptions = read_plan(args.plan)
+    router = (assumptions or Assumptions()).router
     for line, row in _deploy_rows(args):
-        target = deploy.Target.from_row(row, args.plan, line)
+        target = deploy.Target.from_row(row, args.plan, line, router)
         files += deploy.deployment_files(args.format, target, engine_settings(target.profile), args.model_path,
                                          args.image, args.min_replicas)
     if not args.out:

@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from fleetfacts.errors import InputError
 from fleetfacts.specs import bundled_model_sources, bundled_model_specs
+from planner.latency import DEFAULT_ROUTER
 from planner.sizing.plan_row import PlanRow
 
 FORMATS = ("vllm", "trtllm", "k8s")
@@ -101,9 +102,11 @@ class Target:
     profile: str
     plan_file: str
     line: int
+    router: str = DEFAULT_ROUTER
+    traffic: str = "online"
 
     @classmethod
-    def from_row(cls, row: PlanRow, plan_file: str, line: int) -> Target:
+    def from_row(cls, row: PlanRow, plan_file: str, line: int, router: str = DEFAULT_ROUTER) -> Target:
         """From a plan row with status ok; raises InputError naming what the row lacks."""
         where = f"{plan_file}, line {line} (route {row.route!r})"
         if not row.ok:
@@ -114,7 +117,8 @@ class Target:
                                  "(plans written before deploy existed lack it)")
         assert row.tp is not None and row.replicas is not None and row.max_model_len is not None
         target = cls(row.route, row.model, row.engine, row.engine_version, row.gpu, row.precision, row.tp,
-                     row.replicas, row.operating_concurrency, row.max_model_len, row.profile, plan_file, line)
+                     row.replicas, row.operating_concurrency, row.max_model_len, row.profile, plan_file, line,
+                     router, row.traffic or "online")
         _check_tp(target, where)
         return target
 
@@ -167,8 +171,22 @@ def provenance(target: Target, settings: EngineSettings) -> list[str]:
             f"flight per replica at the planned load)",
             f"profile: {target.profile or 'not recorded in the plan'}",
             f"engine settings: {settings.source}",
+            *router_lines(target),
             "then check the running deployment against the plan: `python -m measure verify` (README: what was "
             "verified on hardware)"]
+
+
+def router_lines(target: Target) -> list[str]:
+    """What the plan assumed in front of an online route's replicas (its fleet was sized and judged behind it)."""
+    if target.traffic != "online" or target.replicas < 2:
+        return []
+    lines = [f"router: the plan sized these {target.replicas} replicas behind a {target.router} load balancer "
+             "(plan.assumptions.json `router`); its latency and SLO verdict hold for that router"]
+    if target.router == "least-outstanding":
+        lines.append("a plain Kubernetes Service (kube-proxy) or DNS spreads requests without looking at load: put "
+                     "a least-request balancer in front (Envoy or Istio LEAST_REQUEST, the Gateway API inference "
+                     "extension), or re-plan with router round-robin")
+    return lines
 
 
 def comment_safe(text: str) -> str:
@@ -305,6 +323,7 @@ def trtllm_files(target: Target, settings: EngineSettings, model_path: str) -> l
 
 def _annotations(target: Target, settings: EngineSettings) -> dict[str, str]:
     return {f"{ANNOTATION}plan": f"{target.plan_file}:{target.line}", f"{ANNOTATION}route": target.route,
+            f"{ANNOTATION}router": target.router,
             f"{ANNOTATION}profile": target.profile or "not recorded", f"{ANNOTATION}engine-settings": settings.source}
 
 

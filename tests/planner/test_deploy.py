@@ -165,3 +165,26 @@ def test_a_precision_without_a_vllm_recipe_is_refused_not_served_as_auto(rows):
         deploy.deployment_files("vllm", target, deploy.EngineSettings("env.json", {}), "org/model")
     recorded = deploy.EngineSettings("env.json", {"dtype": "half", "quantization": "awq"})
     assert "--dtype" in deploy.vllm_args(target, recorded, "org/model")
+
+
+def test_deploy_states_the_router_the_plan_sized_its_replicas_behind(plan, tmp_path):
+    """The fleet was sized and judged behind plan.assumptions.json's router: every multi-replica online route's
+    files say which, the Kubernetes objects carry it, and a least-outstanding plan says a plain Service is not one."""
+    out = tmp_path / "k8s"
+    assert _deploy(plan, out, "k8s") == 0
+    code = (out / "code-completion.k8s.yaml").read_text()
+    assert "behind a least-outstanding load balancer" in code and "a plain Kubernetes Service" in code
+    assert all(d["metadata"]["annotations"][f"{deploy.ANNOTATION}router"] == "least-outstanding"
+               for d in _documents(out / "code-completion.k8s.yaml"))
+    assert "load balancer" not in (out / "summarise-batch.k8s.yaml").read_text()  # a batch job has no router
+    # Re-planned with round robin: the files say so, and nothing asks for a least-request balancer.
+    assumptions = plan.with_name("plan.assumptions.json")
+    data = json.loads(assumptions.read_text())
+    rr = tmp_path / "rr"
+    rr.mkdir()
+    data["assumptions"]["router"] = "round-robin"
+    (rr / "plan.assumptions.json").write_text(json.dumps(data))
+    (rr / "plan.csv").write_text(plan.read_text())
+    assert _deploy(rr / "plan.csv", tmp_path / "k8s-rr", "k8s") == 0
+    text = (tmp_path / "k8s-rr" / "code-completion.k8s.yaml").read_text()
+    assert "behind a round-robin load balancer" in text and "a plain Kubernetes Service" not in text
