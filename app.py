@@ -28,7 +28,15 @@ from planner.engine.curves import GroupKey
 from planner.planning.exports import baseline_diff, printable, workbook_bytes
 from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.planning.fleet_size import check_fleet_size
-from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, plan_coverage, validate_routes
+from planner.planning.plan import (
+    Catalog,
+    PlanResult,
+    fleet_tradeoff,
+    load_inputs,
+    load_routes,
+    plan_coverage,
+    validate_routes,
+)
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_rows
 from ui import answer, charts, scenario, tables
@@ -644,6 +652,11 @@ def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:
     st.caption("The planned load (the route's log at its own timestamps, else an hour of arrivals at its peak "
                "rate) on the recommended fleet and on one replica fewer, simulated behind the assumed router; "
                "red points: windows whose percentile misses the SLO (fleetfacts.slo).")
+    tradeoff = fleet_tradeoff(result.timelines[route])
+    if len(tradeoff) > 1:
+        st.markdown("**Cost against breach minutes**, from the whole-log count (what sizing on the whole run's "
+                    "percentile buys) up to the recommendation:")
+        show_chart(charts.fleet_tradeoff_chart(tradeoff))
 
 
 def _cell_number(value: object) -> float | None:

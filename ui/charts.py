@@ -767,8 +767,12 @@ def window_timeline_chart(timeline: pd.DataFrame, ttft_slo_ms: float | None, tpo
     """Three panels over the planned load's windows (planner.planning.plan.window_timeline): arrivals per minute;
     TTFT and TPOT at the SLO percentile for the recommended fleet (solid) and one replica fewer (dashed), the SLO
     as a rule, windows in breach as red points."""
-    data = timeline.assign(fleet_label=[f"{f} (recommended)" if r else f for f, r in
-                                        zip(timeline["fleet"], timeline["recommended"], strict=True)])
+    shown = timeline
+    if "replicas" in timeline.columns and timeline["recommended"].any():  # the recommended fleet and one fewer
+        n = int(timeline.loc[timeline["recommended"], "replicas"].iloc[0])
+        shown = timeline[timeline["replicas"].isin((n, n - 1))]
+    data = shown.assign(fleet_label=[f"{f} (recommended)" if r else f for f, r in
+                                     zip(shown["fleet"], shown["recommended"], strict=True)])
     recommended = data[data["recommended"]]
     x = alt.X("start_min:Q", title="minute of the planned load")
     rate = alt.Chart(recommended).mark_bar(color=OTHER_SHADES[2]).encode(
@@ -794,3 +798,21 @@ def window_timeline_chart(timeline: pd.DataFrame, ttft_slo_ms: float | None, tpo
                 color=ENGINE_SHADES["sglang"][0], strokeDash=[4, 3]).encode(y="slo:Q"))
         panels.append(alt.layer(*layers).properties(height=WINDOW_PANEL_HEIGHT))
     return alt.vconcat(*panels).resolve_scale(x="shared")
+
+
+def fleet_tradeoff_chart(tradeoff: pd.DataFrame) -> alt.LayerChart:
+    """$/month against SLO windows in breach, one point per fleet size (planner.planning.plan.fleet_tradeoff),
+    from the whole-log count up to the recommendation: what fewer replicas save and what they break."""
+    data = tradeoff.assign(label=[f"{n} replicas" + (" (recommended)" if r else "") for n, r in
+                                  zip(tradeoff["replicas"], tradeoff["recommended"], strict=True)])
+    base = alt.Chart(data).encode(
+        alt.X("usd_per_month:Q", title="$/month", axis=alt.Axis(format="$,.0f"), scale=alt.Scale(zero=False)),
+        alt.Y("windows_in_breach:Q", title="SLO windows in breach", axis=alt.Axis(tickMinStep=1)),
+        tooltip=["label:N", alt.Tooltip("usd_per_month:Q", format="$,.0f", title="$/month"),
+                 alt.Tooltip("windows_in_breach:Q", title="windows in breach"), alt.Tooltip("windows:Q"),
+                 alt.Tooltip("worst_ttft_ms:Q", format=".0f", title="worst TTFT, ms"),
+                 alt.Tooltip("worst_tpot_ms:Q", format=".1f", title="worst TPOT, ms")])
+    line = base.mark_line(color=OTHER_SHADES[2])
+    points = base.mark_point(filled=True, size=60, color=ENGINE_COLOURS["vllm"])
+    text = base.mark_text(dy=-10).encode(text="label:N")
+    return alt.layer(line, points, text).properties(height=180)

@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -319,26 +319,50 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
 
 
 def _timeline(option: Option, a: Assumptions, log: LogRequests | None) -> pd.DataFrame:
-    """The chosen option's SLO windows at its replica count and one fewer (simulated here if the search did not)."""
+    """The chosen option's SLO windows at every replica count from the whole-log one (or one fewer) up to its own,
+    each fleet priced: the minute-by-minute view and the cost-vs-breach trade-off (simulated here where the
+    search did not)."""
     checks = dict(option.window_checks)
-    fewer = option.replicas - 1
-    if fewer >= 1 and fewer not in checks:
-        report = sizing.fleet_latency(option.curve, option.route, fewer, route_requests(option.route, log), a.router)
-        checks[fewer] = report.check(option.route.targets(a.slo_attainment))
-    return window_timeline(sorted(checks.items()), option.replicas)
+    fewest = max(1, min(option.replicas - 1, option.whole_log.replicas if option.whole_log else option.replicas))
+    requests = None
+    for count in range(fewest, option.replicas + 1):
+        if count not in checks:
+            requests = requests or route_requests(option.route, log)
+            report = sizing.fleet_latency(option.curve, option.route, count, requests, a.router)
+            checks[count] = report.check(option.route.targets(a.slo_attainment))
+    costs = {n: option.resized(n, a, option.notes).cost.total_usd_per_month if n != option.replicas
+             else option.cost.total_usd_per_month for n in checks}
+    return window_timeline(sorted(checks.items()), option.replicas, costs)
 
 
-def window_timeline(checks: Sequence[tuple[int, SloCheck]], recommended: int) -> pd.DataFrame:
-    """One row per SLO window per fleet: fleet ("N replicas"), recommended (bool), window start (minutes), arrivals
-    per minute, TTFT and TPOT at the SLO percentile (ms), breach (bool)."""
+def window_timeline(checks: Sequence[tuple[int, SloCheck]], recommended: int,
+                    costs: Mapping[int, float] | None = None) -> pd.DataFrame:
+    """One row per SLO window per fleet: fleet ("N replicas"), replicas, recommended (bool), the fleet's $/month
+    (NaN when not given), window start (minutes), arrivals per minute, TTFT and TPOT at the SLO percentile (ms),
+    breach (bool)."""
     frames = []
     for replicas, c in checks:
         minutes = np.maximum((c.end_s - c.start_s) / 60.0, 1e-9)
         frames.append(pd.DataFrame({
-            "fleet": f"{replicas} replicas", "recommended": replicas == recommended, "start_min": c.start_s / 60.0,
+            "fleet": f"{replicas} replicas", "replicas": replicas, "recommended": replicas == recommended,
+            "usd_per_month": (costs or {}).get(replicas, math.nan), "start_min": c.start_s / 60.0,
             "requests_per_min": c.requests / minutes, "ttft_ms": c.ttft_ms, "tpot_ms": c.tpot_ms,
             "breach": c.breach}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def fleet_tradeoff(timeline: pd.DataFrame) -> pd.DataFrame:
+    """Per fleet size of a route's timeline: replicas, $/month, windows, windows in breach, worst TTFT and TPOT
+    at the SLO percentile (ms), recommended: what buying fewer replicas costs in breach minutes."""
+    if timeline.empty:
+        return pd.DataFrame(columns=["replicas", "usd_per_month", "windows", "windows_in_breach",
+                                     "worst_ttft_ms", "worst_tpot_ms", "recommended"])
+    grouped = timeline.groupby("replicas", sort=True)
+    return pd.DataFrame({
+        "usd_per_month": grouped["usd_per_month"].first(), "windows": grouped.size(),
+        "windows_in_breach": grouped["breach"].sum().astype(int), "worst_ttft_ms": grouped["ttft_ms"].max(),
+        "worst_tpot_ms": grouped["tpot_ms"].max(), "recommended": grouped["recommended"].first(),
+    }).reset_index()
 
 
 def _route_log(route: Route) -> tuple[LogRequests | None, str]:

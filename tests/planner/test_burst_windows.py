@@ -213,3 +213,20 @@ def test_replica_out_needs_one_online_route_and_assigned_files_are_checked(code_
     bad.write_text("timestamp,input_len,output_len\n0,10,10\n")
     with pytest.raises(Exception, match="missing column.*predicted_ttft_ms"):
         verify.assigned_requests(bad)
+
+
+def test_the_cost_against_breach_trade_off_runs_from_the_whole_log_count_to_the_recommendation(code_plan):
+    from planner.planning.plan import fleet_tradeoff
+
+    _, result = code_plan
+    row = result.plan.set_index("route").loc["code-completion"]
+    tradeoff = fleet_tradeoff(result.timelines["code-completion"]).set_index("replicas")
+    low = min(int(row["whole_log_replicas"]), int(row["replicas"]) - 1)
+    assert list(tradeoff.index) == list(range(low, int(row["replicas"]) + 1))
+    chosen = tradeoff.loc[int(row["replicas"])]
+    assert chosen["recommended"] and chosen["windows_in_breach"] == row["windows_in_breach"] == 0
+    assert chosen["usd_per_month"] == pytest.approx(row["total_usd_per_month"])
+    whole = tradeoff.loc[int(row["whole_log_replicas"])]
+    assert whole["windows_in_breach"] == row["whole_log_windows_in_breach"]
+    assert whole["usd_per_month"] == pytest.approx(row["whole_log_usd_per_month"])
+    assert tradeoff["usd_per_month"].is_monotonic_increasing
