@@ -348,15 +348,22 @@ def _attention_params(config: dict[str, Any], hidden: int, heads: int, kv_heads:
 
 
 def _mlp_params(config: dict[str, Any], hidden: int, layers: int) -> tuple[int, int, int, int]:
-    """(routed experts, experts per token, MLP weights of all layers, MLP weights used per token)."""
-    experts = int(config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts") or 0)
+    """(routed experts, experts per token, MLP weights of all layers, MLP weights used per token).
+
+    Shared experts run for every token: DeepSeek's and ERNIE-4.5's count of expert-width MLPs
+    (`n_shared_experts`, `moe_num_shared_experts`), Qwen2-MoE's one MLP of `shared_expert_intermediate_size`.
+    Dense layers before the first MoE layer: DeepSeek's `first_k_dense_replace`, ERNIE's `moe_layer_start_index`.
+    """
+    experts = _first(config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts")
+                     or config.get("moe_num_experts"))
     dense_inter = int(config.get("intermediate_size") or 0)
     if not experts:
         return 0, 0, layers * 3 * hidden * dense_inter, layers * 3 * hidden * dense_inter
-    per_token = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 1)
+    per_token = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or config.get("moe_k") or 1)
     expert_inter = _expert_width(config)
-    shared = int(config.get("n_shared_experts") or 0) * 3 * hidden * expert_inter
-    dense_layers = int(config.get("first_k_dense_replace") or 0)
+    shared_count = int(config.get("n_shared_experts") or config.get("moe_num_shared_experts") or 0)
+    shared = 3 * hidden * (shared_count * expert_inter + int(config.get("shared_expert_intermediate_size") or 0))
+    dense_layers = _dense_layers(config, layers)
     moe_layers = layers - dense_layers
     one_expert = 3 * hidden * expert_inter
     total = dense_layers * 3 * hidden * dense_inter + moe_layers * (experts * one_expert + shared + hidden * experts)
@@ -364,9 +371,22 @@ def _mlp_params(config: dict[str, Any], hidden: int, layers: int) -> tuple[int, 
     return experts, per_token, total, active
 
 
+def _dense_layers(config: dict[str, Any], layers: int) -> int:
+    """Layers of an MoE model that run a dense MLP: those before the first MoE layer."""
+    first_moe = int(config.get("first_k_dense_replace") or config.get("moe_layer_start_index") or 0)
+    return min(max(first_moe, 0), layers)
+
+
+def _first(value: Any) -> int:
+    """An int from a config field that may be a per-modality list (ERNIE-4.5-VL's `moe_num_experts`)."""
+    if isinstance(value, list):
+        value = value[0] if value else 0
+    return int(value or 0)
+
+
 def _expert_width(config: dict[str, Any]) -> int:
     """A routed expert's MLP width: moe_intermediate_size where the config has one, else intermediate_size."""
-    return int(config.get("moe_intermediate_size") or config.get("intermediate_size") or 0)
+    return _first(config.get("moe_intermediate_size") or config.get("intermediate_size"))
 
 
 def _native_quant(config: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-05, sixth session (issue 37: Llama-3.1-70B FP8 on one H200); earlier lists are in git history.
+# The job list is 2026-12-05, eighth session (issue 38: two new MoE models, OLMoE/Granite repeats); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -106,17 +106,18 @@ if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl >> "$log" 2>&1
 fi
 
-# 2026-12-05 (sixth session), issue 37: Llama-3.1-70B in FP8 on one H200, TP1, dummy weights. The model dir carries an
-# FP8 `quantization_config` as an AutoFP8 checkpoint does (quant_method fp8, activation_scheme dynamic), so vLLM
-# creates the weights in FP8 (per-tensor scales) instead of materialising 140 GB of bf16 first; `--precision fp8`
-# passes quantization=fp8, which matches it. Same kernels as online FP8 of the 8B profiles.
-# 1. Offline points (scripts/gpu/shapes-70b-fp8.csv), one engine, resumed in the next call if cut.
-MODEL_PATH=$PWD/profiles/models/llama-3.1-70b-fp8 profile llama70b-fp8 250 llama-3.1-70b fp8 \
-  "$code/scripts/gpu/shapes-70b-fp8.csv"
-# 2. vLLM's OpenAI server at the example route's mean and peak rate (1000/300 tokens, Poisson 2 and 4 req/s).
-MODEL_PATH=$PWD/.tok/llama-3.1-70b-fp8 profile llama70b-fp8-server 330 llama-3.1-70b fp8 \
-  "$code/scripts/gpu/shapes-70b-fp8-server.csv" --tag server --server --prompt-format tokens \
-  --served-model llama-3.1-70b --server-start-timeout 420
+# 2026-12-05 (eighth session), issue 38: two MoE models never profiled, bf16, TP1, dummy weights, on the H200
+# (Qwen2-57B-A14B's 107 GiB of bf16 weights do not fit an H100). scripts/gpu/shapes-moe-new.csv in one engine each.
+python3 -c "import transformers; print('transformers', transformers.__version__)" >> "$log" 2>&1
+# 1. ERNIE-4.5-21B-A3B: 64 experts of width 1536, 6 per token, 2 shared experts, first layer dense; vLLM 0.26 ships
+#    no tuned fused-MoE config for E=64,N=1536 on the H200 (it does on the H100): the default config runs.
+profile ernie-21b 300 ernie-4.5-21b-a3b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
+# 2. Qwen2-57B-A14B: 64 experts of width 2560, 8 per token, one shared expert of width 20480; vLLM ships a tuned
+#    config for E=64,N=2560 on the H200. Needs a whole call (engine start about 150 s): starts with 480 s left.
+profile qwen2-57b 480 qwen2-57b-a14b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
+# 3. OLMoE and Granite, 128/128 x 512 and 128/256 x 768 again, each in a fresh engine.
+profile olmoe-repeat 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
+profile granite-repeat 100 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
