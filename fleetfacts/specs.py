@@ -114,6 +114,12 @@ class ModelSpec:
     mla_kv_dim: int = 0               # MLA: latent KV values per token per layer (kv_lora_rank + rope dim)
     native_quant: str = ""            # quantization_config.quant_method of the published checkpoint (mxfp4, fp8)
     expert_intermediate_size: int = 0  # a routed expert's MLP width (moe_intermediate_size); 0: dense or unknown
+    dense_layers: int = 0             # MoE: leading layers with a dense MLP (DeepSeek, ERNIE-4.5), no routing
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers that route tokens to experts (0 for a dense model)."""
+        return max(self.num_layers - self.dense_layers, 0) if self.is_moe else 0
 
     @property
     def context_window(self) -> int | None:
@@ -331,7 +337,8 @@ def model_spec_from_config(model: str, config: dict[str, Any], source: str = "co
                      intermediate_size=int(config.get("intermediate_size") or 0), tied_embeddings=tied,
                      num_experts=experts, experts_per_token=per_token, kv_layers=_kv_layers(config, layers),
                      mla_kv_dim=mla_dim, native_quant=_native_quant(config),
-                     expert_intermediate_size=_expert_width(config) if experts else 0)
+                     expert_intermediate_size=_expert_width(config) if experts else 0,
+                     dense_layers=_dense_layers(config, layers) if experts else 0)
 
 
 def _attention_params(config: dict[str, Any], hidden: int, heads: int, kv_heads: int,

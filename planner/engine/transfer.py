@@ -322,11 +322,11 @@ def physics_matrix(t: Target) -> np.ndarray:
     p[5, _C["prefill_flops"]] = _gemm_s([head], t)  # one LM-head row per prompt
     p[6, _C["graph"]] = 1.0  # host-side work per sequence run outside the graphs, not per layer
     if m.is_moe:  # routed (token, expert) pairs per token on one GPU: dispatch, combine, small grouped GEMMs
-        pairs = m.num_layers * m.experts_per_token / t.tp
+        pairs = m.moe_layers * m.experts_per_token / t.tp
         p[1, _C["expert_tokens"]] = p[3, _C["expert_tokens"]] = p[6, _C["expert_graph"]] = pairs
         if on_default_moe_config(t):
             p[1, _C["untuned_pairs"]] = pairs
-        p[0, _C["moe_step"]] = float(m.num_layers)
+        p[0, _C["moe_step"]] = float(m.moe_layers)
         p[0, _C["moe_fixed"]] = 1.0  # once per step, whatever the layer count
     return p
 
