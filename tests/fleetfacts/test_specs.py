@@ -59,6 +59,22 @@ def test_bundled_configs_reproduce_model_card_sizes(name):
     assert model.active_params_b == pytest.approx(active, rel=0.2 if without_embeddings else 0.02)
 
 
+# Shared experts and leading dense layers, read under each family's own keys (profiles/models configs):
+# Qwen2-57B-A14B (one shared MLP of shared_expert_intermediate_size), ERNIE-4.5-21B-A3B (moe_num_experts, moe_k,
+# two shared experts, layer 0 dense). Sizes as their names say: 57B / 14B active, 21B / 3B active.
+@pytest.mark.parametrize("name, total, active, routing_layers", [("qwen2-57b-a14b", 57.4, 14.2, 28),
+                                                                  ("ernie-4.5-21b-a3b", 21.8, 3.35, 27)])
+def test_shared_experts_and_dense_layers_count(name, total, active, routing_layers):
+    model = specs.model_facts(name)
+    assert model is not None and model.is_moe
+    assert model.params_b == pytest.approx(total, rel=0.01)
+    assert model.active_params_b == pytest.approx(active, rel=0.02)
+    assert model.moe_layers == routing_layers
+    unshared = dict(json.loads((specs.MODELS_DIR / name / "config.json").read_text()),
+                    shared_expert_intermediate_size=0, moe_num_shared_experts=0)
+    assert specs.model_spec_from_config(name, unshared).active_params_b < model.active_params_b - 0.3
+
+
 def test_derived_facts_tied_embeddings_moe_sliding_window_and_mla():
     models = specs.load_model_specs()
     small, big = models["llama-3.2-1b"], models["llama-3.1-8b"]
