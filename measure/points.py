@@ -126,10 +126,13 @@ def load_shapes(spec: str) -> tuple[Point, ...]:
         raise InputError(f"shapes {path}: not a CSV text file ({type(err).__name__}: {err})") from None
     if not rows:
         raise InputError(f"{path}: no shape rows (expected a CSV with columns {', '.join(SHAPE_COLUMNS)})")
-    unknown = {str(c) for c in rows[0] if c not in SHAPE_COLUMNS}  # None: cells beyond the header
-    if unknown or any(None in r for r in rows):
-        raise InputError(f"{path}: unknown column(s) or cells beyond the header ({', '.join(sorted(unknown))}); "
-                         f"expected {', '.join(SHAPE_COLUMNS)}")
+    unknown = {str(c) for c in rows[0] if c is not None and c not in SHAPE_COLUMNS}
+    if unknown:
+        raise InputError(f"{path}: unknown column(s) {', '.join(sorted(unknown))}; expected {', '.join(SHAPE_COLUMNS)}")
+    extra = next((i for i, r in enumerate(rows) if None in r), None)  # DictReader keys surplus cells by None
+    if extra is not None:
+        raise InputError(f"{path}, shape row {extra + 1}: more cells than the header's {sum(k is not None for k in rows[0])} columns "
+                         f"(a comma inside the purpose? quote it)")
     points = tuple(point_from_mapping(r, f"{path}, line {i + 2}") for i, r in enumerate(rows))
     return _dedupe(points, path)
 

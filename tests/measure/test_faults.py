@@ -191,11 +191,19 @@ def test_bad_inputs_are_one_line_errors_and_touch_nothing(stub, shapes, tmp_path
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-@pytest.mark.parametrize("kind", ["binary", "folder", "out-is-a-file"])
+@pytest.mark.parametrize("kind", ["binary", "folder", "out-is-a-file", "comma-in-purpose", "unknown-column"])
 def test_bad_shapes_and_out_paths_are_one_line_errors(stub, shapes, tmp_path, capsys, kind):
     url, _ = stub()
     out = tmp_path / "p"
-    if kind == "binary":
+    named = {"comma-in-purpose": "shape row 2: more cells than the header's 9 columns",
+             "unknown-column": "unknown column(s) batch"}.get(kind, "")
+    if named:
+        header = "mode,input_len,output_len,batch_size,concurrency,request_rate,arrival,num_requests,purpose\n"
+        if kind == "unknown-column":
+            header = header.replace("batch_size", "batch")
+        shapes = tmp_path / "s.csv"
+        shapes.write_text(header + "offline,64,4,4,,,,,warm-up\noffline,64,4,16,,,,,warm-up, at 16\n")
+    elif kind == "binary":
         shapes = tmp_path / "bin.csv"
         shapes.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00")
     elif kind == "folder":
@@ -205,6 +213,7 @@ def test_bad_shapes_and_out_paths_are_one_line_errors(stub, shapes, tmp_path, ca
     code = main(profile_args(shapes, out, url))
     err = capsys.readouterr().err
     assert code == EXIT_USAGE and err.startswith("error: ") and err.count("\n") == 1, err
+    assert named in err
 
 
 # ------------------------------------------------------------------ 10: no key on any channel
