@@ -906,8 +906,9 @@ def _run_deploy(args: argparse.Namespace) -> int:
     files = []
     _, assumptions = read_plan(args.plan)
     router = (assumptions or Assumptions()).router
+    names = deploy.object_names(r.route for r in plan_rows(load_plan_rows(args.plan)))
     for line, row in _deploy_rows(args):
-        target = deploy.Target.from_row(row, args.plan, line, router)
+        target = deploy.Target.from_row(row, args.plan, line, router, names[row.route])
         files += deploy.deployment_files(args.format, target, engine_settings(target.profile), args.model_path,
                                          args.image, args.min_replicas)
     if not args.out:

@@ -12,11 +12,13 @@ with the plan row and the profile it came from.  Not verified on hardware yet.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import shlex
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,10 @@ from planner.sizing.plan_row import PlanRow
 FORMATS = ("vllm", "trtllm", "k8s")
 # Port every generated server listens on (vLLM's and trtllm-serve's default).
 PORT = 8000
+# Files and Kubernetes objects are named after the route: at most this long, so that suffixes such as
+# "-trtllm-options" keep the name within the 63 characters of a DNS label.
+NAME_MAX = 47
+HASH_CHARS = 8
 # Engine arguments recorded by a measurement that a deployment must not copy: the tokenizer-less dummy
 # weights (load_format, skip_tokenizer_init), the checkpoint path on the measuring host (model), the sweep's
 # seed and stats switch, and the sizes the plan sets itself (tensor_parallel_size, max_model_len).
@@ -104,9 +110,11 @@ class Target:
     line: int
     router: str = DEFAULT_ROUTER
     traffic: str = "online"
+    object_name: str = ""  # unique within the plan (object_names); "" for the route's own base_name
 
     @classmethod
-    def from_row(cls, row: PlanRow, plan_file: str, line: int, router: str = DEFAULT_ROUTER) -> Target:
+    def from_row(cls, row: PlanRow, plan_file: str, line: int, router: str = DEFAULT_ROUTER,
+                 object_name: str = "") -> Target:
         """From a plan row with status ok; raises InputError naming what the row lacks."""
         where = f"{plan_file}, line {line} (route {row.route!r})"
         if not row.ok:
@@ -118,19 +126,49 @@ class Target:
         assert row.tp is not None and row.replicas is not None and row.max_model_len is not None
         target = cls(row.route, row.model, row.engine, row.engine_version, row.gpu, row.precision, row.tp,
                      row.replicas, row.operating_concurrency, row.max_model_len, row.profile, plan_file, line,
-                     router, row.traffic or "online")
+                     router, row.traffic or "online", object_name)
         _check_tp(target, where)
         return target
 
     @property
     def name(self) -> str:
-        """A DNS-1123 name for files and Kubernetes objects."""
-        return re.sub(r"[^a-z0-9-]+", "-", self.route.lower()).strip("-")[:50] or "route"
+        """The name of its files and Kubernetes objects: `object_name`, else the route's own (`base_name`)."""
+        return self.object_name or base_name(self.route) or "route"
 
     @property
     def batch_needed(self) -> int | None:
         """Sequences per replica the plan operates at (rounded up); None when the plan gives none."""
         return None if math.isnan(self.operating_concurrency) else max(1, math.ceil(self.operating_concurrency))
+
+
+def base_name(route: str) -> str:
+    """A route's name as a DNS-1035 label (what a Kubernetes Service name must be): lower-case letters, digits and
+    '-', starting with a letter, ending with a letter or digit, at most NAME_MAX characters; "" when nothing is left."""
+    name = re.sub(r"[^a-z0-9-]+", "-", route.lower()).strip("-")
+    if name and not name[0].isalpha():
+        name = "r-" + name
+    return name[:NAME_MAX].rstrip("-")
+
+
+def object_names(routes: Iterable[str]) -> dict[str, str]:
+    """Route -> a name for its files and objects, unique within the plan: its base_name, plus a short hash of the
+    exact route name where two routes share one (`Chat` and `chat`, `chat!` and `chat?`, long names cut alike) or
+    none is left (a name in a non-Latin script). Raises InputError if two routes still end with one name."""
+    routes = list(dict.fromkeys(routes))
+    bases = {route: base_name(route) for route in routes}
+    shared = Counter(bases.values())
+    names = {}
+    for route in routes:
+        name = bases[route]
+        if not name or shared[name] > 1:
+            digest = hashlib.sha256(route.encode("utf-8")).hexdigest()[:HASH_CHARS]
+            name = f"{(name or 'route')[:NAME_MAX - HASH_CHARS - 1].rstrip('-')}-{digest}"
+        names[route] = name
+    clashes = [n for n, count in Counter(names.values()).items() if count > 1]
+    if clashes:
+        raise InputError(f"routes {', '.join(repr(r) for r in routes if names[r] == clashes[0])} would be written "
+                         f"under one name {clashes[0]!r}: rename one")
+    return names
 
 
 def _check_tp(target: Target, where: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -188,3 +189,28 @@ def test_deploy_states_the_router_the_plan_sized_its_replicas_behind(plan, tmp_p
     assert _deploy(rr / "plan.csv", tmp_path / "k8s-rr", "k8s") == 0
     text = (tmp_path / "k8s-rr" / "code-completion.k8s.yaml").read_text()
     assert "behind a round-robin load balancer" in text and "a plain Kubernetes Service" not in text
+
+
+@pytest.mark.parametrize("names", [("Chat", "chat"), ("chat!", "chat?"), ("对话", "聊天"), ("2nd-chat", "-inf"),
+                                   ("a" * 49 + "-x", "a" * 49 + "-y")])
+def test_two_routes_never_share_a_name_and_every_name_is_a_dns_label(plan, tmp_path, names):
+    """Routes whose names reduce alike (case, punctuation, a non-Latin script, a long common start) each get their
+    own files and objects, named as a Kubernetes Service must be (DNS-1035: a letter first, at most 63 characters)."""
+    text = plan.read_text().splitlines()
+    header, body = text[0], [line for line in text[1:] if line.startswith(("chat,", "code-completion,"))]
+    assert len(body) == 2
+    renamed = [f"{json.dumps(name, ensure_ascii=False)},{line.split(',', 1)[1]}" for name, line in zip(names, body)]
+    copy = tmp_path / "plan.csv"
+    copy.write_text("\n".join([header, *renamed]) + "\n", encoding="utf-8")
+    out = tmp_path / "k8s"
+    assert _deploy(copy, out, "k8s") == 0
+    files = sorted(out.glob("*.k8s.yaml"))
+    assert len(files) == 2
+    deployments = {}
+    for path in files:
+        for doc in _documents(path):
+            name = doc["metadata"]["name"]
+            assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name), name
+            if doc["kind"] == "Deployment":
+                deployments[name] = doc["metadata"]["annotations"][f"{deploy.ANNOTATION}route"]
+    assert sorted(deployments.values()) == sorted(names) and len(deployments) == 2
