@@ -199,7 +199,8 @@ def test_two_routes_never_share_a_name_and_every_name_is_a_dns_label(plan, tmp_p
     text = plan.read_text().splitlines()
     header, body = text[0], [line for line in text[1:] if line.startswith(("chat,", "code-completion,"))]
     assert len(body) == 2
-    renamed = [f"{json.dumps(name, ensure_ascii=False)},{line.split(',', 1)[1]}" for name, line in zip(names, body)]
+    renamed = [f"{json.dumps(name, ensure_ascii=False)},{line.split(',', 1)[1]}"
+               for name, line in zip(names, body, strict=True)]
     copy = tmp_path / "plan.csv"
     copy.write_text("\n".join([header, *renamed]) + "\n", encoding="utf-8")
     out = tmp_path / "k8s"
