@@ -15,6 +15,7 @@ import io
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -92,8 +93,8 @@ def _latency_columns() -> tuple[Column, ...]:
         ("itl", "inter-token latency"),
         ("e2e", "end-to-end request latency"),
     ):
-        for stat in ("mean", "p50", "p95", "p99"):
-            cols.append(Column(f"{metric}_{stat}_ms", "float", doc=f"{what}, {stat}, ms", minimum=0))
+        for statistic in ("mean", "p50", "p95", "p99"):
+            cols.append(Column(f"{metric}_{statistic}_ms", "float", doc=f"{what}, {statistic}, ms", minimum=0))
     return tuple(cols)
 
 
@@ -648,21 +649,36 @@ def write_csv(frame: pd.DataFrame, path: str | Path, comments: Sequence[str] = (
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` via a temp file in the same folder and os.replace: a kill or a full disk
     leaves the old file (or none), never a partial one.  Raises InputError when the folder is missing."""
-    path = Path(path)
+    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)  # write through a link
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a file name to write")
     if not path.parent.exists():
         raise InputError(f"{path}: folder {path.parent} does not exist")
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)  # mkstemp makes 0600: keep the old file's mode, or the umask's
             os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (/proc), else set and restored."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def load_plan_rows(path: str | Path) -> pd.DataFrame:
