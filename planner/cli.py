@@ -97,6 +97,7 @@ from planner.traffic.workload import replay_requests, route_requests
 log = logging.getLogger(__name__)
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 # How `predict --concurrency` runs its clients (see --closed-loop).
 CLOSED_LOOPS = ("staggered", "rounds")
 # Width of tables when stdout is not a terminal: a review terminal's 120 columns (issue 15).
@@ -947,3 +948,6 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{err.filename}: " if err.filename else ""
         print(f"error: {terminal_safe(where + (err.strerror or str(err)))}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: outputs are written atomically, so nothing half-written is left
+        print(f"interrupted: {args.command} stopped; no output was half-written", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -361,6 +361,24 @@ def test_a_full_disk_during_plan_keeps_the_old_plan_and_is_one_line(synthetic, t
     assert plan_path.read_bytes() == before
 
 
+def test_ctrl_c_during_plan_is_one_line_and_keeps_the_old_plan(synthetic, tmp_path, capsys, monkeypatch):
+    """A Ctrl-C (KeyboardInterrupt, as Python raises on SIGINT) mid-plan: no traceback, exit 130, the old plan kept."""
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    before = plan_path.read_bytes()
+    import planner.planning.plan  # noqa: PLC0415
+
+    def interrupted(path, data):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(planner.planning.plan, "atomic_write_bytes", interrupted)
+    capsys.readouterr()
+    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
+                 *_data(synthetic)]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted: plan stopped") and err.count("\n") == 1 and "Traceback" not in err
+    assert plan_path.read_bytes() == before
+
+
 # ------------------------------------------------------------------ 9. --strict stops at an unreadable JSON line
 
 def test_traffic_strict_fails_on_an_unreadable_json_line(tmp_path, capsys):
