@@ -5,11 +5,13 @@ validated profile tables (~0.25 s for the bundled ones), each group's curve fit 
 A value is stored under a key made of what it is computed from (the caller's content bytes, e.g. a profile group's
 rows) and the code version (a digest of every source file of planner/ and fleetfacts/ and of the fact files,
 FACT_FILES), so a changed profile, GPU or model fact, or changed code never reads an old entry. A missing,
-unreadable or corrupt entry is computed again and rewritten (atomically), never trusted; a cache that cannot be
-written is skipped.
+unreadable or corrupt entry is computed again and rewritten (atomically), never trusted: every entry carries its
+own key and a digest of its value, so an entry edited by hand or copied over another's name is computed again; a
+cache that cannot be written is skipped, and a failed write leaves no temporary file.
 
-Where: $FLEETPLAN_CACHE_DIR, else ~/.cache/fleetplan.  FLEETPLAN_NO_CACHE=1 turns it off.  Tables are
-stored as pandas pickles (exact dtypes); like Python's own __pycache__, the folder is trusted as the user's own.
+Where: $FLEETPLAN_CACHE_DIR, else ~/.cache/fleetplan.  FLEETPLAN_NO_CACHE=1 turns it off.  Only data is stored,
+never code (a cache folder may be shared): values as JSON, tables as Parquet (exact dtypes; pyarrow comes with
+streamlit).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository root (this is plann
 CODE_PACKAGES = ("planner", "fleetfacts")
 # Facts the fits read besides the profiles (GPU datasheets, model configs, vLLM's tuned MoE kernels): part of the
 # version too, so an edited gpu_specs.csv or config.json never reads an entry keyed by the profile rows alone.
+KEY_FIELD = b"fleetplan-key"  # a cached table's own key, in its Parquet schema metadata
 FACT_FILES = ("fleetfacts/data/*.csv", "fleetfacts/models/*/config.json", "planner/data/*.csv")
 
 
@@ -71,38 +74,49 @@ def memo(kind: str, content: bytes, compute: Callable[[], Any]) -> Any:
     key, path = entry
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(stored, dict) and stored.get("key") == key and "value" in stored:
+        if (isinstance(stored, dict) and stored.get("key") == key and "value" in stored
+                and stored.get("digest") == _digest(stored["value"])):
             return stored["value"]
     except (OSError, ValueError):
         pass  # missing or corrupt: compute it again
     value = compute()
-    _store(path, lambda tmp: tmp.write_text(json.dumps({"key": key, "value": value}), encoding="utf-8"))
+    text = json.dumps({"key": key, "value": value, "digest": _digest(value)})
+    _store(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return value
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def memo_frame(kind: str, content: bytes, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """compute(), or the table stored for (kind, content, code version); an exception in compute is not stored."""
-    entry = _entry(kind, content, ".pkl")
+    entry = _entry(kind, content, ".parquet")
     if entry is None:
         return compute()
-    _, path = entry
+    key, path = entry
+    import pyarrow as pa  # type: ignore[import-untyped]  # noqa: PLC0415 - only where a table is cached
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]  # noqa: PLC0415
+
     try:
-        stored = pd.read_pickle(path)
-        if isinstance(stored, pd.DataFrame):
-            return stored
-    except Exception:  # noqa: BLE001 - missing, truncated or foreign: compute it again
-        pass
+        table = pq.read_table(path)
+        if (table.schema.metadata or {}).get(KEY_FIELD) == key.encode():
+            return table.to_pandas()
+    except (OSError, ValueError, pa.ArrowException):
+        pass  # missing, truncated or another entry's: compute it again
     frame = compute()
-    _store(path, frame.to_pickle)
+    table = pa.Table.from_pandas(frame)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), KEY_FIELD: key.encode()})
+    _store(path, lambda tmp: pq.write_table(table, tmp))
     return frame
 
 
 def _store(path: Path, write: Callable[[Path], Any]) -> None:
     """write(a temporary file), then rename it onto `path` (readers never see half an entry)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         write(tmp)
         os.replace(tmp, path)
     except OSError:
-        pass  # a read-only home: no cache, same answers
+        tmp.unlink(missing_ok=True)  # a full disk or a read-only home: no cache, same answers

@@ -92,15 +92,44 @@ def test_validated_profiles_are_read_back_and_a_changed_or_corrupt_file_is_valid
     folder.mkdir()
     (folder / "profile.csv").write_bytes(source.read_bytes())
     first = load_profiles(folder)
-    (entry,) = (tmp_path / "cache" / "profiles").glob("*.pkl")
+    (entry,) = (tmp_path / "cache" / "profiles").glob("*.parquet")
     with monkeypatch.context() as patched:
         patched.setattr("planner.engine.curves.load_tables", lambda *a: pytest.fail("validated again instead of read back"))
         assert load_profiles(folder).equals(first)
-    entry.write_bytes(b"not a pickle")
+    entry.write_bytes(b"not a table")
     assert load_profiles(folder).equals(first)
     text = (folder / "profile.csv").read_text()
     (folder / "profile.csv").write_text(text.replace(",ok,", ",failed,", 1))
     assert len(load_profiles(folder)) == len(first) - 1
+
+
+def test_an_entry_edited_or_copied_over_another_is_not_trusted(server_group, tmp_path):
+    """The fault campaign's cases: a JSON entry whose value was set to null, a table entry copied over another
+    entry's name (a different profile), and a write that fails: each is computed again, nothing is left behind."""
+    group, curves = server_group
+    first = _front_end(curves, group)
+    (entry,) = (tmp_path / "cache" / "server-fit").glob("*.json")
+    stored = json.loads(entry.read_text(encoding="utf-8"))
+    entry.write_text(json.dumps({**stored, "value": None}), encoding="utf-8")
+    assert _front_end(curves, group) == first
+    measured = sorted((fitcache.ROOT / "profiles" / "measured").rglob("profile.csv"))
+    tables = []
+    for name, source in (("a", measured[0]), ("b", measured[1])):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "profile.csv").write_bytes(source.read_bytes())
+        tables.append((folder, load_profiles(folder)))
+    entries = sorted((tmp_path / "cache" / "profiles").glob("*.parquet"), key=os.path.getmtime)
+    entries[1].write_bytes(entries[0].read_bytes())  # b's entry now holds a's table
+    folder_b, table_b = tables[1]
+    assert load_profiles(folder_b).equals(table_b)
+
+    def full_disk(tmp):
+        tmp.write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    fitcache._store(tmp_path / "cache" / "x.json", full_disk)
+    assert not list((tmp_path / "cache").glob("*.tmp")) and not (tmp_path / "cache" / "x.json").exists()
 
 
 def _fit(curves) -> tuple:
