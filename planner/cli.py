@@ -373,7 +373,7 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     load.add_argument("--request-rate", type=float, metavar="R",
                       help="online, open loop: arrivals per second to one replica; prints TTFT/TPOT/ITL/e2e "
                            "p50/p95/p99 from simulation, with 90%% intervals")
-    p.add_argument("--arrival-cv", type=float, default=1.0, metavar="CV",
+    p.add_argument("--arrival-cv", type=float, metavar="CV",
                    help="with --request-rate: CV of the gaps between arrivals (1 = Poisson, default; 2, 4 = bursty)")
     p.add_argument("--log", metavar="FILE", help="with --request-rate: replay this request log (any format "
                    "`planner traffic` reads) with its times scaled to R req/s and its own lengths, as `plan` "
@@ -481,24 +481,43 @@ def _predict_curve(args: argparse.Namespace, serving: bool = True) -> Curve:
 
 # Percentiles `predict --request-rate` prints.
 SHOWN_PERCENTILES = (50, 95, 99)
+# A log replay must keep this many requests for its p99 to rest on more than one request.
+MIN_REPLAY_REQUESTS = 100
+# Served output below this share of the offered output: the replica is overloaded (a short run's drain tail
+# alone stays well above it).
+OVERLOAD_SERVED_SHARE = 0.8
 
 
 def _run_predict_open_loop(args: argparse.Namespace) -> int:
     if not (args.request_rate > 0 and math.isfinite(args.request_rate)):
         raise InputError(f"--request-rate: expected a number > 0, got {args.request_rate:g}")
+    if args.log:
+        given = [flag for flag, value in (("--input-len", args.input_len), ("--output-len", args.output_len),
+                                          ("--arrival-cv", args.arrival_cv)) if value is not None]
+        if given:
+            raise InputError(f"{', '.join(given)}: not used with --log (the log's own lengths and arrival times "
+                             "are replayed); drop them")
+    if args.arrival_cv is None:
+        args.arrival_cv = 1.0
     if not (args.arrival_cv > 0 and math.isfinite(args.arrival_cv)):
         raise InputError(f"--arrival-cv: expected a number > 0, got {args.arrival_cv:g}")
     if args.share < 1:
         raise InputError(f"--share: expected a whole number >= 1, got {args.share}")
     curve = _predict_curve(args)
+    offered_tok_s = math.nan
     if args.replicas is not None:
         pred = _predict_fleet(args, curve)
     elif args.log:
         requests = read_log(args.log).requests
+        if len(requests) // args.share < MIN_REPLAY_REQUESTS:
+            raise InputError(f"--share {args.share}: leaves {len(requests) // args.share} of the log's "
+                             f"{len(requests)} requests, too few for a p99 (at least {MIN_REPLAY_REQUESTS}); "
+                             f"use --share {max(1, len(requests) // MIN_REPLAY_REQUESTS)} or less")
         lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
         load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share,
                              Path(args.log).name)
         pred = predict(curve, load, percentiles=SHOWN_PERCENTILES)
+        offered_tok_s = load.rate_rps * float(np.mean(load.output_len))
     else:
         pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv).share(args.share),
                        Lengths.fixed(args.input_len, args.output_len), percentiles=SHOWN_PERCENTILES)
@@ -506,6 +525,9 @@ def _run_predict_open_loop(args: argparse.Namespace) -> int:
               "output_len": args.output_len, "arrival_cv": args.arrival_cv,
               **{k: _finite(v) for k, v in pred.to_record().items()},
               "front_end": curve.front_end.basis if curve.front_end else None, "provenance": "predicted"}
+    if args.replicas is None and not args.log:
+        offered_tok_s = args.request_rate / args.share * args.output_len
+    record["overloaded"] = bool(pred.output_tok_per_s < OVERLOAD_SERVED_SHARE * offered_tok_s)
     if args.json:
         print(json.dumps(record, allow_nan=False, default=str))
         return 0
@@ -540,7 +562,7 @@ def _finite(value: object) -> object:
 def _print_open_loop(r: dict) -> None:
     print(f"{r['group']}  (predicted, latency {r['latency_basis']})")
     lengths = "its own lengths" if r["input_len"] is None else f"{r['input_len']}/{r['output_len']} tokens"
-    print(f"  {r['load']}, {lengths} ({r['tier']}): {r['output_tok_per_s']:.0f} output tok/s")
+    print(terminal_safe(f"  {r['load']}, {lengths} ({r['tier']}): {r['output_tok_per_s']:.0f} output tok/s"))
     for metric in ("ttft", "tpot", "itl", "e2e"):
         cells = []
         for p in SHOWN_PERCENTILES:
@@ -550,6 +572,9 @@ def _print_open_loop(r: dict) -> None:
         print(f"  {metric.upper():5s} ms  " + "   ".join(cells))
     if r["front_end"]:
         print(f"  server front end: {r['front_end']}")
+    if r["overloaded"]:
+        print("  overloaded: the replica serves less than the offered load, so its queue grows for as long as the "
+              "run lasts; these percentiles are of this run, not of a steady state (add replicas or lower the rate)")
 
 
 def _prediction_record(curve, pred) -> dict[str, object]:

@@ -340,6 +340,39 @@ def test_predict_prints_a_missing_latency_without_a_traceback(capsys, bundled_fi
     assert "TTFT n/a ms" in out
 
 
+PREDICT_8B = ["predict", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1-8b", "--precision", "fp8"]
+CODE_LOG = str(REPO / "examples" / "traces" / "azure_llm_2023_code.csv")
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--share", "20000"], "--share 20000: leaves 0 of the log's"),
+    (["--input-len", "100"], "--input-len: not used with --log"),
+    (["--arrival-cv", "4", "--output-len", "9"], "--output-len, --arrival-cv: not used with --log"),
+])
+def test_predict_log_refuses_flags_it_would_ignore_and_shares_too_thin_for_a_p99(capsys, bundled_fitted_once,
+                                                                                extra, named):
+    assert main([*PREDICT_8B, "--request-rate", "8", "--log", CODE_LOG, *extra]) == 2
+    assert named in _one_line_error(capsys)
+
+
+def test_predict_says_when_a_replica_is_overloaded(capsys, bundled_fitted_once):
+    base = [*PREDICT_8B, "--input-len", "2000", "--output-len", "300", "--json", "--request-rate"]
+    assert main([*base, "400"]) == 0
+    assert json.loads(capsys.readouterr().out)["overloaded"] is True
+    assert main([*base, "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["overloaded"] is False
+    assert main([*PREDICT_8B, "--input-len", "2000", "--output-len", "300", "--request-rate", "400"]) == 0
+    assert "overloaded: the replica serves less than the offered load" in capsys.readouterr().out
+
+
+def test_predict_log_prints_the_file_name_with_controls_escaped(capsys, bundled_fitted_once, tmp_path):
+    log = tmp_path / "code\x1b[31mred.csv"
+    log.write_bytes(Path(CODE_LOG).read_bytes())
+    assert main([*PREDICT_8B, "--request-rate", "8", "--log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "red.csv" in out
+
+
 def test_a_full_disk_during_plan_keeps_the_old_plan_and_is_one_line(synthetic, tmp_path, capsys, monkeypatch):
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     before = plan_path.read_bytes()
