@@ -489,6 +489,30 @@ OVERLOAD_SERVED_SHARE = 0.8
 
 
 def _run_predict_open_loop(args: argparse.Namespace) -> int:
+    _check_open_loop_args(args)
+    curve = _predict_curve(args)
+    if args.replicas is not None:
+        pred, offered_tok_s = _predict_fleet(args, curve), math.nan
+    elif args.log:
+        pred, offered_tok_s = _predict_log(args, curve)
+    else:
+        pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv).share(args.share),
+                       Lengths.fixed(args.input_len, args.output_len), percentiles=SHOWN_PERCENTILES)
+        offered_tok_s = args.request_rate / args.share * args.output_len
+    record = {"group": curve.key.label(), "config": curve.key.config, "input_len": args.input_len,
+              "output_len": args.output_len, "arrival_cv": args.arrival_cv,
+              **{k: _finite(v) for k, v in pred.to_record().items()},
+              "front_end": curve.front_end.basis if curve.front_end else None, "provenance": "predicted",
+              "overloaded": bool(pred.output_tok_per_s < OVERLOAD_SERVED_SHARE * offered_tok_s)}
+    if args.json:
+        print(json.dumps(record, allow_nan=False, default=str))
+        return 0
+    _print_open_loop(record)
+    return 0
+
+
+def _check_open_loop_args(args: argparse.Namespace) -> None:
+    """InputError on a bad rate, CV or share, or on flags --log would ignore; the CV defaults to 1 (Poisson)."""
     if not (args.request_rate > 0 and math.isfinite(args.request_rate)):
         raise InputError(f"--request-rate: expected a number > 0, got {args.request_rate:g}")
     if args.log:
@@ -503,36 +527,19 @@ def _run_predict_open_loop(args: argparse.Namespace) -> int:
         raise InputError(f"--arrival-cv: expected a number > 0, got {args.arrival_cv:g}")
     if args.share < 1:
         raise InputError(f"--share: expected a whole number >= 1, got {args.share}")
-    curve = _predict_curve(args)
-    offered_tok_s = math.nan
-    if args.replicas is not None:
-        pred = _predict_fleet(args, curve)
-    elif args.log:
-        requests = read_log(args.log).requests
-        if len(requests) // args.share < MIN_REPLAY_REQUESTS:
-            raise InputError(f"--share {args.share}: leaves {len(requests) // args.share} of the log's "
-                             f"{len(requests)} requests, too few for a p99 (at least {MIN_REPLAY_REQUESTS}); "
-                             f"use --share {max(1, len(requests) // MIN_REPLAY_REQUESTS)} or less")
-        lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
-        load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share,
-                             Path(args.log).name)
-        pred = predict(curve, load, percentiles=SHOWN_PERCENTILES)
-        offered_tok_s = load.rate_rps * float(np.mean(load.output_len))
-    else:
-        pred = predict(curve, OpenLoop(args.request_rate, args.arrival_cv).share(args.share),
-                       Lengths.fixed(args.input_len, args.output_len), percentiles=SHOWN_PERCENTILES)
-    record = {"group": curve.key.label(), "config": curve.key.config, "input_len": args.input_len,
-              "output_len": args.output_len, "arrival_cv": args.arrival_cv,
-              **{k: _finite(v) for k, v in pred.to_record().items()},
-              "front_end": curve.front_end.basis if curve.front_end else None, "provenance": "predicted"}
-    if args.replicas is None and not args.log:
-        offered_tok_s = args.request_rate / args.share * args.output_len
-    record["overloaded"] = bool(pred.output_tok_per_s < OVERLOAD_SERVED_SHARE * offered_tok_s)
-    if args.json:
-        print(json.dumps(record, allow_nan=False, default=str))
-        return 0
-    _print_open_loop(record)
-    return 0
+
+
+def _predict_log(args: argparse.Namespace, curve) -> tuple[LatencyReport, float]:
+    """`predict --request-rate R --log FILE [--share N]`: one replica's share of the log replayed at R req/s;
+    (its latency, the output tok/s it is offered)."""
+    requests = read_log(args.log).requests
+    if len(requests) // args.share < MIN_REPLAY_REQUESTS:
+        raise InputError(f"--share {args.share}: leaves {len(requests) // args.share} of the log's "
+                         f"{len(requests)} requests, too few for a p99 (at least {MIN_REPLAY_REQUESTS}); "
+                         f"use --share {max(1, len(requests) // MIN_REPLAY_REQUESTS)} or less")
+    lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
+    load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share, Path(args.log).name)
+    return predict(curve, load, percentiles=SHOWN_PERCENTILES), load.rate_rps * float(np.mean(load.output_len))
 
 
 def _predict_fleet(args: argparse.Namespace, curve) -> LatencyReport:
