@@ -189,7 +189,7 @@ def _plan_fleet_row(row: Mapping[str, object], used: list[Mapping[str, object]],
             "fleet: engine / GPU": "; ".join(_option(d) for d in used),
             "fleet: GPUs": sum(_int(d["gpus_max"]) for d in used) if used else None,
             "fleet: GPU $/month": sum(_float(d["gpu_usd_per_month"]) for d in used) if used else None,
-            "why they differ": _why(row, used, served) if ok else "infeasible: in neither"}
+            "why they differ": _why(row, used, served) if ok else "infeasible: no option meets this route's SLOs, in the plan or the fleet"}
     return out
 
 

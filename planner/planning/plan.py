@@ -49,7 +49,7 @@ from fleetfacts.schema import (
     validate_frame,
 )
 from fleetfacts.slo import SloCheck
-from fleetfacts.specs import gpu_spec, model_facts
+from fleetfacts.specs import bundled_gpu_specs, gpu_spec, model_facts
 from planner.engine.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, leave_one_out, load_profiles
 from planner.engine.transfer import Transfer
 from planner.engine.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
@@ -759,6 +759,10 @@ def _no_profile_reason(route: Route, catalog: Catalog) -> str:
     profiled = sorted({f"{k.engine}/{k.gpu}/{k.precision}/tp{k.tp}" for k in catalog.curves if k.model == route.model})
     if not profiled:
         return f"no profile for model {route.model} on any GPU"
+    known = sorted(set(bundled_gpu_specs()) | {k.gpu for k in catalog.curves})
+    unknown = [gpu for gpu in route.allowed("gpus") if gpu not in known]
+    if unknown:
+        return f"unknown GPU {unknown[0]!r} in gpus (known: {', '.join(known)})"
     limits = ", ".join(f"{c}={route.allow_list_text(c)}" for c in ALLOW_LISTS if route.allowed(c))
     return (f"no profile for model {route.model} on any allowed GPU/engine ({limits}); "
             f"profiled: {', '.join(profiled)}")

@@ -54,7 +54,7 @@ def test_plan_to_fleet_says_per_route_what_the_fleet_changes_and_why():
     assert "shares d1 with chat" in why["code"] and "another option" not in why["code"]
     assert why["batch"] == "priced coreweave spot $2.6162/GPU-h"
     assert why["same"] == "same as the plan"
-    assert why["bad"] == "infeasible: in neither" and table.loc["bad", "fleet: deployment"] == ""
+    assert why["bad"] == "infeasible: no option meets this route's SLOs, in the plan or the fleet" and table.loc["bad", "fleet: deployment"] == ""
     assert table.loc["chat", "fleet: GPUs"] == 3 and table.loc["chat", "fleet: GPU $/month"] == 6000.0
     assert table.loc["chat", "plan: engine / GPU"] == "trtllm 0.26.0/h200/fp8/tp1"
 

@@ -423,3 +423,11 @@ def test_traffic_strict_fails_on_an_unreadable_json_line(tmp_path, capsys):
     assert "line 4" in err and "log.jsonl" in err
     assert not (tmp_path / "routes.csv").exists()
     assert main(["traffic", "--log", str(log), "--out", str(tmp_path / "routes.csv")]) == 0  # without: skipped, said
+
+
+def test_an_unknown_gpu_in_a_route_is_named_with_the_known_ones(tmp_path, bundled_fitted_once):
+    routes = pd.read_csv(REPO / "examples" / "routes.csv", keep_default_na=False).head(1).assign(gpus="h999", log="")
+    routes.to_csv(tmp_path / "routes.csv", index=False)
+    assert main(["plan", "--routes", str(tmp_path / "routes.csv"), "--out", str(tmp_path / "plan.csv")]) == 0
+    (row,) = plan_rows(load_plan_rows(tmp_path / "plan.csv"))
+    assert row.status != "ok" and "unknown GPU 'h999' in gpus (known: " in row.notes and "h200" in row.notes
