@@ -73,6 +73,7 @@ from planner.outputs import check_output, write_files
 from planner.planning import deploy
 from planner.planning.fleet_size import MAX_FLEET_ROUTES, check_fleet_size
 from planner.planning.plan import (
+    ASSUMPTIONS_SUFFIX,
     assumptions_path,
     check_plan_file,
     load_inputs,
@@ -173,8 +174,10 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assumptions_from_args(args: argparse.Namespace):
-
-    base = read_assumptions(args.assumptions_from) if args.assumptions_from else Assumptions()
+    given = args.assumptions_from
+    if given and not str(given).endswith(ASSUMPTIONS_SUFFIX) and assumptions_path(given).exists():
+        check_plan_file(given)  # a plan CSV whose assumptions beside it were written for another plan
+    base = read_assumptions(given) if given else Assumptions()
     changes: dict[str, Any] = {}
     if args.provider:
         changes["provider"] = args.provider

@@ -273,6 +273,10 @@ def test_an_old_plan_beside_new_assumptions_is_refused(synthetic, tmp_path, caps
     for err in _refused_by_simulate_and_deploy(synthetic, old, tmp_path, capsys):
         assert "old.assumptions.json" in err and "re-run" in err
     assert new.is_file()
+    # ... and by a re-plan that takes its assumptions from that plan
+    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(tmp_path / "again.csv"),
+                 "--no-simulate", "--assumptions-from", str(old), *_data(synthetic)]) == 2
+    assert "old.assumptions.json" in _one_line_error(capsys)
 
 
 @pytest.mark.parametrize("with_assumptions", [True, False])
