@@ -6,7 +6,8 @@ Formats (read-only inputs, not Fleetplan files):
   "Splitwise", ISCA 2024 wherever it is shipped or used).
 - generic: CSV or JSON Lines with `timestamp, route, prompt_tokens,
   completion_tokens` (optional `model`), as OpenAI-compatible gateways
-  export them; `route` may be absent (one route).  A JSONL record may nest
+  export them, or with `input_len, output_len` for the two counts (the
+  names the planner's own request tables use); `route` may be absent (one route).  A JSONL record may nest
   the counts in `usage`.  timestamp: ISO-8601 (naive = UTC) or epoch seconds.
 
 `read_log` returns the requests (t_s from the first arrival, input_len,
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 FORMATS = ("azure", "generic")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 GENERIC_COLUMNS = ("timestamp", "route", "prompt_tokens", "completion_tokens")
+# The generic format's two token counts, under a gateway's names or the planner's own (input_len, output_len).
+GENERIC_COUNT_NAMES = (("prompt_tokens", "completion_tokens"), ("input_len", "output_len"))
 GENERIC_OPTIONAL = ("route", "model")
 REQUEST_COLUMNS = ("t_s", "input_len", "output_len", "route", "line")
 # Epoch values above this are milliseconds (or micro/nanoseconds), not seconds: year 5138 in seconds.
@@ -163,7 +166,7 @@ def detect_format(path: Path) -> str:
     header = {c.strip().lower() for c in first.split(",")}
     if {c.lower() for c in AZURE_COLUMNS} <= header:
         return "azure"
-    if {"timestamp", "prompt_tokens", "completion_tokens"} <= header:
+    if any({"timestamp", *names} <= header for names in GENERIC_COUNT_NAMES):
         return "generic"
     raise InputError(f"{path}, line 1: not a request log I recognise; expected a CSV header "
                      f"{', '.join(AZURE_COLUMNS)} (Azure trace) or {', '.join(GENERIC_COLUMNS)} (generic), "
@@ -232,8 +235,9 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
 def _columns(raw: pd.DataFrame, fmt: str, path: Path) -> dict[str, str | None]:
     """Map roles (timestamp, input, output, route, model) to the raw frame's column names."""
     lower = {c.lower(): c for c in raw.columns if c != "line"}
+    counts = next((names for names in GENERIC_COUNT_NAMES if all(n in lower for n in names)), GENERIC_COUNT_NAMES[0])
     wanted = dict(zip(("timestamp", "input", "output"), AZURE_COLUMNS if fmt == "azure"
-                      else ("timestamp", "prompt_tokens", "completion_tokens"), strict=True))
+                      else ("timestamp", *counts), strict=True))
     missing = [name for name in wanted.values() if name.lower() not in lower]
     if missing and not raw.empty:
         expected = AZURE_COLUMNS if fmt == "azure" else GENERIC_COLUMNS

@@ -34,7 +34,7 @@ from fleetfacts.requestlog import (  # noqa: F401 - re-exported: the planner's c
     detect_format,
     read_log,
 )
-from fleetfacts.schema import ROUTES, validate_frame
+from fleetfacts.schema import MAX_ARRIVAL_CV, MAX_PEAK_TO_MEAN, ROUTES, validate_frame
 
 BUCKET_S = 60.0          # peak_minute_rps: busiest full minute
 DIURNAL_MIN_SPAN_S = 24 * 3600.0  # a diurnal profile needs at least one whole day
@@ -271,9 +271,20 @@ def _route(name: str, group: pd.DataFrame, total: int, log_rate: float, traffic:
         cv = 1.0
         notes.append("arrival_cv assumed 1 (Poisson): too few requests to measure it")
     bursts = burst_descriptors(t, start_s=0.0, end_s=traffic.span_s, mean_rps=rate)
-    return RouteTraffic(name, len(group), float(t[-1] - t[0]), rate, peak_hour_rps(t, traffic.span_s), cv,
-                        diurnal_profile(t, traffic.start, traffic.span_s), length_stats(group["input_len"]),
-                        length_stats(group["output_len"]), bursts, tuple(notes))
+    stats = RouteTraffic(name, len(group), float(t[-1] - t[0]), rate, peak_hour_rps(t, traffic.span_s), cv,
+                         diurnal_profile(t, traffic.start, traffic.span_s), length_stats(group["input_len"]),
+                         length_stats(group["output_len"]), bursts, tuple(notes))
+    if stats.peak_to_mean > MAX_PEAK_TO_MEAN or cv > MAX_ARRIVAL_CV:
+        raise InputError(f"{traffic.source}: route {name!r} has {len(group)} requests over {_span_text(stats.span_s)}; "
+                         f"its busiest hour runs at {stats.peak_to_mean:.3g}x its mean rate and its gaps have a CV of "
+                         f"{cv:.3g} (the planner takes at most {MAX_PEAK_TO_MEAN:g} and {MAX_ARRIVAL_CV:g}): too "
+                         "sparse to plan on; give a log of the route's continuous traffic")
+    return stats
+
+
+def _span_text(seconds: float) -> str:
+    days = seconds / 86400
+    return f"{days / 365.25:.3g} years" if days > 730 else f"{days:.3g} days" if days >= 2 else f"{seconds:.3g} s"
 
 
 # ---------------------------------------------------------------- routes table

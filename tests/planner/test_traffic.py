@@ -180,6 +180,22 @@ def test_cli_traffic_error_exits_2(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: ")
 
 
+def test_a_log_with_input_len_output_len_columns_reads_as_documented(tmp_path, capsys):
+    """`measure verify --help` and the planner's own request tables name the counts input_len, output_len."""
+    path = write(tmp_path, "own.csv", "timestamp,input_len,output_len\n1,100,10\n2,120,12\n3,100,10\n")
+    assert main(["traffic", "--log", str(path), "--out", str(tmp_path / "r.csv"), "--ttft-slo-ms", "500"]) == 0
+    (row,) = load_routes(tmp_path / "r.csv").itertuples()
+    assert row.input_len_mean == pytest.approx(320 / 3) and row.output_len_mean == pytest.approx(32 / 3)
+
+
+def test_a_log_too_sparse_to_plan_on_is_one_line_naming_why(tmp_path, capsys):
+    path = write(tmp_path, "sparse.csv", "timestamp,input_len,output_len\n1900-01-01T00:00:00,100,10\n"
+                 "2000-01-01T00:00:00,100,10\n2100-01-01T00:00:00,100,10\n")
+    assert main(["traffic", "--log", str(path), "--out", str(tmp_path / "r.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "3 requests over 200 years" in err and "too sparse to plan on" in err
+
+
 def test_cli_simulate_replays_the_trace_on_a_plan(tmp_path, capsys, bundled_fitted_once):
     routes, plan = tmp_path / "routes.csv", tmp_path / "plan.csv"
     assert main(["traffic", "--log", str(AZURE), "--route", "code", "--model", "llama-3.1-8b",
