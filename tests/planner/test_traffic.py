@@ -185,7 +185,7 @@ def test_a_log_with_input_len_output_len_columns_reads_as_documented(tmp_path, c
     path = write(tmp_path, "own.csv", "timestamp,input_len,output_len\n1,100,10\n2,120,12\n3,100,10\n")
     assert main(["traffic", "--log", str(path), "--out", str(tmp_path / "r.csv"), "--ttft-slo-ms", "500"]) == 0
     (row,) = load_routes(tmp_path / "r.csv").itertuples()
-    assert row.input_len_mean == pytest.approx(320 / 3) and row.output_len_mean == pytest.approx(32 / 3)
+    assert row.input_len_mean == pytest.approx(320 / 3, rel=1e-4) and row.output_len_mean == pytest.approx(32 / 3, rel=1e-4)
 
 
 def test_a_log_too_sparse_to_plan_on_is_one_line_naming_why(tmp_path, capsys):
