@@ -625,12 +625,12 @@ def unescape_formula(value: object) -> object:
     return value
 
 
+# A number a spreadsheet reads as a number (not "-inf", "+nan" or Python's "1_000", which it reads as formulas).
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
 def _looks_numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return _PLAIN_NUMBER.fullmatch(text) is not None
 
 
 def write_table(frame: pd.DataFrame, path: str | Path, schema: Schema, comments: Sequence[str] = ()) -> None:

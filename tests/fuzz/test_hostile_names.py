@@ -43,6 +43,9 @@ NAMES = {
     "+cmd": "+cmd",
     "-2+3": "-2+3",
     "@SUM(A1)": "@SUM(A1)",
+    "-inf": "-inf",  # Python reads these as numbers, a spreadsheet as formulas
+    "+nan": "+nan",
+    "+infinity": "+infinity",
 }
 FORMULA = ("=", "+", "-", "@")
 # Control characters no output may carry raw (the line feed ending each CSV row or console line aside).
