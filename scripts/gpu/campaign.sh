@@ -8,7 +8,8 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-05, eighth session (issue 38: two new MoE models, OLMoE/Granite repeats); earlier lists are in git history.
+# The job list is 2026-12-06, ninth session (issue 38: two new MoE models, OLMoE/Granite repeats; on an H100: ERNIE,
+# Qwen3-30B-A3B, OLMoE); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -127,6 +128,9 @@ else
   # 2'. On the H100: Qwen3-30B-A3B, profiled on the H200 with vLLM's tuned config for E=128,N=768 there, runs on
   #     the default config here (none shipped for the H100): the same model on the other side of the rule.
   profile qwen3-30b-h100 300 qwen3-30b-a3b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
+  # 3'. OLMoE (default config on both cards), 128/128 x 512 and 128/256 x 768 on the H100: the same points as its
+  #     H200 repeats, across the card.
+  profile olmoe-h100 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
 fi
 
 kill $smi 2>/dev/null
