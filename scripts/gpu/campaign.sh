@@ -131,6 +131,9 @@ else
   # 3'. OLMoE (default config on both cards), 128/128 x 512 and 128/256 x 768 on the H100: the same points as its
   #     H200 repeats, across the card.
   profile olmoe-h100 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
+  # 4'. The spread of a fresh engine on this card: ERNIE's 128/128 x 512 and 128/256 x 768 again, and Granite there.
+  profile ernie-h100-repeat 150 ernie-4.5-21b-a3b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
+  profile granite-h100 120 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
 fi
 
 kill $smi 2>/dev/null
