@@ -98,6 +98,9 @@ def _latency_columns() -> tuple[Column, ...]:
     return tuple(cols)
 
 
+# Profile row statuses that hold a measurement (a resumed sweep skips their points); only "ok" rows are fitted.
+MEASURED_STATUSES = ("ok", "", "suspect")
+
 PROFILE = Schema(
     "profile",
     (

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.schema import MEASURED_STATUSES
 from measure import verify_cli
 from measure.campaign import add_campaign_args, run_campaign
 from measure.engines import make_engine
@@ -237,7 +238,7 @@ def _stop_after(args: argparse.Namespace, config: EngineConfig) -> int | None:
 def _saved(profile: ProfileDir) -> str:
     """What a stopped run leaves: how many points profile.csv holds, or that none was completed."""
     try:
-        ok = sum(row.get("status", "ok") in ("ok", "") for row in profile.rows())
+        ok = sum(row.get("status", "ok") in MEASURED_STATUSES for row in profile.rows())
     except InputError:
         ok = 0
     if not ok:

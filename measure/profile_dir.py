@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import PROFILE, escape_formula, validate_frame
+from fleetfacts.schema import MEASURED_STATUSES, PROFILE, escape_formula, validate_frame
 from measure.points import Point, point_from_mapping
 from measure.redact import redact_json, redact_text
 
@@ -129,7 +129,7 @@ class ProfileDir:
             except InputError as err:
                 log.warning("ignoring unreadable row: %s", err)
                 continue
-            if row.get("status", "") in ("ok", ""):
+            if row.get("status", "") in MEASURED_STATUSES:
                 status[key] = "ok"
             else:
                 status.setdefault(key, "failed")

@@ -213,12 +213,25 @@ def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
 def row_identity(req: ProfileRequest, argv: list[str]) -> Identity:
     """The columns every row of this profile shares; `source` is the command that reproduces it."""
     cfg, ident = req.config, req.identity
-    notes = "dummy weights (load_format=dummy, config-only model dir)" if cfg.is_dummy() and \
-        cfg.engine != "openai" else ""
+    dummy = cfg.is_dummy() and cfg.engine != "openai"
+    notes = "dummy weights (load_format=dummy, config-only model dir)" if dummy else ""
     if cfg.engine_args:
         notes += ("; " if notes else "") + "engine args " + json.dumps(cfg.engine_args, sort_keys=True)
     return Identity(gpu=ident["gpu"], engine=ident["engine"], model=ident["model"], precision=ident["precision"],
-                    tp=ident["tp"], source=command_line(argv), notes=notes, config=ident["config"])
+                    tp=ident["tp"], source=command_line(argv), notes=notes, config=ident["config"],
+                    suspect=_dummy_routing_collapse(cfg) if dummy else "")
+
+
+DUMMY_ROUTING_COLLAPSE = ("dummy weights collapse this router: its per-expert selection bias outweighs the scores, so "
+                          "every token picks the same experts (fleetfacts.specs._selection_bias); not the model's "
+                          "speed under real routing")
+
+
+def _dummy_routing_collapse(cfg: EngineConfig) -> str:
+    """Why every dummy-weight row of this model is suspect, or "" when its routing survives dummy weights."""
+    model_dir = cfg.model_path if Path(cfg.model_path).is_dir() else None
+    facts = model_facts(cfg.model, model_dir)
+    return DUMMY_ROUTING_COLLAPSE if facts is not None and facts.selection_bias else ""
 
 
 def run_record(req: ProfileRequest, info: EngineInfo, argv: list[str], record_hostname: bool) -> dict:

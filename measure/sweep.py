@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from fleetfacts.errors import InputError
+from fleetfacts.schema import MEASURED_STATUSES
 from measure.engines.base import Engine, EngineInfo
 from measure.envinfo import command_line, without_secret_flags
 from measure.points import Point, point_from_mapping
@@ -57,6 +58,7 @@ class Identity:
     source: str
     notes: str = ""
     config: str = "default"
+    suspect: str = ""   # why no row of this profile is the model's steady speed (every row then status=suspect)
 
 
 @dataclass
@@ -106,7 +108,7 @@ class Calibration:
                 point = point_from_mapping(row, "profile row")
             except (ValueError, InputError):
                 continue
-            if row.get("status", "ok") in ("ok", "") and math.isfinite(duration):
+            if row.get("status", "ok") in MEASURED_STATUSES and math.isfinite(duration):
                 calibration.add(duration, estimate_s(point))
         return calibration
 
@@ -133,9 +135,10 @@ def build_row(identity: Identity, engine_version: str, point: Point, info: Engin
     metrics, error, notes = _measured(measurement, error)
     row.update(metrics)
     row["roofline_frac"] = roofline if not error else None
-    row["status"] = "failed" if error else "ok"
+    row["status"] = "failed" if error else "suspect" if identity.suspect else "ok"
     row["error"] = error[:MAX_ERROR_CHARS]
-    row["notes"] = "; ".join(n for n in (identity.notes, notes) if n)
+    row["notes"] = "; ".join(n for n in (identity.notes, notes, identity.suspect and f"suspect: {identity.suspect}")
+                             if n)
     return row
 
 

@@ -135,16 +135,23 @@ def _vllm_moe_model_experiments(data: list[GroupData]) -> list[Experiment]:
     specs = bundled_model_specs()
     moes = sorted({d.key.model for d in data if d.key.engine == "vllm" and d.key.model in specs
                    and specs[d.key.model].is_moe})
-    return [_model_out_experiment(model, [m for m in moes if m != model]) for model in moes if len(moes) > 1]
+    return [_model_out_experiment(model, [m for m in moes if m != model], _gpus_of(data, model))
+            for model in moes if len(moes) > 1]
 
 
-def _model_out_experiment(model: str, other_moes: list[str]) -> Experiment:
+def _gpus_of(data: list[GroupData], model: str) -> str:
+    """The GPUs a model's vLLM bf16 profiles were measured on, e.g. 'h100+h200'."""
+    return "+".join(sorted({d.key.gpu for d in data if d.key.engine == "vllm" and d.key.model == model
+                            and d.key.precision == "bf16"}))
+
+
+def _model_out_experiment(model: str, other_moes: list[str], gpus: str = "h200") -> Experiment:
     def is_target(d: GroupData) -> bool:
         return d.key.model == model and d.key.precision == "bf16" and _default(d)
 
     def may(d: GroupData) -> bool:
         return d.key.model != model and d.key.precision == "bf16"
-    return Experiment("moe model", "vllm", f"{model} bf16 on h200", is_target, may,
+    return Experiment("moe model", "vllm", f"{model} bf16 on {gpus}", is_target, may,
                       f"bf16 profiles of every other model (MoE: {', '.join(other_moes)})", "moe")
 
 

@@ -107,3 +107,14 @@ def test_spec_loader_rejects_a_bad_file(tmp_path):
     dup.write_text("\n".join([good[0], good[1], good[1]]) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match="line 3.*duplicate gpu 'h100'"):
         specs.load_gpu_specs(dup)
+
+
+def test_selection_bias_routers_are_known_from_the_config():
+    assert specs.model_facts("ernie-4.5-21b-a3b").selection_bias  # vLLM builds its e_score_correction_bias always
+    for name in ("qwen3-30b-a3b", "olmoe-1b-7b", "mixtral-8x7b", "llama-3.1-8b"):
+        assert not specs.model_facts(name).selection_bias
+    qwen = json.loads((specs.MODELS_DIR / "qwen3-30b-a3b" / "config.json").read_text())
+    assert specs.model_spec_from_config("x", dict(qwen, topk_method="noaux_tc")).selection_bias  # DeepSeek-V3 style
+    assert specs.model_spec_from_config("x", dict(qwen, use_expert_bias=True)).selection_bias
+    dense = json.loads((specs.MODELS_DIR / "llama-3.1-8b" / "config.json").read_text())
+    assert not specs.model_spec_from_config("x", dict(dense, topk_method="noaux_tc")).selection_bias
