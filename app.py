@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import logging
 import math
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,7 @@ def bundled_inputs() -> Catalog:
 
 @st.cache_data(show_spinner=False)
 def bundled_routes() -> pd.DataFrame:
-    return scenario.resolve_logs(load_routes(EXAMPLE_ROUTES), EXAMPLE_ROUTES.parent, "examples/routes.csv")[0]
+    return scenario.resolve_logs(load_routes(EXAMPLE_ROUTES), EXAMPLE_ROUTES.parent, "examples/routes.csv")
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -355,12 +356,12 @@ def routes_importer() -> None:
         frame = scenario.check_routes_count(
             validate_routes(scenario.read_csv_upload(upload.getvalue(), ROUTES, upload.name), upload.name),
             upload.name)
+        frame = scenario.resolve_logs(frame, EXAMPLE_ROUTES.parent, upload.name, uploaded_logs())
     except InputError as err:
         remember_message("routes_upload", "error", f"{err}. The routes table is unchanged.")
     else:
-        frame, warnings = scenario.resolve_logs(frame, EXAMPLE_ROUTES.parent, upload.name)
         set_base("routes", frame)
-        remember_message("routes_upload", "success", f"Imported {len(frame)} routes from {upload.name}.", warnings)
+        remember_message("routes_upload", "success", f"Imported {len(frame)} routes from {upload.name}.")
     show_message("routes_upload")
 
 
@@ -378,13 +379,35 @@ def show_message(key: str) -> None:
         st.warning(warning)
 
 
+def uploaded_logs() -> dict[str, Path]:
+    """This session's uploaded request logs: file name -> where it is kept (the latest upload of each name)."""
+    return st.session_state.setdefault("uploaded_logs", {})
+
+
+def keep_uploaded_log(upload) -> Path:
+    """Keeps an uploaded request log for the session (its routes replay it; a routes file names it), in a folder
+    of this session's own."""
+    folder = st.session_state.setdefault("log_folder", tempfile.mkdtemp(prefix="fleetplan-logs-"))
+    path = scenario.save_uploaded_log(upload.getvalue(), upload.name, Path(folder))
+    uploaded_logs()[path.name] = path
+    return path
+
+
 def request_log_importer(inputs: Catalog) -> None:
     st.caption("A request log becomes one route per `route` in it: mean rate, burstiness (arrival CV), burst "
                "descriptors and length percentiles are measured from the log, and the plan replays its own "
                "timestamps (peak_to_mean 1 for a log shorter than a day). Formats: the Azure LLM trace "
                "(TIMESTAMP, ContextTokens, GeneratedTokens) or a gateway export (timestamp, route, "
                "prompt_tokens, completion_tokens) as CSV or JSON Lines. The log names no SLOs: set them here.")
-    st.file_uploader("Request log", type=["csv", "jsonl", "json"], key="log_upload")
+    st.file_uploader("Request log", type=["csv", "jsonl", "json"], key="log_upload",
+                     help="Kept for this session: a routes CSV imported afterwards whose `log` column names this file "
+                          "replays it.")
+    fresh = new_upload("log_upload")
+    if fresh is not None:
+        try:
+            keep_uploaded_log(fresh)
+        except InputError as err:
+            remember_message("log_upload", "error", f"{err}. The routes table is unchanged.")
     models = sorted({k.model for k in inputs.curves})
     cols = st.columns(4)
     model = cols[0].selectbox("Model it serves", models, key="log_model",
@@ -395,8 +418,9 @@ def request_log_importer(inputs: Catalog) -> None:
     upload = st.session_state.get("log_upload")
     if st.button("Add the log's routes", key="log_add", disabled=upload is None) and upload is not None:
         try:
-            derived, lines = scenario.routes_from_log_upload(upload.getvalue(), upload.name, model, ttft_slo_ms=ttft,
-                                                       tpot_slo_ms=tpot, slo_percentile=pct)
+            saved = keep_uploaded_log(upload)
+            derived, lines = scenario.routes_from_log_upload(saved, model, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
+                                                             slo_percentile=pct)
             merged = scenario.check_routes_count(scenario.merge_routes(st.session_state.good_routes, derived),
                                                  upload.name)
         except InputError as err:

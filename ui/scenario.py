@@ -12,11 +12,11 @@ frames and dataclasses out; mistakes raise `InputError` naming the row.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
 import re
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -236,26 +236,30 @@ def safe_file_name(filename: str, default: str = "requests.csv") -> str:
     return name[:MAX_NAME_CHARS]
 
 
-def routes_from_log_upload(data: bytes, filename: str, model: str | None = None,
-                           **slos: float | None) -> tuple[pd.DataFrame, list[str]]:
-    """An uploaded request log -> (ROUTES table, summary lines), via planner.traffic.logs.log_to_routes.
-
-    The bytes are written under their own file name (the log format and the
-    default route name come from it); errors name the upload, not the temp file.
-    """
+def save_uploaded_log(data: bytes, filename: str, folder: Path) -> Path:
+    """An uploaded request log kept for the session: `folder`/<content hash>/<plain file name>, so that a route
+    can replay it for as long as the session lives and a new upload under the same name is a new path (a plan
+    cached for the old one is not reused)."""
     if len(data) > MAX_LOG_BYTES:
         raise InputError(f"{filename}: file is {len(data) / 1e6:.1f} MB; request logs up to "
                          f"{MAX_LOG_BYTES / 1e6:.0f} MB can be uploaded (use `python -m planner` for larger ones)")
-    name = safe_file_name(filename)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / name
+    path = folder / hashlib.sha256(data).hexdigest()[:12] / safe_file_name(filename)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        try:
-            # fmt, route and strict named (their defaults) so that mypy sees **slos fills none of them.
-            routes, lines = log_to_routes(path, fmt=None, route=None, strict=False, model=model, **slos)
-        except InputError as err:
-            raise InputError(str(err).replace(str(path), name)) from None
-    return routes, [line.replace(str(path), name) for line in lines]
+    return path
+
+
+def routes_from_log_upload(path: Path, model: str | None = None,
+                           **slos: float | None) -> tuple[pd.DataFrame, list[str]]:
+    """A saved request log (`save_uploaded_log`) -> (ROUTES table whose routes replay it, summary lines), via
+    planner.traffic.logs.log_to_routes; errors and lines name the file, not the session folder."""
+    try:
+        # fmt, route and strict named (their defaults) so that mypy sees **slos fills none of them.
+        routes, lines = log_to_routes(path, fmt=None, route=None, strict=False, model=model, **slos)
+    except InputError as err:
+        raise InputError(str(err).replace(str(path), path.name)) from None
+    return routes.assign(log=str(path)), [line.replace(str(path), path.name) for line in lines]
 
 
 def ignored_fields(routes: pd.DataFrame, where: str = "routes table") -> list[str]:
@@ -327,28 +331,32 @@ def _unpriced_hint(options: pd.DataFrame) -> str:
             "help." if gpus else "")
 
 
-def resolve_logs(routes: pd.DataFrame, folder: Path, where: str) -> tuple[pd.DataFrame, list[str]]:
+def resolve_logs(routes: pd.DataFrame, folder: Path, where: str,
+                 uploaded: Mapping[str, Path] | None = None) -> pd.DataFrame:
     """A routes table as the app shows it, each `log` relative to `folder` (the bundled examples folder, where
-    `examples/routes.csv` names its logs: `traces/...`), never this machine's absolute path to it; and one
-    warning per relative log that is not there.  `planning_logs` resolves them when the routes are planned.
+    `examples/routes.csv` names its logs: `traces/...`), never this machine's absolute path to it; a relative log
+    found nowhere else is the session's upload of that file name (`uploaded`: name -> saved path), by its path.
 
-    An upload has no folder of its own, so a relative path could not be read and the route would be sized on
-    synthetic arrivals without a word; such a route still is (the planner says so in its notes), and the
-    warning says it here.  Paths leading out of `folder` (`../`) are not followed.  Absolute paths outside
+    An upload has no folder of its own, so a relative log that is neither bundled nor uploaded cannot be read:
+    InputError naming each such route (the CLI refuses the same file), never a route sized on arrivals made up
+    from the log's statistics.  Paths leading out of `folder` (`../`) are not followed.  Absolute paths outside
     `folder` are kept as given."""
     routes = routes.copy()
-    base = folder.resolve()
-    warnings, shown = [], []
+    base, uploaded = folder.resolve(), uploaded or {}
+    missing, shown = [], []
     for name, given in zip(routes["name"], routes["log"], strict=True):
         inside = _inside(given, base)
-        shown.append(inside.relative_to(base).as_posix() if inside else given)
-        if inside is None and isinstance(given, str) and given and not Path(given).is_absolute():
-            warnings.append(f"{where}: route '{printable(str(name))}': request log {printable(given)!r} is not "
-                            f"in the bundled examples folder, so the app cannot replay it: the route is sized on "
-                            f"synthetic arrivals at its rate and arrival CV, not on its log (for the log itself: "
-                            f"`python -m planner plan --routes FILE` with the log beside the routes file)")
+        relative = isinstance(given, str) and given and not Path(given).is_absolute()
+        saved = uploaded.get(Path(given).name) if relative and inside is None else None
+        shown.append(inside.relative_to(base).as_posix() if inside else str(saved) if saved else given)
+        if relative and inside is None and saved is None:
+            missing.append(f"route '{printable(str(name))}' replays request log {printable(given)!r}")
+    if missing:
+        raise InputError(f"{where}: {'; '.join(missing)}, which the app cannot read: upload the log under "
+                         f"'From a request log' first (a routes file then finds it by file name), or clear the "
+                         f"route's `log` to size it on its rate and arrival CV")
     routes["log"] = shown
-    return routes, warnings
+    return routes
 
 
 def planning_logs(routes: pd.DataFrame, folder: Path = EXAMPLES_DIR) -> pd.DataFrame:

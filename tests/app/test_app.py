@@ -213,6 +213,7 @@ def test_request_log_upload_adds_a_route(app):
     assert_clean(app)
     plan = recommendation(app)
     assert "azure_llm_2023_code" in plan.index and len(plan) == 5
+    assert "the route's log (" in plan.loc["azure_llm_2023_code", "notes"]  # it replays the log it came from
 
 
 def test_allow_list_in_the_sidebar_restricts_every_route(app):
@@ -503,14 +504,23 @@ def test_uploading_the_bundled_routes_plans_what_the_cli_plans(app, tmp_path, bu
     assert any("checked by simulation, as" in c.value for c in app.caption)
 
 
-def test_an_uploaded_log_that_is_not_bundled_is_named_in_a_warning(app):
-    data = ROUTES_CSV.replace(b"traces/azure_llm_2023_code.csv", b"traces/elsewhere.csv")
+def test_a_routes_upload_naming_a_log_the_app_cannot_read_is_refused_until_the_log_is_uploaded(app):
+    """`planner traffic --log mylog.csv` writes a `log` column; an upload cannot bring the file beside it, and the
+    app used to size that route on arrivals made up from the log's statistics (49 GPUs, 'checked by simulation')."""
+    data = ROUTES_CSV.replace(b"traces/azure_llm_2023_code.csv", b"logs/elsewhere.csv")
     app.file_uploader(key="routes_upload").set_value(("mine.csv", data, "text/csv")).run()
     assert_clean(app)
-    warnings = [w.value for w in app.warning]
-    assert any("code-completion" in w and "elsewhere.csv" in w and "synthetic arrivals" in w for w in warnings), warnings
+    errors = [e.value for e in app.error]
+    assert any("route 'code-completion' replays request log 'logs/elsewhere.csv'" in e and "unchanged" in e
+               for e in errors), errors
+    assert len(recommendation(app)) == 4  # the bundled routes, unchanged
+    log = (REPO / "examples" / "traces" / "azure_llm_2023_code.csv").read_bytes()
+    app.file_uploader(key="log_upload").set_value(("elsewhere.csv", log, "text/csv")).run()
+    app.file_uploader(key="routes_upload").set_value(("mine-2.csv", data, "text/csv")).run()
+    assert_clean(app)
+    assert not app.error, [e.value for e in app.error]
     notes = recommendation(app).loc["code-completion", "notes"]
-    assert "synthetic arrivals" in notes
+    assert "synthetic arrivals" not in notes and "the route's log (8819 requests" in notes  # replays the upload
 
 
 def test_a_failed_simulation_check_says_so_in_the_cards_the_caption_and_the_download(monkeypatch, downloads):

@@ -180,17 +180,21 @@ def test_drop_unknown_allow_values_warns_per_setting():
                          "known: fp8)"]
 
 
-def test_resolve_logs_reads_only_inside_the_examples_folder(tmp_path):
-    from ui.scenario import planning_logs, resolve_logs
+def test_resolve_logs_reads_only_inside_the_examples_folder_or_the_sessions_uploads(tmp_path):
+    from ui.scenario import planning_logs, resolve_logs, save_uploaded_log
     (tmp_path / "traces").mkdir()
     (tmp_path / "traces" / "a.csv").write_text("x")
     (tmp_path.parent / "secret.csv").write_text("x")
     routes = pd.DataFrame({"name": ["in", "out", "none", "absolute"],
                            "log": ["traces/a.csv", "../secret.csv", "", "/abs/log.csv"]})
-    resolved, warnings = resolve_logs(routes, tmp_path, "up.csv")
-    assert list(resolved["log"]) == ["traces/a.csv", "../secret.csv", "", "/abs/log.csv"]  # shown: no local path
-    assert len(warnings) == 1 and "'out'" in warnings[0] and "synthetic arrivals" in warnings[0]
+    with pytest.raises(InputError, match=r"^up.csv: route 'out' replays request log '../secret.csv', which the app "
+                                         r"cannot read: upload the log"):
+        resolve_logs(routes, tmp_path, "up.csv")  # never sized on arrivals made up from the log's statistics
+    saved = save_uploaded_log(b"y", "secret.csv", tmp_path / "session")
+    resolved = resolve_logs(routes, tmp_path, "up.csv", {"secret.csv": saved})
+    assert list(resolved["log"]) == ["traces/a.csv", str(saved), "", "/abs/log.csv"]  # bundled: no local path
+    assert saved.read_bytes() == b"y" and save_uploaded_log(b"z", "secret.csv", tmp_path / "session") != saved
     planned = planning_logs(resolved, tmp_path)  # what the planner reads
-    assert list(planned["log"]) == [str(tmp_path / "traces" / "a.csv"), "../secret.csv", "", "/abs/log.csv"]
+    assert list(planned["log"]) == [str(tmp_path / "traces" / "a.csv"), str(saved), "", "/abs/log.csv"]
     absolute = pd.DataFrame({"name": ["bundled"], "log": [str(tmp_path / "traces" / "a.csv")]})
-    assert list(resolve_logs(absolute, tmp_path, "examples/routes.csv")[0]["log"]) == ["traces/a.csv"]
+    assert list(resolve_logs(absolute, tmp_path, "examples/routes.csv")["log"]) == ["traces/a.csv"]
