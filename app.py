@@ -1094,8 +1094,10 @@ def fleet_note(s: dict) -> str:
 
 # ---------------------------------------------------------------- export, share, compare
 
-def export_section(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
-                   settings: scenario.Settings, inputs: Catalog) -> None:
+def export_section(shown: Shown, fleet: FleetResult | None, routes: pd.DataFrame, prices: pd.DataFrame,
+                   ops: pd.DataFrame, settings: scenario.Settings, inputs: Catalog) -> None:
+    """The downloads. Where the page leads with the optimised fleet, that fleet is the primary file and the
+    workbook's first sheet; the route-by-route plan CSV is offered as the alternative it is."""
     st.subheader("Take it away")
     name = st.session_state.scenario_name or "scenario"
     result = shown.result
@@ -1108,15 +1110,27 @@ def export_section(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops
     row = st.container(horizontal=True, key="downloads")  # buttons as wide as their labels, never cut off
     left = middle = scenario_col = row
     right = st.container()
-    left.download_button("Download plan CSV", scenario.plan_csv_bytes(result), file_name=f"plan-{slugify(name)}.csv",
-                         mime="text/csv", key="download_plan", type="primary", on_click="ignore",
-                         help="The same file as `python -m planner plan --out`: a plain CSV (header on line 1, "
-                              "rounded), safe to open in a spreadsheet; `python -m planner` reads it back.")
-    middle.download_button("Download workbook (.xlsx)", workbook_bytes(result, diff),
+    if fleet is not None:
+        left.download_button("Download the recommendation (fleet CSV)", fleet_csv_text(fleet).encode("utf-8"),
+                             file_name=f"fleet-{slugify(name)}.csv", mime="text/csv", key="download_recommendation",
+                             type="primary", on_click="ignore",
+                             help="The optimised fleet this page leads with: the same file as `python -m planner "
+                                  "fleet --out`, one row per deployment (schema FLEET).")
+    left.download_button("Download route-by-route plan CSV" if fleet is not None else "Download plan CSV",
+                         scenario.plan_csv_bytes(result), file_name=f"plan-{slugify(name)}.csv",
+                         mime="text/csv", key="download_plan", type="secondary" if fleet is not None else "primary",
+                         on_click="ignore",
+                         help=("The alternative to the fleet: each route on its own cheapest option. " if fleet
+                               is not None else "") + "The same file as `python -m planner plan --out`: a plain "
+                              "CSV (header on line 1, rounded), safe to open in a spreadsheet; `python -m planner` "
+                              "reads it back.")
+    middle.download_button("Download workbook (.xlsx)",
+                           workbook_bytes(result, diff, None if fleet is None else fleet.deployments),
                            file_name=f"plan-{slugify(name)}.xlsx", key="download_xlsx", on_click="ignore",
                            mime="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-                           help="Sheets: plan, totals per route and fleet, assumptions, price and profile sources"
-                                " (and the baseline difference when a baseline is loaded).")
+                           help=("Sheets: fleet (the recommendation's deployments), " if fleet is not None
+                                 else "Sheets: ") + "plan, totals per route and their sum, assumptions, price and "
+                                "profile sources (and the baseline difference when a baseline is loaded).")
     saved = scenario.Scenario(name, routes, settings, None if prices.equals(inputs.prices_df) else prices,
                            None if ops.equals(inputs.ops_df) else ops)
     scenario_col.download_button("Download scenario", scenario.scenario_to_json(saved),
@@ -1216,7 +1230,7 @@ def main() -> None:
     with bar:
         st.markdown(answer.bar_text(now, alternative, compact=bool(st.session_state.compact)))
     charts_section(result, routes, prices, ops, settings)
-    export_section(shown, routes, prices, ops, settings, inputs)
+    export_section(shown, fleet, routes, prices, ops, settings, inputs)
     compare_section(result, save)
     st.query_params.from_dict({**scenario.settings_to_query(settings),
                                **({"layout": "phone"} if st.session_state.compact else {})})

@@ -30,6 +30,8 @@ TOTAL_COLUMNS = ("route", "status", "gpus", "gpus_low", "gpus_high", "gpu_usd_pe
                  "total_usd_per_month", "total_usd_per_month_low", "total_usd_per_month_high")
 SUMMED = TOTAL_COLUMNS[2:]
 FLEET = "fleet total"
+# The totals row of a workbook that also holds the optimised fleet: the sum of each route on its own option.
+ROUTE_BY_ROUTE_TOTAL = "route-by-route total"
 # Control characters a worksheet cannot hold (and a table should not print raw): C0 except tab, line feed and
 # carriage return, plus DEL and the C1 range.  A backslash is escaped too, so an escape reads back unambiguously.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -144,14 +146,20 @@ def _signed_money(value: float) -> str:
 
 # ---------------------------------------------------------------- workbook
 
-def workbook_bytes(result: PlanResult, diff: pd.DataFrame | None = None) -> bytes:
-    """The plan as an .xlsx: sheets plan, totals, assumptions, sources (and baseline when given)."""
+def workbook_bytes(result: PlanResult, diff: pd.DataFrame | None = None, fleet: pd.DataFrame | None = None) -> bytes:
+    """The plan as an .xlsx: sheets plan, totals, assumptions, sources (and baseline when given); with `fleet`
+    (the optimised fleet's deployments, schema FLEET: the recommendation where there is one) a first sheet
+    "fleet", and the totals' last row says it sums the route-by-route plan, not that fleet."""
     from openpyxl import Workbook  # type: ignore[import-untyped]  # here: 74 ms of every CLI start otherwise
 
     book = Workbook()
+    totals = plan_totals_table(result.rows)
+    if fleet is not None:
+        totals["route"] = totals["route"].replace({FLEET: ROUTE_BY_ROUTE_TOTAL})
     sheets: dict[str, pd.DataFrame] = {
+        **({"fleet": fleet} if fleet is not None else {}),
         "plan": plan_frame(result.rows, rounded=True),
-        "totals": plan_totals_table(result.rows),
+        "totals": totals,
         "assumptions": _assumptions_frame(result),
         "sources": result.sources,
     }

@@ -310,11 +310,18 @@ def test_workbook_has_plan_totals_assumptions_and_sources(downloads):
     at.number_input(key="engineer_usd_per_hour").set_value(250.0).run()
     assert_clean(at)
     book = openpyxl.load_workbook(io.BytesIO(downloads[next(n for n in downloads if n.endswith(".xlsx"))]))
-    assert book.sheetnames == ["plan", "totals", "assumptions", "sources"]
+    # The page leads with the optimised fleet: it is the workbook's first sheet and the primary download, and the
+    # totals sheet's sum says it is the route-by-route plan's (it once read "fleet total" beside another figure).
+    assert book.sheetnames == ["fleet", "plan", "totals", "assumptions", "sources"]
+    fleet = pd.DataFrame(list(book["fleet"].iter_rows(min_row=2, values_only=True)),
+                         columns=[c.value for c in book["fleet"][1]])
+    assert f"{fleet['gpus_max'].sum():,.0f}" == metric(at, "GPUs")
+    recommendation_csv = pd.read_csv(io.BytesIO(downloads[next(n for n in downloads if n.startswith("fleet-"))]))
+    assert list(recommendation_csv["gpus_max"]) == list(fleet["gpus_max"])
     assumptions = {r[0]: r[1] for r in book["assumptions"].iter_rows(min_row=2, values_only=True)}
     assert assumptions["engineer_usd_per_hour"] == "250.0"
     totals = list(book["totals"].iter_rows(values_only=True))
-    assert totals[-1][0] == "fleet total" and totals[-1][1] == "4 of 4 routes"
+    assert totals[-1][0] == "route-by-route total" and totals[-1][1] == "4 of 4 routes"
     kinds = {r[1] for r in book["sources"].iter_rows(min_row=2, values_only=True)}
     assert kinds == {"price", "profile"}
 

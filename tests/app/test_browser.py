@@ -189,7 +189,7 @@ def test_page_plans_edits_replans_downloads_and_keeps_the_plan_on_a_bad_upload(a
     assert metric(page, "Fleet $/month") != cost_before
 
     with page.expect_download() as info:
-        page.get_by_role("button", name="Download plan CSV").click()
+        page.get_by_role("button", name="Download route-by-route plan CSV").click()
     saved = ARTIFACTS / "plan-browser.csv"
     info.value.save_as(str(saved))
     plan, _ = read_plan(saved)
@@ -247,7 +247,7 @@ def test_at_1440_px_decisions_fit_the_download_equals_the_cli_plan_and_charts_ke
     assert page.get_by_text("Details per route").count() == 1
 
     with page.expect_download() as info:
-        page.get_by_role("button", name="Download plan CSV").click()
+        page.get_by_role("button", name="Download route-by-route plan CSV").click()
     saved = tmp_path / "browser-plan.csv"
     info.value.save_as(str(saved))
     cli_out = tmp_path / "cli-plan.csv"
