@@ -13,6 +13,7 @@ import hashlib
 import logging
 import math
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -570,7 +571,7 @@ def headline_fleet(shown: Shown, routes: pd.DataFrame, prices: pd.DataFrame, ops
     return fleet
 
 
-def answer_section(shown: Shown, fleet: FleetResult | None, settings: scenario.Settings
+def answer_section(shown: Shown, fleet: FleetResult | None, settings: scenario.Settings, started: float
                    ) -> tuple[answer.Answer, answer.Answer | None]:
     """What to buy, as the headline: the optimised fleet when there is one (the route-by-route plan then shown
     as the alternative), else the plan.  Returns the answer and the alternative (None when the plan leads)."""
@@ -586,7 +587,7 @@ def answer_section(shown: Shown, fleet: FleetResult | None, settings: scenario.S
     else:
         st.caption(f"Totals cover {answer.coverage_text(now)} · {fleet_note(fleet.summary)} · "
                    + fleet_check_text(now.checked))
-    timing = f"re-planned in {shown.seconds * 1000:.0f} ms" if math.isfinite(shown.seconds) else "last good plan"
+    timing = answer_timing(time.monotonic() - started, shown.seconds, fleet is not None)
     st.caption(f"{timing} · {change_scope(change, now.kind)} · prices: "
                f"{settings.provider or 'cheapest provider per GPU'}, {settings.pricing_type}"
                f"{f', ×{settings.gpu_price_factor:g}' if settings.gpu_price_factor != 1 else ''} · traffic "
@@ -594,6 +595,16 @@ def answer_section(shown: Shown, fleet: FleetResult | None, settings: scenario.S
     if fleet is not None:
         alternative_section(result.plan, fleet, plan_view, now)
     return now, (plan_view if fleet is not None else None)
+
+
+def answer_timing(elapsed_s: float, plan_s: float, with_fleet: bool) -> str:
+    """How long this answer took to appear after the change (the wait the user had), and what of it the plan
+    took; a plan computed earlier on the same inputs comes from the cache."""
+    if not math.isfinite(plan_s):
+        return f"last good plan · answer in {elapsed_s:.1f} s"
+    if plan_s > elapsed_s:
+        return f"answer in {elapsed_s:.1f} s (plan from the cache; it took {plan_s:.1f} s when computed)"
+    return f"answer in {elapsed_s:.1f} s (plan {plan_s:.1f} s" + (", then the fleet)" if with_fleet else ")")
 
 
 FLEET_UNCHECKED = "the fleet's deployments were not simulated"
@@ -1207,6 +1218,7 @@ def main() -> None:
     except InputError as err:
         st.error(f"The bundled data could not be loaded: {err}")
         st.stop()
+    started = time.monotonic()  # the answer's caption says how long the user waited for it
     init_state(inputs)
     st.title("Fleetplan: GPU fleet what-if")
     st.caption("Which engine, GPU and how many GPUs each LLM route needs, and what it costs per month. "
@@ -1225,7 +1237,7 @@ def main() -> None:
     result = shown.result
     with head:
         fleet = headline_fleet(shown, routes, prices, ops, settings)
-        now, alternative = answer_section(shown, fleet, settings)
+        now, alternative = answer_section(shown, fleet, settings, started)
         recommendation_section(result, routes, alternative=fleet is not None)
     with bar:
         st.markdown(answer.bar_text(now, alternative, compact=bool(st.session_state.compact)))
