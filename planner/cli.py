@@ -296,6 +296,9 @@ def _money_range(mid: float, low: float, high: float) -> str:
 
 # Plan table: the columns never wrapped (a route name or a runner-up cut in two is unreadable).
 NO_WRAP = ("route", "runner-up")
+# A route name longer than this is shortened in the table ('…'; print_plan lists it whole below): unwrapped, a
+# 100-character name left no room for the decision columns in 120.
+ROUTE_CELL_CHARS = 28
 BASIS = {"measured": "meas", "published": "pub", "predicted": "pred", "extrapolated": "extrap"}
 
 
@@ -308,16 +311,21 @@ def plan_table(result) -> Table:
                          no_wrap=name in NO_WRAP)
     for r in result.rows:
         if not r.ok:
-            table.add_row(_cell(r.route), "(infeasible)", *[""] * 6)
+            table.add_row(_cell(_short_route(r.route)), "(infeasible)", *[""] * 6)
             continue
         engine = engine_label(r.engine, r.engine_version, r.engine_config)
         option = f"{engine}\n{r.gpu} {r.precision} tp{_num(r.tp)}"
         breakeven = _num(r.breakeven_updates_per_month, "{:.2f}") or ("never" if r.breakeven_note.startswith(
             "never") else "-" if r.runner_up else "")
-        table.add_row(_cell(r.route), _cell(option), _range(_num(r.gpus), _num(r.gpus_low), _num(r.gpus_high)),
+        table.add_row(_cell(_short_route(r.route)), _cell(option), _range(_num(r.gpus), _num(r.gpus_low), _num(r.gpus_high)),
                       _money_range(r.total_usd_per_month, r.total_usd_per_month_low, r.total_usd_per_month_high),
                       _cell(r.runner_up), _savings(r), breakeven, BASIS.get(r.provenance, r.provenance))
     return table
+
+
+def _short_route(name: str) -> str:
+    """A route name as the plan table shows it: whole up to ROUTE_CELL_CHARS, else its start and '…'."""
+    return name if len(name) <= ROUTE_CELL_CHARS else name[: ROUTE_CELL_CHARS - 1] + "…"
 
 
 def _savings(row: PlanRow) -> str:
@@ -344,6 +352,9 @@ def print_plan(result) -> None:
                   "interval (at least the curve's leave-one-out error). b-even: model updates/month at which the "
                   "runner-up costs the same ('-': same engine build, not meaningful). basis: measured, published, "
                   "predicted or extrapolated.", markup=False, style="dim")
+    for r in result.rows:
+        if _short_route(r.route) != r.route:
+            console.print(terminal_safe(f"{_short_route(r.route)} is route {r.route}"), markup=False, highlight=False)
     for r in ok:
         if verdict := r.window_verdict():
             console.print(terminal_safe(f"{r.route}: {verdict}"), markup=False, highlight=False)

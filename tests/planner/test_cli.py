@@ -310,3 +310,20 @@ def test_a_route_only_unpriced_gpus_serve_names_the_missing_price_and_the_fix(tm
     assert notes.startswith("missing price") and "h200" in notes and "vast" in notes, notes
     assert "meet the SLOs" in notes and "another provider" in notes and "--prices" in notes, notes
     assert "closest" not in notes.split(":")[1], notes  # the SLO is not the cause
+
+
+def test_a_long_route_name_keeps_the_decision_columns_in_120_columns(files, tmp_path, capsys):
+    """A 100-character route name used to push GPUs, $/month and the runner-up out of the piped 120 columns."""
+    long_name = "customer-support-assistant-" + "x" * 73
+    routes = tmp_path / "routes.csv"
+    pd.DataFrame([online_route(long_name), online_route("chat")]).to_csv(routes, index=False)
+    proc = invoke(capsys, "plan", "--routes", routes, "--out", tmp_path / "plan.csv", *data_flags(files),
+                  "--transfer", "off")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = next(line for line in lines if "GPUs" in line and "$/month" in line)
+    assert all(word in header for word in ("route", "runner-up", "saves/mo", "b-even", "basis"))
+    row = next(line.strip() for line in lines if line.strip().startswith("customer-support-assistant-"))
+    assert row.startswith("customer-support-assistant-…") and len(row) <= 120
+    assert "$" in row and row.split()[-1] in ("meas", "pub", "pred", "extrap")  # decisions on the name's line
+    assert f"customer-support-assistant-… is route {long_name}" in " ".join(proc.stdout.split())  # whole, below
