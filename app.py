@@ -27,7 +27,7 @@ import streamlit as st
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.engine.curves import GroupKey
-from planner.planning.exports import baseline_diff, printable, workbook_bytes
+from planner.planning.exports import baseline_diff, markdown_text, printable, workbook_bytes
 from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.planning.fleet_size import check_fleet_size
 from planner.planning.plan import (
@@ -679,7 +679,7 @@ def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:
     r = slos.loc[route] if route in slos.index else pd.Series(dtype=object)
     verdict = answer.window_verdicts(result.plan).get(route)
     if verdict:
-        st.markdown(f"**{printable(route)}**: {printable(verdict)}")
+        st.markdown(f"**{markdown_text(route)}**: {markdown_text(verdict)}")
     chart = charts.window_timeline_chart(result.timelines[route], _cell_number(r.get("ttft_slo_ms")),
                                          _cell_number(r.get("tpot_slo_ms")),
                                          _cell_number(r.get("slo_percentile")) or 95.0)
@@ -778,15 +778,15 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
                            "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
     if not st.session_state.compact:
         for route, verdict in answer.window_verdicts(result.plan).items():
-            st.markdown(f"**{printable(route)}**: {printable(verdict)}")
+            st.markdown(f"**{markdown_text(route)}**: {markdown_text(verdict)}")
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
         st.markdown("**What each option rests on** (feasible options, cheapest first):")
         for route, sources in answer.option_sources(result.options).items():
-            st.markdown(f"- **{printable(route)}**: {printable(sources)}")
+            st.markdown(f"- **{markdown_text(route)}**: {printable(sources)}")
     for wide in tables.wide_ranges(result.plan):
-        st.markdown(f":orange-badge[{tables.WIDE_BADGE}] **{wide['route']}**: {wide['range']}. Why: {wide['cause']}. "
+        st.markdown(f":orange-badge[{tables.WIDE_BADGE}] **{markdown_text(str(wide['route']))}**: {wide['range']}. Why: {wide['cause']}. "
                     f"To narrow it, measure that option: `{wide['fix']}`")
     st.caption(PROVENANCE_NOTE)
     rows = {name: i + 1 for i, name in enumerate(routes["name"])}

@@ -14,7 +14,7 @@ import pandas as pd
 
 from fleetfacts.schema import PLAN as PLAN_SCHEMA
 from planner.engine.curves import engine_label
-from planner.planning.exports import printable
+from planner.planning.exports import markdown_text, printable
 from planner.planning.fleet import FleetResult
 from planner.sizing.plan_row import plan_rows
 
@@ -85,7 +85,7 @@ def answer_change(now: Answer, before: Answer | None) -> dict[str, float] | None
 
 def coverage_text(answer: Answer) -> str:
     """'4 of 4 routes', '3 of 4 routes; chat infeasible' (as planner.planning.plan.plan_coverage words it)."""
-    missing = [printable(r) for r in answer.routes if r not in answer.planned]
+    missing = [markdown_text(r) for r in answer.routes if r not in answer.planned]
     return f"{len(answer.planned)} of {len(answer.routes)} routes" + (
         f"; {', '.join(missing)} infeasible" if missing else "")
 
@@ -132,9 +132,9 @@ def plan_fleet_table(plan: pd.DataFrame, fleet: FleetResult) -> pd.DataFrame:
 def why_text(table: pd.DataFrame) -> str:
     """The 'why they differ' column of a plan_fleet_table as markdown, one bullet per route that differs and one
     line naming the routes the fleet serves as planned."""
-    same = [printable(str(r)) for r, why in zip(table["route"], table["why they differ"], strict=True)
+    same = [markdown_text(str(r)) for r, why in zip(table["route"], table["why they differ"], strict=True)
             if why == "same as the plan"]
-    lines = [f"- **{printable(str(r))}**: {printable(str(why))}"
+    lines = [f"- **{markdown_text(str(r))}**: {markdown_text(str(why))}"
              for r, why in zip(table["route"], table["why they differ"], strict=True) if why != "same as the plan"]
     if same:
         lines.append(f"- same as the plan: {', '.join(same)}")
@@ -147,7 +147,7 @@ def deployment_terms_text(deployments: pd.DataFrame) -> str:
     for d in deployments.to_dict("records"):
         notes = "" if d.get("notes") is None or pd.isna(d.get("notes")) else str(d["notes"])
         lines.append(f"- **{printable(str(d['deployment']))}**: {printable(price_brief(str(d['pricing'])))}"
-                     + (f"; {printable(notes)}" if notes else ""))
+                     + (f"; {markdown_text(notes)}" if notes else ""))
     return "\n".join(lines)
 
 
@@ -160,7 +160,7 @@ def deployment_cards(deployments: pd.DataFrame) -> list[Card]:
                 f"GPUs")
         notes = "" if d.get("notes") is None or pd.isna(d.get("notes")) else str(d["notes"])
         note = " · ".join(str(x) for x in (d["kind"], d.get("slo") or "", price_brief(str(d["pricing"])), notes) if x)
-        cards.append((printable(f"{d['deployment']}: {d['routes']}"), printable(line), printable(note)))
+        cards.append((markdown_text(f"{d['deployment']}: {d['routes']}"), printable(line), markdown_text(note)))
     return cards
 
 
@@ -240,15 +240,16 @@ def plan_fleet_cards(table: pd.DataFrame) -> list[Card]:
     plan's beside it with why they differ as the note."""
     cards = []
     for r in table.to_dict("records"):
-        route = printable(str(r["route"]))
+        route = markdown_text(str(r["route"]))
         if not r["fleet: deployment"]:
-            cards.append((route, f"not in the fleet · plan: {r['plan: engine / GPU']}", str(r["why they differ"])))
+            cards.append((route, f"not in the fleet · plan: {r['plan: engine / GPU']}",
+                          markdown_text(str(r["why they differ"]))))
             continue
         line = (f"**{_count(r['fleet: GPUs'])} GPUs** · {r['fleet: engine / GPU']} · "
                 f"**${_count(r['fleet: GPU $/month'])}/month** in GPUs ({r['fleet: deployment']})")
         note = (f"route by route: {_count(r['plan: GPUs'])} GPUs · {r['plan: engine / GPU']} · "
                 f"${_count(r['plan: $/month'])}/month — {r['why they differ']}")
-        cards.append((route, printable(line), printable(note)))
+        cards.append((route, printable(line), markdown_text(note)))
     return cards
 
 
@@ -257,16 +258,16 @@ def plan_cards(plan: pd.DataFrame) -> list[Card]:
     infeasible) as the note."""
     cards = []
     for r in plan.to_dict("records"):
-        route = printable(str(r["route"]))
+        route = markdown_text(str(r["route"]))
         if r.get("status") != "ok":
-            cards.append((route, "**infeasible**", printable(str(r.get("notes") or ""))))
+            cards.append((route, "**infeasible**", markdown_text(str(r.get("notes") or ""))))
             continue
         line = f"**{_count(r['gpus'])} GPUs** · {_option(r)} · **${_count(r['total_usd_per_month'])}/month**"
         runner = r.get("runner_up")
         note = "" if runner is None or pd.isna(runner) or not str(runner) else f"runner-up: {runner}"
         verdict = window_verdicts(pd.DataFrame([r])).get(str(r["route"]), "")
         note = " · ".join(part for part in (verdict, note) if part)
-        cards.append((route, printable(line), printable(note)))
+        cards.append((route, printable(line), markdown_text(note)))
     return cards
 
 

@@ -49,6 +49,19 @@ def plan_totals_table(plan: Sequence[PlanRow]) -> pd.DataFrame:
     return pd.concat([rows, pd.DataFrame([fleet])], ignore_index=True)
 
 
+# Characters markdown (and Streamlit's $-math and :colour[] directives) may read as syntax inside a line, and
+# what makes text an autolink (a URL's ':', an e-mail's '@', 'www.'), so that a user's text never becomes a live
+# link; '-', '+' and '.' mean something only at a line's start, where these strings never are.
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_{}\[\]()<>#|~$!:@])")
+_WWW = re.compile(r"(?i)\b(www)\.")
+
+
+def markdown_text(text: str) -> str:
+    """A user string (a route name, free text) to embed in markdown within a line: `printable`, then every
+    markdown-syntax character backslash-escaped, so it shows as typed: no emphasis, link, math or autolinked URL."""
+    return _WWW.sub(r"\1\\.", _MARKDOWN_SYNTAX.sub(r"\\\1", printable(text)))
+
+
 def printable(text: str) -> str:
     """`text` with every control character (ESC, NUL, ...) as a visible `\\xNN` escape, and then every
     backslash of it doubled (so the escape is unambiguous); text without control characters is unchanged."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from planner.planning.exports import markdown_text
 from planner.planning.fleet import FleetResult
 from ui import answer
 
@@ -111,19 +112,20 @@ def test_cards_carry_gpus_engine_and_dollars_per_route():
     plan = pd.DataFrame([plan_row("chat\x1b[31m"), plan_row("b", status="infeasible")])
     plan.loc[1, "notes"] = "no option meets the SLO"
     cards = answer.plan_cards(plan)
-    assert cards[0] == ("chat\\x1b[31m", "**1 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$2,100/month**", "")
+    # The title is markdown source: the control shown as '\x1b' (printable), then escaped (renders as typed).
+    assert cards[0] == ("chat\\\\x1b\\[31m", "**1 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$2,100/month**", "")
     assert cards[1] == ("b", "**infeasible**", "no option meets the SLO")
     result = fleet([deployment("d1", "chat 1.00")], {"chat\x1b[31m": "d1"})
     table = answer.plan_fleet_table(plan.iloc[:1], result)
     title, line, note = answer.plan_fleet_cards(table)[0]
-    assert title == "chat\\x1b[31m" and line.startswith("**1 GPUs** · vllm 0.26.0") and "$2,000/month" in line
-    assert note.startswith("route by route: 1 GPUs") and note.endswith("same as the plan")
+    assert title == "chat\\\\x1b\\[31m" and line.startswith("**1 GPUs** · vllm 0.26.0") and "$2,000/month" in line
+    assert note.startswith(markdown_text("route by route: 1 GPUs")) and note.endswith("same as the plan")
 
 
 def test_why_text_lists_each_differing_route_and_names_the_unchanged_ones():
     table = pd.DataFrame({"route": ["a", "b\x1b", "c"], "why they differ": ["shares d1 with c", "same as the plan",
                                                                           "same as the plan"]})
-    assert answer.why_text(table) == "- **a**: shares d1 with c\n- same as the plan: b\\x1b, c"
+    assert answer.why_text(table) == "- **a**: shares d1 with c\n- same as the plan: b\\\\x1b, c"
 
 
 def test_deployment_terms_list_pricing_without_sources_and_notes():
@@ -135,8 +137,8 @@ def test_deployment_terms_list_pricing_without_sources_and_notes():
 def test_deployment_cards_carry_gpus_option_and_dollars():
     frame = pd.DataFrame([deployment("d1", "chat 1.00; code 1.00", replicas=3, gpu_usd=6000.0)])
     assert answer.deployment_cards(frame) == [(
-        "d1: chat 1.00; code 1.00", "**3 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$6,000/month** in GPUs",
-        "shared · p95 TTFT 300 ms, TPOT 30 ms · vast on-demand $2.4024/GPU-h")]
+        markdown_text("d1: chat 1.00; code 1.00"), "**3 GPUs** · vllm 0.26.0/h200/fp8/tp1 · **$6,000/month** in GPUs",
+        markdown_text("shared · p95 TTFT 300 ms, TPOT 30 ms · vast on-demand $2.4024/GPU-h"))]
 
 
 def test_option_sources_say_what_each_feasible_option_rests_on_cheapest_first():

@@ -667,3 +667,16 @@ def test_a_phone_link_opens_the_compact_layout_with_one_card_per_route():
     at.toggle(key="compact").set_value(False).run()
     assert any("why they differ" in d.value.columns for d in at.dataframe)
     assert not any(m.value.startswith("**chat**  \n") for m in at.markdown)
+
+
+def test_a_url_or_markup_in_a_route_name_is_shown_as_typed_never_as_a_link(app):
+    """A route named with a URL became a live link in the room; '*', '$' and '[..](..)' would style or link too."""
+    name = "chat see https://evil.example/x *now* $x$ [here](http://a.b) www.evil.example"
+    edit_route(app, 0, name=name)
+    assert_clean(app)
+    assert name in recommendation(app).index  # the table (not markdown) shows it as typed
+    shown = [e.value for e in [*app.markdown, *app.caption] if "evil" in e.value]
+    assert shown, "the route's name is in no markdown"
+    for value in shown:
+        assert "https://" not in value and "www.evil" not in value and "*now*" not in value, value
+        assert "](" not in value and " $x$" not in value, value

@@ -134,3 +134,11 @@ def test_scenario_comparison_flags_different_route_sets(example_plan):
     assert table.loc["fleet total", "b: engine / GPU"] == f"3 of 4 routes; chat infeasible; {NOT_LIKE_FOR_LIKE}"
     same = compare_plans({"a": example_plan, "b": example_plan}).set_index("route")
     assert same.loc["fleet total", "a: engine / GPU"] == "4 of 4 routes"
+
+
+def test_markdown_text_escapes_syntax_and_autolinks_but_keeps_plain_names():
+    from planner.planning.exports import markdown_text
+    assert markdown_text("llama-3.1-8b chat+batch 2.5") == "llama-3.1-8b chat+batch 2.5"
+    assert markdown_text("https://x.io *b* $m$ [a](b) www.x.io a@b.io") == \
+        "https\\://x.io \\*b\\* \\$m\\$ \\[a\\]\\(b\\) www\\.x.io a\\@b.io"
+    assert markdown_text("\x1b[2J") == "\\\\x1b\\[2J"  # printable first: the escape is visible, then escaped
