@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import SLUG_RE, slug
-from fleetfacts.specs import MODELS_DIR, gpu_spec, model_facts
+from fleetfacts.specs import MODELS_DIR, ModelSpec, gpu_spec, model_facts
 from measure.engines.base import EngineConfig, EngineInfo, kv_cache_precision, parse_engine_args
 from measure.envinfo import command_line, environment_record
 from measure.estimate import Estimator, make_estimator
@@ -204,8 +204,7 @@ def _portable_model_path(path: object) -> object:
 
 def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
     cfg = req.config
-    model_dir = cfg.model_path if Path(cfg.model_path).is_dir() else None
-    return make_estimator(gpu_spec(req.identity["gpu"]), model_facts(cfg.model, model_dir), cfg.precision,
+    return make_estimator(gpu_spec(req.identity["gpu"]), _model_facts(cfg), cfg.precision,
                           cfg.tp, kv_precision=kv_cache_precision(cfg.engine_args),
                           max_num_seqs=cfg.engine_args.get("max_num_seqs"))
 
@@ -229,9 +228,13 @@ DUMMY_ROUTING_COLLAPSE = ("dummy weights collapse this router: its per-expert se
 
 def _dummy_routing_collapse(cfg: EngineConfig) -> str:
     """Why every dummy-weight row of this model is suspect, or "" when its routing survives dummy weights."""
-    model_dir = cfg.model_path if Path(cfg.model_path).is_dir() else None
-    facts = model_facts(cfg.model, model_dir)
+    facts = _model_facts(cfg)
     return DUMMY_ROUTING_COLLAPSE if facts is not None and facts.selection_bias else ""
+
+
+def _model_facts(cfg: EngineConfig) -> ModelSpec | None:
+    """The profiled model's facts: its model dir's config.json where the path is a folder, else the bundled ones."""
+    return model_facts(cfg.model, cfg.model_path if Path(cfg.model_path).is_dir() else None)
 
 
 def run_record(req: ProfileRequest, info: EngineInfo, argv: list[str], record_hostname: bool) -> dict:

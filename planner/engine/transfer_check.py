@@ -145,7 +145,7 @@ def _gpus_of(data: list[GroupData], model: str) -> str:
                             and d.key.precision == "bf16"}))
 
 
-def _model_out_experiment(model: str, other_moes: list[str], gpus: str = "h200") -> Experiment:
+def _model_out_experiment(model: str, other_moes: list[str], gpus: str) -> Experiment:
     def is_target(d: GroupData) -> bool:
         return d.key.model == model and d.key.precision == "bf16" and _default(d)
 
