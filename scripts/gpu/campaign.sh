@@ -8,8 +8,8 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-06, ninth session (issue 38: two new MoE models, OLMoE/Granite repeats; on an H100: ERNIE,
-# Qwen3-30B-A3B, OLMoE); earlier lists are in git history.
+# The job list is 2026-12-06, tenth session (issue 38: DeepSeek-V2-Lite on either card; OLMoE/Granite repeats and
+# Qwen2-57B-A14B on an H200, Granite/OLMoE repeats on an H100); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -110,30 +110,25 @@ if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl >> "$log" 2>&1
 fi
 
-# 2026-12-05 (eighth session), issue 38: two MoE models never profiled, bf16, TP1, dummy weights.
-# scripts/gpu/shapes-moe-new.csv in one engine each. H200s were refused three times; the card decides the list.
+# 2026-12-06 (tenth session), issue 38: MoE models never profiled, bf16, TP1, dummy weights, one engine each.
 python3 -c "import transformers; print('transformers', transformers.__version__)" >> "$log" 2>&1
 echo "card: $gpu" >> "$log"
-# 1. ERNIE-4.5-21B-A3B: 64 experts of width 1536, 6 per token, 2 shared experts, first layer dense. vLLM 0.26 ships
-#    a tuned fused-MoE config for E=64,N=1536 on the H100, none on the H200.
-profile ernie-21b 300 ernie-4.5-21b-a3b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
+# 1. DeepSeek-V2-Lite: MLA attention, 64 experts of width 1408, 6 per token, 2 shared experts, layer 0 dense; greedy
+#    softmax top-k (no selection bias: dummy weights route across the experts). No tuned fused-MoE config for
+#    E=64,N=1408 on either card in vLLM 0.26: the default config.
+profile deepseek-v2-lite 300 deepseek-v2-lite bf16 "$code/scripts/gpu/shapes-moe-new.csv"
 if [ "$gpu" = h200 ]; then
-  # 2. Qwen2-57B-A14B (107 GiB of bf16 weights: H200 only): 64 experts of width 2560, 8 per token, one shared
-  #    expert of width 20480; tuned config for E=64,N=2560 on the H200. Starts with 480 s left (engine ~150 s).
-  profile qwen2-57b 480 qwen2-57b-a14b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
-  # 3. OLMoE and Granite, 128/128 x 512 and 128/256 x 768 again, each in a fresh engine.
+  # 2. OLMoE and Granite, 128/128 x 512 and 128/256 x 768 again, each in a fresh engine (the card they were profiled on).
   profile olmoe-repeat 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
   profile granite-repeat 100 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
+  # 3. Qwen2-57B-A14B (107 GiB of bf16 weights: H200 only): 64 experts of width 2560, 8 per token, one shared
+  #    expert of width 20480; vLLM's tuned config for E=64,N=2560 on the H200. Starts with 480 s left (engine ~150 s).
+  profile qwen2-57b 480 qwen2-57b-a14b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
 else
-  # 2'. On the H100: Qwen3-30B-A3B, profiled on the H200 with vLLM's tuned config for E=128,N=768 there, runs on
-  #     the default config here (none shipped for the H100): the same model on the other side of the rule.
-  profile qwen3-30b-h100 300 qwen3-30b-a3b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
-  # 3'. OLMoE (default config on both cards), 128/128 x 512 and 128/256 x 768 on the H100: the same points as its
-  #     H200 repeats, across the card.
-  profile olmoe-h100 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
-  # 4'. The spread of a fresh engine on this card: ERNIE's 128/128 x 512 and 128/256 x 768 again, and Granite there.
-  profile ernie-h100-repeat 150 ernie-4.5-21b-a3b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
+  # 2'. Granite's 128/128 x 512 and 128/256 x 768 on the H100 (default config on both cards): across the card.
   profile granite-h100 120 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
+  # 3'. OLMoE's same points in a fresh engine on the H100: the spread of a fresh engine on this card.
+  profile olmoe-h100-again 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
 fi
 
 kill $smi 2>/dev/null
