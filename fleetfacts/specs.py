@@ -115,7 +115,7 @@ class ModelSpec:
     native_quant: str = ""            # quantization_config.quant_method of the published checkpoint (mxfp4, fp8)
     expert_intermediate_size: int = 0  # a routed expert's MLP width (moe_intermediate_size); 0: dense or unknown
     dense_layers: int = 0             # MoE: leading layers with a dense MLP (DeepSeek, ERNIE-4.5), no routing
-    selection_bias: bool = False      # MoE: the router adds a learned per-expert bias before top-k (see _selection_bias)
+    dummy_routing_collapse: bool = False  # MoE: under vLLM's dummy weights every token picks the same experts
 
     @property
     def moe_layers(self) -> int:
@@ -340,7 +340,7 @@ def model_spec_from_config(model: str, config: dict[str, Any], source: str = "co
                      mla_kv_dim=mla_dim, native_quant=_native_quant(config),
                      expert_intermediate_size=_expert_width(config) if experts else 0,
                      dense_layers=_dense_layers(config, layers) if experts else 0,
-                     selection_bias=bool(experts) and _selection_bias(config))
+                     dummy_routing_collapse=bool(experts) and _dummy_routing_collapses(config))
 
 
 def _attention_params(config: dict[str, Any], hidden: int, heads: int, kv_heads: int,
@@ -386,20 +386,28 @@ def _dense_layers(config: dict[str, Any], layers: int) -> int:
     return min(max(first_moe, 0), layers)
 
 
-# Routers that add a learned per-expert bias to the scores before top-k (auxiliary-loss-free balancing), as
-# vLLM 0.26 builds them (`e_score_correction_bias`): always for these model types, else where the config asks.
+# Routers whose top-k a dummy-weight profile cannot trust (vLLM 0.26, `load_format="dummy"`: every weight uniform in
+# +-1e-3, so the router's logits are ~1e-5 and differ between experts by about as much).
+# A per-expert selection bias (`e_score_correction_bias`), ~1e-3, outweighs them: vLLM builds it always for these
+# model types, else where the config asks.
 SELECTION_BIAS_MODEL_TYPES = frozenset({"ernie4_5_moe", "ernie4_5_vl_moe", "glm4_moe"})
 SELECTION_BIAS_FLAGS = ("use_routing_bias", "use_expert_bias", "moe_router_enable_expert_bias")
+# DeepSeek's router (vLLM's `grouped_topk`, also with one group) takes the softmax in the gate's output dtype, bf16
+# unless the config sets `moe_router_dtype` float32: 64 scores of 1/64 * (1 +- 1e-5) all round to 1/64, the top-k of
+# ties is the same for every token.
+BF16_SOFTMAX_TOPK_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 
 
-def _selection_bias(config: dict[str, Any]) -> bool:
-    """Whether the router adds a per-expert bias before top-k. Under vLLM's dummy weights (every value uniform in
-    +-1e-3) that bias outweighs the router's scores (a softmax of near-zero logits differs by ~1e-6 between experts,
-    the bias by ~1e-3), so every token picks the same experts: a dummy-weight profile then measures k of E experts
-    per layer, not the model's routing (ERNIE-4.5-21B-A3B on the H100 decoded batch 16 in 4.7 ms, under the time
-    to read the ~50 experts a uniform routing touches)."""
-    return (config.get("model_type") in SELECTION_BIAS_MODEL_TYPES or config.get("topk_method") == "noaux_tc"
-            or any(bool(config.get(flag)) for flag in SELECTION_BIAS_FLAGS))
+def _dummy_routing_collapses(config: dict[str, Any]) -> bool:
+    """Whether vLLM's dummy weights send every token to the same experts, so that a dummy-weight profile measures k
+    of E experts per layer, not the model's routing. Measured on the H100: ERNIE-4.5-21B-A3B (selection bias)
+    decoded batch 16 in 4.7 ms, DeepSeek-V2-Lite (bf16 softmax) batch 64 in 5.7 ms, where reading the experts a
+    uniform routing touches takes about 10 and 9 ms at the datasheet bandwidth."""
+    selection_bias = (config.get("model_type") in SELECTION_BIAS_MODEL_TYPES or config.get("topk_method") == "noaux_tc"
+                      or any(bool(config.get(flag)) for flag in SELECTION_BIAS_FLAGS))
+    bf16_softmax = (config.get("model_type") in BF16_SOFTMAX_TOPK_MODEL_TYPES
+                    and config.get("moe_router_dtype") != "float32")
+    return selection_bias or bf16_softmax
 
 
 def _first(value: Any) -> int:

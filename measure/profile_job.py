@@ -221,15 +221,14 @@ def row_identity(req: ProfileRequest, argv: list[str]) -> Identity:
                     suspect=_dummy_routing_collapse(cfg) if dummy else "")
 
 
-DUMMY_ROUTING_COLLAPSE = ("dummy weights collapse this router: its per-expert selection bias outweighs the scores, so "
-                          "every token picks the same experts (fleetfacts.specs._selection_bias); not the model's "
-                          "speed under real routing")
+DUMMY_ROUTING_COLLAPSE = ("dummy weights collapse this router: every token picks the same experts "
+                          "(fleetfacts.specs._dummy_routing_collapses); not the model's speed under real routing")
 
 
 def _dummy_routing_collapse(cfg: EngineConfig) -> str:
     """Why every dummy-weight row of this model is suspect, or "" when its routing survives dummy weights."""
     facts = _model_facts(cfg)
-    return DUMMY_ROUTING_COLLAPSE if facts is not None and facts.selection_bias else ""
+    return DUMMY_ROUTING_COLLAPSE if facts is not None and facts.dummy_routing_collapse else ""
 
 
 def _model_facts(cfg: EngineConfig) -> ModelSpec | None:

@@ -109,12 +109,15 @@ def test_spec_loader_rejects_a_bad_file(tmp_path):
         specs.load_gpu_specs(dup)
 
 
-def test_selection_bias_routers_are_known_from_the_config():
-    assert specs.model_facts("ernie-4.5-21b-a3b").selection_bias  # vLLM builds its e_score_correction_bias always
+def test_routers_that_collapse_under_dummy_weights_are_known_from_the_config():
+    assert specs.model_facts("ernie-4.5-21b-a3b").dummy_routing_collapse  # vLLM builds its e_score_correction_bias
+    assert specs.model_facts("deepseek-v2-lite").dummy_routing_collapse  # softmax in bf16 before a grouped top-k
     for name in ("qwen3-30b-a3b", "olmoe-1b-7b", "mixtral-8x7b", "llama-3.1-8b"):
-        assert not specs.model_facts(name).selection_bias
+        assert not specs.model_facts(name).dummy_routing_collapse
     qwen = json.loads((specs.MODELS_DIR / "qwen3-30b-a3b" / "config.json").read_text())
-    assert specs.model_spec_from_config("x", dict(qwen, topk_method="noaux_tc")).selection_bias  # DeepSeek-V3 style
-    assert specs.model_spec_from_config("x", dict(qwen, use_expert_bias=True)).selection_bias
+    assert specs.model_spec_from_config("x", dict(qwen, topk_method="noaux_tc")).dummy_routing_collapse  # DeepSeek-V3 style
+    assert specs.model_spec_from_config("x", dict(qwen, use_expert_bias=True)).dummy_routing_collapse
+    deepseek = json.loads((specs.MODELS_DIR / "deepseek-v2-lite" / "config.json").read_text())
+    assert not specs.model_spec_from_config("x", dict(deepseek, moe_router_dtype="float32")).dummy_routing_collapse
     dense = json.loads((specs.MODELS_DIR / "llama-3.1-8b" / "config.json").read_text())
-    assert not specs.model_spec_from_config("x", dict(dense, topk_method="noaux_tc")).selection_bias
+    assert not specs.model_spec_from_config("x", dict(dense, topk_method="noaux_tc")).dummy_routing_collapse
