@@ -113,22 +113,19 @@ fi
 # 2026-12-06 (tenth session), issue 38: MoE models never profiled, bf16, TP1, dummy weights, one engine each.
 python3 -c "import transformers; print('transformers', transformers.__version__)" >> "$log" 2>&1
 echo "card: $gpu" >> "$log"
-# 1. DeepSeek-V2-Lite: MLA attention, 64 experts of width 1408, 6 per token, 2 shared experts, layer 0 dense; greedy
-#    softmax top-k (no selection bias: dummy weights route across the experts). No tuned fused-MoE config for
-#    E=64,N=1408 on either card in vLLM 0.26: the default config.
-profile deepseek-v2-lite 300 deepseek-v2-lite bf16 "$code/scripts/gpu/shapes-moe-new.csv"
+# Call 7 (DeepSeek-V2-Lite, Granite and OLMoE repeats on the H100) is in git history; DeepSeek's rows turned out
+# suspect (dummy-weight routing collapse, fleetfacts.specs._dummy_routing_collapses).
 if [ "$gpu" = h200 ]; then
-  # 2. OLMoE and Granite, 128/128 x 512 and 128/256 x 768 again, each in a fresh engine (the card they were profiled on).
-  profile olmoe-repeat 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
-  profile granite-repeat 100 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
-  # 3. Qwen2-57B-A14B (107 GiB of bf16 weights: H200 only): 64 experts of width 2560, 8 per token, one shared
-  #    expert of width 20480; vLLM's tuned config for E=64,N=2560 on the H200. Starts with 480 s left (engine ~150 s).
+  # Qwen2-57B-A14B in bf16 (107 GiB: H200 only), tuned config E=64,N=2560 on the H200.
   profile qwen2-57b 480 qwen2-57b-a14b bf16 "$code/scripts/gpu/shapes-moe-new.csv"
 else
-  # 2'. Granite's 128/128 x 512 and 128/256 x 768 on the H100 (default config on both cards): across the card.
-  profile granite-h100 120 granite-3.1-3b-a800m bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
-  # 3'. OLMoE's same points in a fresh engine on the H100: the spread of a fresh engine on this card.
-  profile olmoe-h100-again 100 olmoe-1b-7b bf16 "$code/scripts/gpu/shapes-moe-repeat-512.csv"
+  # Qwen2-57B-A14B in FP8 (~58 GB: fits the H100), vLLM's tuned fp8_w8a8 config for E=64,N=2560 on the H100;
+  # its router (softmax in fp32 inside fused_topk) routes across the experts under dummy weights.
+  MODEL_PATH=$PWD/profiles/models/qwen2-57b-a14b-fp8 profile qwen2-57b-fp8 420 qwen2-57b-a14b fp8 \
+    "$code/scripts/gpu/shapes-moe-new.csv"
+  # Mixtral-8x7B in FP8 (tuned fp8_w8a8 config for E=8,N=14336 on the H100): an MoE model across precision.
+  MODEL_PATH=$PWD/profiles/models/mixtral-8x7b-fp8 profile mixtral-fp8 300 mixtral-8x7b fp8 \
+    "$code/scripts/gpu/shapes-moe-new.csv"
 fi
 
 kill $smi 2>/dev/null
