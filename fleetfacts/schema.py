@@ -317,6 +317,10 @@ PLAN = Schema(
         Column("whole_log_usd_per_month", "float", False, "online: $/month of that whole-log fleet", minimum=0),
         Column("whole_log_windows_in_breach", "int", False, "online: SLO windows the whole-log fleet breaks",
                minimum=0),
+        Column("resampled_hours", "int", False, "online: hours drawn at random from the load's SLO windows "
+               "(planner.sizing.resampled)", minimum=0),
+        Column("holds_in_resampled_hours", "int", False, "online: of those hours, how many the recommended fleet "
+               "holds in every SLO window", minimum=0),
         Column("max_model_len", "int", False, "context a replica must hold: the route's p99 prompt + p99 output "
                "tokens (p95, p50 or mean where a longer tail is not given)", minimum=1),
         Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "

@@ -165,8 +165,9 @@ class SloCheck:
 
 
 def judge(arrival_s: np.ndarray, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray, targets: Targets,
-          warmup_s: float = 0.0) -> SloCheck:
-    """The verdict of the module doc on requests given as arrays (seconds; NaN TTFT/e2e = never served)."""
+          warmup_s: float = 0.0, origin_s: float | None = None) -> SloCheck:
+    """The verdict of the module doc on requests given as arrays (seconds; NaN TTFT/e2e = never served);
+    origin_s: where the first window starts (default: the first judged arrival)."""
     t = np.asarray(arrival_s, dtype=float)
     judged = t >= warmup_s
     if not judged.any():
@@ -175,7 +176,7 @@ def judge(arrival_s: np.ndarray, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: 
     order = np.argsort(t, kind="stable")
     t, ttft, tpot, e2e = t[order], ttft[order], tpot[order], e2e[order]
     attainment = float(np.mean(targets.met(ttft, tpot, e2e))) if t.size else math.nan
-    bounds = _windows(t, targets.window_s, _min_requests(targets.percentile))
+    bounds = _windows(t, targets.window_s, min_window_requests(targets.percentile), origin_s)
     ttft_unbounded = np.where(np.isfinite(e2e) & np.isfinite(ttft), ttft, np.inf)
     starts, ends, counts, p_ttft, p_tpot = [], [], [], [], []
     for lo, hi, start, end in bounds:
@@ -194,17 +195,19 @@ def judge(arrival_s: np.ndarray, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: 
                     ttft_ms, tpot_ms, breach, attainment)
 
 
-def _min_requests(percentile: float) -> int:
+def min_window_requests(percentile: float) -> int:
     """Fewest requests with a percentile above the largest value's neighbour: 1 / (1 - p)."""
     tail = max(1.0 - percentile / 100.0, 1e-6)
     return max(1, math.ceil(1.0 / tail - 1e-9))
 
 
-def _windows(t: np.ndarray, window_s: float, min_requests: int) -> list[tuple[int, int, float, float]]:
-    """(first index, end index, start s, end s) of each window of sorted arrivals `t`, small ones pooled."""
+def _windows(t: np.ndarray, window_s: float, min_requests: int,
+             origin_s: float | None = None) -> list[tuple[int, int, float, float]]:
+    """(first index, end index, start s, end s) of each window of sorted arrivals `t` from `origin_s` (default
+    its first arrival), small ones pooled."""
     if not t.size:
         return []
-    origin, last = float(t[0]), float(t[-1])
+    origin, last = float(t[0]) if origin_s is None else min(float(origin_s), float(t[0])), float(t[-1])
     if not window_s > 0:
         return [(0, t.size, origin, max(last, origin))]
     count = max(1, math.floor((last - origin) / window_s) + 1)

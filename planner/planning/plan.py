@@ -59,6 +59,7 @@ from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import OPTION_COLUMNS, Option, WholeLog, evaluate_option, option_label
 from planner.sizing.plan_row import PlanRow, plan_frame
+from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
 from planner.traffic.routes import ALLOW_LISTS, Route, parse_diurnal
 from planner.traffic.workload import SIM_BATCH_SAMPLE, Requests, route_log_requests, route_requests
@@ -315,6 +316,8 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
         plan_row = dataclasses.replace(plan_row, notes=_join(log_note, plan_row.notes))
     chosen = next((o for o in options if plan_row.ok and o.name == plan_row.option and o.window_checks), None)
     timeline = _timeline(chosen, assumptions, log) if chosen is not None else None
+    if chosen is not None:
+        plan_row = _with_resampled_hours(plan_row, chosen, assumptions, log)
     return plan_row, [option.to_row() for option in options], timeline
 
 
@@ -333,6 +336,17 @@ def _timeline(option: Option, a: Assumptions, log: LogRequests | None) -> pd.Dat
     costs = {n: option.resized(n, a, option.notes).cost.total_usd_per_month if n != option.replicas
              else option.cost.total_usd_per_month for n in checks}
     return window_timeline(sorted(checks.items()), option.replicas, costs)
+
+
+def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, log: LogRequests | None) -> PlanRow:
+    """The plan row with how many hours drawn from the load's windows the recommended fleet holds."""
+    requests = route_requests(option.route, log)
+    own = sizing.fleet_latency(option.curve, option.route, option.replicas, requests, a.router)  # the search's
+    found = resampled_hours(option.curve, requests, option.replicas, option.route.targets(a.slo_attainment),
+                            a.router, own=own)
+    if found is None:
+        return row
+    return dataclasses.replace(row, resampled_hours=found.hours, holds_in_resampled_hours=found.holding)
 
 
 def window_timeline(checks: Sequence[tuple[int, SloCheck]], recommended: int,

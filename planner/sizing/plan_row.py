@@ -84,6 +84,8 @@ class PlanRow:
     whole_log_replicas: int | None = None
     whole_log_usd_per_month: float = NAN
     whole_log_windows_in_breach: int | None = None
+    resampled_hours: int | None = None
+    holds_in_resampled_hours: int | None = None
     max_model_len: int | None = None
     profile: str = ""
     provenance: str = ""
@@ -144,6 +146,9 @@ class PlanRow:
             text += (f". Sized on the whole-log percentile instead: {self.whole_log_replicas} replicas, "
                      f"${self.whole_log_usd_per_month:,.0f}/month, {self.whole_log_windows_in_breach} of "
                      f"{self.windows} windows in breach")
+        if self.resampled_hours:
+            text += (f". Holds every window in {self.holds_in_resampled_hours} of {self.resampled_hours} hours "
+                     "drawn at random from the load's windows")
         return text
 
     @property

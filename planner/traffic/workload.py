@@ -337,6 +337,50 @@ LOAD_HORIZON_S = SECONDS_PER_HOUR
 LOAD_MAX_REQUESTS = 40_000
 LOAD_SEED = 0
 
+
+# ---------------------------------------------------------------- the next hour: the load's windows drawn at random
+
+# How many hours are drawn, and from which seed (issue 34, item 6: >= 200, fixed).
+RESAMPLED_HOURS = 200
+RESAMPLE_SEED = 0
+
+
+def window_blocks(requests: Requests, window_s: float) -> list[Requests]:
+    """The load cut into consecutive blocks of `window_s` seconds counted from its first arrival, as
+    fleetfacts.slo counts SLO windows; each block's arrivals are seconds from its own start (a quiet block may
+    hold none)."""
+    if not window_s > 0:
+        raise InputError(f"window_s: expected a number of seconds > 0, got {window_s!r}")
+    t = requests.arrival_s
+    if not t.size:
+        return []
+    origin = float(t[0])
+    count = max(1, math.floor((float(t[-1]) - origin) / window_s) + 1)
+    starts = origin + window_s * np.arange(count + 1)
+    cuts = np.searchsorted(t, starts, side="left")
+    cuts[-1] = t.size
+    return [Requests(t[a:b] - starts[k], requests.input_len[a:b], requests.output_len[a:b],
+                     f"{requests.source}, window {k}")
+            for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))]
+
+
+def resampled_orders(blocks: int, hours: int = RESAMPLED_HOURS, seed: int = RESAMPLE_SEED) -> np.ndarray:
+    """`hours` rows of `blocks` block indices drawn with replacement: each row is one hour as long as the load,
+    made of its windows in random order (a block bootstrap with blocks one SLO window long)."""
+    if blocks < 1 or hours < 1:
+        raise InputError(f"resampling needs at least one block and one hour, got {blocks} and {hours}")
+    return np.random.default_rng(seed).integers(0, blocks, size=(hours, blocks))
+
+
+def joined_blocks(blocks: Sequence[Requests], window_s: float) -> Requests:
+    """Blocks laid end to end, each `window_s` seconds after the one before: one load."""
+    shift = [b.arrival_s + k * window_s for k, b in enumerate(blocks)]
+    return Requests(np.concatenate(shift) if shift else np.empty(0),
+                    np.concatenate([b.input_len for b in blocks]) if blocks else np.empty(0, dtype=np.int64),
+                    np.concatenate([b.output_len for b in blocks]) if blocks else np.empty(0, dtype=np.int64),
+                    f"{len(blocks)} windows of {window_s:g} s laid end to end")
+
+
 LogRequests = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]
 
 

@@ -1,0 +1,136 @@
+"""Robust to the next hour (issue 34, item 6): does a fleet hold every SLO window in hours it has not seen?
+
+The route's one load (planner.traffic.workload.route_requests) is cut into its SLO windows and RESAMPLED_HOURS
+hours are drawn from them with replacement, fixed seed (planner.traffic.workload.resampled_orders): the same
+minutes in another order, a heavy one after another heavy one included.  An hour holds when every window in it
+holds by the one verdict (fleetfacts.slo, part (a); attainment is judged on the load itself).
+
+Simulating 200 hours through the fleet tier would cost 200 sizings, so each window is simulated behind the window
+before it only: what a fleet that holds still carries from earlier windows is what the last one left.  A window
+that breaks on an idle fleet breaks in every hour; one that holds behind each of the load's heaviest predecessors
+(most work left unfinished at their end) holds in every hour; the rest are simulated behind the predecessor each
+drawn hour gives them, memoised per pair.  tests/planner/test_resampled_hours.py checks this against drawn hours
+simulated end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetfacts.slo import Targets, judge, min_window_requests
+from planner.engine.curves import CurveLike
+from planner.latency import DEFAULT_ROUTER, Fleet, LatencyReport, predict
+from planner.traffic.workload import (
+    RESAMPLE_SEED,
+    RESAMPLED_HOURS,
+    Requests,
+    joined_blocks,
+    resampled_orders,
+    window_blocks,
+)
+
+# Empty windows after each pair of the pass behind the heaviest window: the fleet is idle again before the next.
+IDLE_GAP_WINDOWS = 2
+
+
+@dataclass(frozen=True)
+class Resampled:
+    """In how many of `hours` resampled hours a fleet holds every SLO window of `window_s` seconds."""
+
+    hours: int
+    holding: int
+    window_s: float
+
+    def describe(self) -> str:
+        return (f"holds every {self.window_s:g} s window in {self.holding} of {self.hours} resampled hours "
+                "(the load's windows drawn at random)")
+
+
+def resampled_hours(curve: CurveLike, requests: Requests, replicas: int, targets: Targets,
+                    router: str = DEFAULT_ROUTER, hours: int = RESAMPLED_HOURS, seed: int = RESAMPLE_SEED,
+                    own: LatencyReport | None = None) -> Resampled | None:
+    """How `replicas` replicas of `curve` behind `router` fare in `hours` hours drawn from the load's windows;
+    None when the SLO is not judged per window (window_s 0, no latency target) or there is no load.  own: the
+    fleet tier's report on the load in its own order (simulated here when not given)."""
+    if not targets.window_s > 0 or (targets.ttft_ms is None and targets.tpot_ms is None) \
+            or not requests.arrival_s.size:
+        return None
+    pairs = _PairJudge(curve, window_blocks(requests, targets.window_s), replicas, router, targets)
+    n = len(pairs.blocks)
+    own = own or predict(curve, Fleet(requests, replicas, router), percentiles=(targets.percentile,))
+    in_order, leftover = pairs.judge(own, float(requests.arrival_s[0]), n)
+    # A window that holds behind its own predecessor holds on an idle fleet (less work carried in).
+    idle = [in_order[b] or pairs.holds(None, b) for b in range(n)]
+    behind_heaviest = pairs.run_behind(int(np.argmax(leftover)))
+    safe = [idle[b] and behind_heaviest[b] for b in range(n)]
+    holding = sum(_hour_holds(order, idle, safe, pairs) for order in resampled_orders(n, hours, seed))
+    return Resampled(hours, holding, targets.window_s)
+
+
+def _hour_holds(order: np.ndarray, idle: list[bool], safe: list[bool], pairs: _PairJudge) -> bool:
+    for j, block in enumerate(order):
+        if safe[block]:
+            continue
+        if not idle[block] or (j > 0 and not pairs.holds(int(order[j - 1]), int(block))):
+            return False
+    return True
+
+
+class _PairJudge:
+    """Simulates sequences of the load's windows on the fleet and judges the windows in them: every window behind
+    one given window, one window behind another or on an idle fleet (memoised)."""
+
+    def __init__(self, curve: CurveLike, blocks: list[Requests], replicas: int, router: str,
+                 targets: Targets) -> None:
+        self.curve, self.blocks, self.replicas, self.router = curve, blocks, replicas, router
+        self.targets = dataclasses.replace(targets, window_s=0.0)
+        self.window_s = targets.window_s
+        self._memo: dict[tuple[int | None, int], bool] = {}
+
+    def run_behind(self, before: int) -> list[bool]:
+        """Each window right behind window `before` (itself behind an idle fleet): does it hold?"""
+        sequence: list[int | None] = []
+        for b in range(len(self.blocks)):
+            sequence += [before, b] + [None] * IDLE_GAP_WINDOWS
+        return self._run(sequence)[0][1::IDLE_GAP_WINDOWS + 2]
+
+    def holds(self, before: int | None, block: int) -> bool:
+        """Does window `block` hold behind window `before` (None: on an idle fleet)?"""
+        key = (before, block)
+        if key not in self._memo:
+            self._memo[key] = self._run([block] if before is None else [before, block])[0][-1]
+        return self._memo[key]
+
+    def _run(self, sequence: list[int | None]) -> tuple[list[bool], np.ndarray]:
+        """Per position of `sequence` (None: an empty window): does its window hold, and the seconds of work its
+        requests leave past its end."""
+        empty = Requests(np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), "")
+        load = joined_blocks([empty if b is None else self.blocks[b] for b in sequence], self.window_s)
+        if not load.arrival_s.size:
+            return [True] * len(sequence), np.zeros(len(sequence))
+        report = predict(self.curve, Fleet(load, self.replicas, self.router), percentiles=(self.targets.percentile,))
+        return self.judge(report, 0.0, len(sequence))
+
+    def judge(self, report: LatencyReport, origin: float, windows: int) -> tuple[list[bool], np.ndarray]:
+        """Per window of `window_s` from `origin` of a fleet report: does it hold, and the seconds of work its
+        requests leave past its end.  Too few requests for a percentile: judged with the window before, as the
+        verdict pools small windows."""
+        w = self.window_s
+        t, ttft, tpot, e2e = (np.concatenate([getattr(r, name) for r in report.results])
+                              for name in ("arrival_s", "ttft_s", "tpot_s", "e2e_s"))
+        position = np.floor((t - origin) / w).astype(int)
+        verdicts, leftover = [True] * windows, np.zeros(windows)
+        need = min_window_requests(self.targets.percentile)
+        for k in range(windows):
+            mine = position == k
+            if not mine.any():
+                continue
+            finish = t[mine] + e2e[mine]
+            leftover[k] = float(np.sum(np.maximum(finish[np.isfinite(finish)] - origin - (k + 1) * w, 0.0)))
+            if np.count_nonzero(mine) < need and k > 0:
+                mine |= position == k - 1
+            verdicts[k] = judge(t[mine], ttft[mine], tpot[mine], e2e[mine], self.targets).holds_every_window
+        return verdicts, leftover

@@ -1,0 +1,112 @@
+"""Issue 34, item 6: robust to the next hour. Hours drawn from the load's SLO windows, judged window by window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleetfacts.errors import InputError
+from fleetfacts.slo import judge
+from planner.latency import Fleet, predict
+from planner.planning.plan import _route_log, load_routes
+from planner.sizing import resampled
+from planner.sizing.resampled import resampled_hours
+from planner.traffic.routes import Route
+from planner.traffic.workload import (
+    Requests,
+    joined_blocks,
+    resampled_orders,
+    route_requests,
+    window_blocks,
+)
+from tests.conftest import bundled_catalog
+
+ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
+
+
+@pytest.fixture(scope="module")
+def code_load():
+    """The bundled code-completion route (its log at its own rate), its load and the vLLM FP8 H200 curve."""
+    routes = load_routes(ROUTES)
+    row = routes[routes["name"] == "code-completion"].iloc[0].to_dict()
+    route = Route.from_row({**row, "peak_to_mean": 1.0})
+    log, _ = _route_log(route)
+    curve = next(c for c in bundled_catalog().curves.values()
+                 if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
+                 == ("vllm", "h200", "fp8", route.model, "default"))
+    return route, route_requests(route, log), curve
+
+
+def test_window_blocks_cut_the_load_as_the_verdict_counts_windows_and_join_back():
+    t = np.array([5.0, 10.0, 70.0, 200.0])
+    load = Requests(t, np.array([1, 2, 3, 4]), np.array([5, 6, 7, 8]), "test")
+    blocks = window_blocks(load, 60.0)
+    assert [b.arrival_s.tolist() for b in blocks] == [[0.0, 5.0], [5.0], [], [15.0]]
+    joined = joined_blocks(blocks, 60.0)
+    np.testing.assert_allclose(joined.arrival_s, t - 5.0)
+    np.testing.assert_array_equal(joined.input_len, [1, 2, 3, 4])
+    with pytest.raises(InputError, match="window_s"):
+        window_blocks(load, 0.0)
+
+
+def test_resampled_orders_are_fixed_by_the_seed_and_draw_every_window():
+    a, b = resampled_orders(10, 300, seed=0), resampled_orders(10, 300, seed=0)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (300, 10) and set(np.unique(a)) == set(range(10))
+    assert not np.array_equal(a, resampled_orders(10, 300, seed=1))
+
+
+def carried_over_load() -> Requests:
+    """Two windows that each hold on an idle replica, where the second breaks behind the first: 600 short
+    requests, then 28 long prompts in the first window's last second, whose prefill the next window waits for."""
+    t = np.concatenate([np.linspace(0.5, 50, 600), np.linspace(59.0, 59.9, 28), 60 + np.linspace(0.2, 20, 40)])
+    inputs = np.concatenate([np.full(600, 500), np.full(28, 6000), np.full(40, 500)])
+    return Requests(t, inputs, np.full(t.size, 50), "two windows")
+
+
+def end_to_end_holding(curve, load, replicas, targets, hours, seed) -> int:
+    """How many drawn hours hold when each is simulated end to end and judged by the one verdict."""
+    blocks = window_blocks(load, targets.window_s)
+    held = 0
+    for order in resampled_orders(len(blocks), hours, seed):
+        hour = joined_blocks([blocks[b] for b in order], targets.window_s)
+        result = predict(curve, Fleet(hour, replicas)).results[0]
+        held += judge(result.arrival_s, result.ttft_s, result.tpot_s, result.e2e_s, targets,
+                      origin_s=0.0).holds_every_window
+    return held
+
+
+@pytest.mark.parametrize("case", ["code log, 3 replicas", "code log, 5 replicas", "carried over, 1 replica"])
+def test_the_shortcut_gives_the_verdict_of_whole_hours_simulated_end_to_end(code_load, case):
+    """Each window judged behind the window before it only (the module's shortcut) = the drawn hour simulated
+    end to end through the fleet tier and judged by the one verdict."""
+    route, load, curve = code_load
+    targets = route.targets(0.99)
+    replicas = int(case.split(", ")[1].split()[0])
+    if case.startswith("carried"):
+        load = carried_over_load()
+        _, alone = window_blocks(load, 60.0)
+        assert resampled_hours(curve, alone, replicas, targets, hours=1).holding == 1  # holds on an idle replica
+    fast = resampled_hours(curve, load, replicas, targets, hours=12, seed=3)
+    assert fast is not None and fast.hours == 12
+    assert fast.holding == end_to_end_holding(curve, load, replicas, targets, 12, 3)
+    if case.startswith("carried"):
+        assert 0 < fast.holding < 12  # the hours with the long prompts right before the second window break
+
+
+def test_more_replicas_hold_at_least_as_many_hours_and_the_plans_fleet_holds_them_all(code_load):
+    route, load, curve = code_load
+    targets = route.targets(0.99)
+    held = [resampled_hours(curve, load, n, targets).holding for n in (2, 3, 6)]
+    assert held[0] <= held[1] <= held[2]
+    assert held[0] < resampled.RESAMPLED_HOURS  # two replicas break the busiest minutes in some hours
+    assert held[2] == resampled.RESAMPLED_HOURS
+
+
+def test_no_resampling_without_windows_or_latency_targets(code_load):
+    route, load, curve = code_load
+    whole_run = route.targets(0.99).__class__(ttft_ms=300.0, tpot_ms=30.0, window_s=0.0)
+    assert resampled_hours(curve, load, 3, whole_run) is None
+    assert resampled_hours(curve, load, 3, whole_run.__class__(e2e_ms=5000.0)) is None
