@@ -317,6 +317,13 @@ PLAN = Schema(
         Column("whole_log_usd_per_month", "float", False, "online: $/month of that whole-log fleet", minimum=0),
         Column("whole_log_windows_in_breach", "int", False, "online: SLO windows the whole-log fleet breaks",
                minimum=0),
+        Column("autoscaled_floor", "int", False, "online: always-on replicas of the autoscaled option (scaling up "
+               "to `replicas` on the arrival rate, plan.assumptions.json scale_up_s); equal to `replicas` when "
+               "autoscaling cannot beat steady (planner.sizing.autoscaled; the notes say why)", minimum=1),
+        Column("autoscaled_usd_per_month", "float", False, "online: $/month of the autoscaled option (GPU-hours "
+               "billed on the route's load, plus the same engineering)", minimum=0),
+        Column("autoscaled_windows_in_breach", "int", False, "online: SLO windows the autoscaled fleet breaks",
+               minimum=0),
         Column("resampled_hours", "int", False, "online: hours drawn at random from the load's SLO windows "
                "(planner.sizing.resampled)", minimum=0),
         Column("holds_in_resampled_hours", "int", False, "online: of those hours, how many the recommended fleet "

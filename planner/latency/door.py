@@ -128,12 +128,18 @@ class Fleet:
     requests: Requests
     replicas: int
     router: str = DEFAULT_ROUTER
+    # An autoscaled fleet: per replica, when it takes arrivals (planner.latency.simulate.simulate's `active`);
+    # simulated whole (no share), so at most SIM_MAX_REPLICAS replicas.
+    active: tuple[tuple[float, float], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
             raise InputError(f"router: expected one of {', '.join(ROUTERS)}, got {self.router!r}")
         if int(self.replicas) != self.replicas or self.replicas < 1:
             raise InputError(f"replicas: expected a whole number >= 1, got {self.replicas!r}")
+        if self.active is not None and not len(self.active) == self.replicas <= SIM_MAX_REPLICAS:
+            raise InputError(f"an autoscaled fleet needs one (from, until) per replica and at most "
+                             f"{SIM_MAX_REPLICAS} replicas, got {len(self.active)} for {self.replicas}")
 
     @property
     def simulated(self) -> int:
@@ -142,6 +148,10 @@ class Fleet:
     def describe(self) -> str:
         subset = (f", {self.simulated} of them simulated with their share"
                   if self.simulated < self.replicas else "")
+        if self.active is not None:
+            always = sum(1 for start, until in self.active if start <= 0 and until == math.inf)
+            return (f"{always} to {self.replicas} replicas, autoscaled ({self.router}) serving "
+                    f"{self.requests.source}")
         return f"{self.replicas} replicas ({self.router}{subset}) serving {self.requests.source}"
 
 
@@ -299,7 +309,8 @@ def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> L
 def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> LatencyReport:
     k = load.simulated
     requests = thin_requests(load.requests, k / load.replicas, seed=0)
-    result = simulate(curve, requests.arrival_s, requests.input_len, requests.output_len, k, ROUTERS[load.router])
+    result = simulate(curve, requests.arrival_s, requests.input_len, requests.output_len, k, ROUTERS[load.router],
+                      active=load.active)
     metrics = _percentiles(result, percentiles)
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s / k if result.makespan_s > 0 else math.nan

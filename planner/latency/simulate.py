@@ -40,7 +40,7 @@ import dataclasses
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from heapq import heappop, heappush
@@ -500,9 +500,25 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
     return advance
 
 
-def _route_round_robin(reps: list[_Replica], run: _Run) -> list[int]:
+# When each replica serves: (first arrival it may take, s; no arrival from this time on), one per replica.
+Active = Sequence[tuple[float, float]]
+
+
+def _takes(active: Active | None, r: int, t: float) -> bool:
+    """Does replica r take an arrival at time t (always, without a schedule)?"""
+    return active is None or active[r][0] <= t < active[r][1]
+
+
+def _route_round_robin(reps: list[_Replica], run: _Run, active: Active | None = None) -> list[int]:
     count = len(reps)
-    assigned = [i % count for i in range(len(run.arr))]
+    if active is None:
+        assigned = [i % count for i in range(len(run.arr))]
+    else:
+        assigned, turn = [], 0
+        for t in run.arr:
+            serving = [r for r in range(count) if _takes(active, r, t)] or [0]
+            assigned.append(serving[turn % len(serving)])
+            turn += 1
     for i, r in enumerate(assigned):
         reps[r].queue.append(i)
     advance = _make_advance(run)
@@ -511,16 +527,19 @@ def _route_round_robin(reps: list[_Replica], run: _Run) -> list[int]:
     return assigned
 
 
-def _route_jsq(reps: list[_Replica], run: _Run) -> list[int]:
-    """Each arrival goes to the replica with the fewest outstanding requests (lowest index on ties)."""
+def _route_jsq(reps: list[_Replica], run: _Run, active: Active | None = None) -> list[int]:
+    """Each arrival goes to the replica with the fewest outstanding requests (lowest index on ties) among those
+    taking arrivals then (`active`; every replica without it, the first when none does)."""
     assigned = [0] * len(run.arr)
     index = {id(rep): r for r, rep in enumerate(reps)}
     advance = _make_advance(run)
     for i, t in enumerate(run.arr):
         best, best_load = reps[0], math.inf
-        for rep in reps:
+        for r, rep in enumerate(reps):
             if rep.wake <= t:
                 advance(rep, t)
+            if active is not None and not active[r][0] <= t < active[r][1]:
+                continue
             if rep.outstanding < best_load:
                 best, best_load = rep, rep.outstanding
                 if best_load == 0:
@@ -614,13 +633,17 @@ def _check_requests(arrival_s: Numbers, input_len: Numbers, output_len: Numbers
 
 
 def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_len: Numbers,
-             replicas: int = 1, router: str = "jsq", slo: Slo | None = None) -> SimResult:
+             replicas: int = 1, router: str = "jsq", slo: Slo | None = None, active: Active | None = None) -> SimResult:
     """Simulate `replicas` replicas of `curve` serving the given requests.
 
     arrival_s: sorted arrival times, s; input_len / output_len: tokens per
     request (>= 1).  router: "jsq" (least outstanding requests) or
-    "round-robin".  Raises InputError on bad arguments.
+    "round-robin".  active: per replica, when it takes arrivals (an autoscaled
+    fleet: a replica started later, or draining); a request it took is served
+    to the end.  Raises InputError on bad arguments.
     """
+    if active is not None and len(active) != replicas:
+        raise InputError(f"active: expected one (from, until) per replica ({replicas}), got {len(active)}")
     if router not in ROUTERS:
         raise InputError(f"router: expected one of {', '.join(ROUTERS)}, got {router!r}")
     if int(replicas) != replicas or replicas < 1:
@@ -628,7 +651,7 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     t, i, o = _check_requests(arrival_s, input_len, output_len)
     run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
     reps = [_Replica() for _ in range(int(replicas))]
-    assigned = (_route_jsq if router == "jsq" else _route_round_robin)(reps, run)
+    assigned = (_route_jsq if router == "jsq" else _route_round_robin)(reps, run, active)
     front_end = getattr(curve, "front_end", None)
     if front_end is not None and front_end.adds_delay:
         _add_front_end(run, front_end, t, i, o, np.asarray(assigned))

@@ -57,6 +57,7 @@ from planner.latency import serving_curves, simulate
 from planner.planning.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
+from planner.sizing.autoscaled import autoscaled
 from planner.sizing.options import OPTION_COLUMNS, Option, WholeLog, evaluate_option, option_label
 from planner.sizing.plan_row import PlanRow, plan_frame
 from planner.sizing.resampled import resampled_hours
@@ -318,6 +319,7 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     timeline = _timeline(chosen, assumptions, log) if chosen is not None else None
     if chosen is not None:
         plan_row = _with_resampled_hours(plan_row, chosen, assumptions, log)
+        plan_row = _with_autoscaled(plan_row, chosen, assumptions, log)
     return plan_row, [option.to_row() for option in options], timeline
 
 
@@ -347,6 +349,25 @@ def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, log: Log
     if found is None:
         return row
     return dataclasses.replace(row, resampled_hours=found.hours, holds_in_resampled_hours=found.holding)
+
+
+def _with_autoscaled(row: PlanRow, option: Option, a: Assumptions, log: LogRequests | None) -> PlanRow:
+    """The plan row with the autoscaled option (planner.sizing.autoscaled); steady's figures, and a note saying
+    so, when autoscaling cannot beat steady."""
+    found = autoscaled(option.curve, route_requests(option.route, log), option.replicas,
+                       option.route.targets(a.slo_attainment), a.scale_up_s, a.router)
+    if found is None or row.windows_in_breach is None:
+        return row
+    if not found.beats_steady:
+        return dataclasses.replace(row, autoscaled_floor=row.replicas, autoscaled_usd_per_month=row.total_usd_per_month,
+                                   autoscaled_windows_in_breach=row.windows_in_breach,
+                                   notes=_join(row.notes, found.describe()))
+    assert found.check is not None
+    c = option.cost
+    usd = c.total_usd_per_month - c.gpu_usd_per_month * (1.0 - found.cost_ratio)  # only GPU-hours change
+    return dataclasses.replace(row, autoscaled_floor=found.floor, autoscaled_usd_per_month=usd,
+                               autoscaled_windows_in_breach=found.check.windows_in_breach,
+                               notes=_join(row.notes, found.describe()))
 
 
 def window_timeline(checks: Sequence[tuple[int, SloCheck]], recommended: int,

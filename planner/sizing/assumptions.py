@@ -15,6 +15,7 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import PRICES
 from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.sizing import sizing
+from planner.sizing.autoscaled import DEFAULT_SCALE_UP_S
 
 BATCH_BILLING = ("per-use", "always-on")
 PRICING_TYPES = PRICES.column("pricing_type").choices
@@ -35,6 +36,8 @@ ASSUMPTION_NOTES = {
                         "recommended; their profiles still show in charts",
     "router": "assumption: the load balancer in front of each route's replicas (least-outstanding or "
               "round-robin); the fleet simulation that sizes online routes routes by it, and `deploy` writes it",
+    "scale_up_s": "assumption: seconds from a load rise until an added replica serves (30 s detection + the "
+                  "slowest vLLM start measured on the H200, 130 s); the autoscaled option's reaction time",
     "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
                                 "(measured or transferred) rank behind those with one",
 }
@@ -63,8 +66,10 @@ class Assumptions:
     allow_prerelease: bool = False
     allow_unverified_latency: bool = False
     router: str = DEFAULT_ROUTER
+    scale_up_s: float = DEFAULT_SCALE_UP_S
 
     def __post_init__(self) -> None:
+        _check_range("scale_up_s", self.scale_up_s, 0.0, 86400.0)
         _check_range("hours_per_month", self.hours_per_month, 0.0, 744.0, low_open=True)
         _check_range("engineer_usd_per_hour", self.engineer_usd_per_hour, 0.0, math.inf)
         _check_range("adoption_amortise_months", self.adoption_amortise_months, 0.0, math.inf)

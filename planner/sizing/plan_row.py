@@ -84,6 +84,9 @@ class PlanRow:
     whole_log_replicas: int | None = None
     whole_log_usd_per_month: float = NAN
     whole_log_windows_in_breach: int | None = None
+    autoscaled_floor: int | None = None
+    autoscaled_usd_per_month: float = NAN
+    autoscaled_windows_in_breach: int | None = None
     resampled_hours: int | None = None
     holds_in_resampled_hours: int | None = None
     max_model_len: int | None = None
@@ -146,6 +149,12 @@ class PlanRow:
             text += (f". Sized on the whole-log percentile instead: {self.whole_log_replicas} replicas, "
                      f"${self.whole_log_usd_per_month:,.0f}/month, {self.whole_log_windows_in_breach} of "
                      f"{self.windows} windows in breach")
+        if self.autoscaled_floor is not None and self.autoscaled_floor == self.replicas:
+            text += ". Autoscaling cannot beat steady (scale_up_s in the assumptions; the notes say why)"
+        elif self.autoscaled_floor is not None:
+            text += (f". Autoscaled from a floor of {self.autoscaled_floor} to {self.replicas} replicas: "
+                     f"${self.autoscaled_usd_per_month:,.0f}/month, {self.autoscaled_windows_in_breach} of "
+                     f"{self.windows} windows in breach")
         if self.resampled_hours:
             text += (f". Holds every window in {self.holds_in_resampled_hours} of {self.resampled_hours} hours "
                      "drawn at random from the load's windows")
@@ -194,7 +203,7 @@ PLAN_DECIMALS = {
                      *LATENCY_INTERVAL_COLUMNS), 1),
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
     "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,
-    "whole_log_usd_per_month": 2,
+    "whole_log_usd_per_month": 2, "autoscaled_usd_per_month": 2,
 }
 
 
