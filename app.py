@@ -680,6 +680,9 @@ def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:
     verdict = answer.window_verdicts(result.plan).get(route)
     if verdict:
         st.markdown(f"**{markdown_text(route)}**: {markdown_text(verdict)}")
+    choices = answer.sizing_choices(result.plan, route)
+    if not choices.empty:
+        st.dataframe(choices, hide_index=True)
     chart = charts.window_timeline_chart(result.timelines[route], _cell_number(r.get("ttft_slo_ms")),
                                          _cell_number(r.get("tpot_slo_ms")),
                                          _cell_number(r.get("slo_percentile")) or 95.0)

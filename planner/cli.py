@@ -907,8 +907,9 @@ def _deploy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-path", help="what the server loads (hub id or checkpoint dir; default: the model's "
                    "Hugging Face repo of its bundled config, fleetfacts/models/README.md)")
     p.add_argument("--image", help="k8s: container image (default: the engine's official image of the version)")
-    p.add_argument("--min-replicas", type=int, help="k8s: add an HPA scaling between this and the plan's replicas "
-                   f"on {deploy.HPA_METRIC} (target: the plan's operating concurrency per pod)")
+    p.add_argument("--min-replicas", type=int, help="k8s: the HPA's floor (default: the plan's autoscaled_floor, "
+                   "no HPA where autoscaling cannot beat steady); it scales up to the plan's replicas on "
+                   f"{deploy.HPA_METRIC} (target: the plan's operating concurrency per pod)")
 
 
 def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, PlanRow]]:

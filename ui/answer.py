@@ -277,6 +277,28 @@ def window_verdicts(plan: pd.DataFrame) -> dict[str, str]:
     return {r.route: text for r in rows if r.ok and (text := r.window_verdict())}
 
 
+def sizing_choices(plan: pd.DataFrame, route: str) -> pd.DataFrame:
+    """An online route's three priced ways to size its fleet, side by side: steady (the recommendation: holds
+    every window), whole-log (sized on the whole run's percentile, as other planners size) and autoscaled (a
+    warm floor plus scale-up); each with its replicas, $/month and SLO windows in breach.  Empty when the route
+    was not judged window by window."""
+    rows = [r for r in plan_rows(plan.reindex(columns=PLAN_SCHEMA.names)) if r.route == route and r.ok]
+    if not rows or rows[0].windows is None:
+        return pd.DataFrame(columns=["sizing", "replicas", "$/month", "windows in breach"])
+    r = rows[0]
+    out = [("steady (recommended)", str(r.replicas), r.total_usd_per_month, r.windows_in_breach)]
+    if r.whole_log_replicas is not None:
+        out.append(("whole-log p-value", str(r.whole_log_replicas), r.whole_log_usd_per_month,
+                    r.whole_log_windows_in_breach))
+    if r.autoscaled_floor is not None and r.autoscaled_floor < (r.replicas or 0):
+        out.append(("autoscaled", f"{r.autoscaled_floor} to {r.replicas}", r.autoscaled_usd_per_month,
+                    r.autoscaled_windows_in_breach))
+    elif r.autoscaled_floor is not None:
+        out.append(("autoscaled: cannot beat steady", str(r.replicas), r.total_usd_per_month, r.windows_in_breach))
+    return pd.DataFrame([(name, n, f"${usd:,.0f}", f"{breach} of {r.windows}") for name, n, usd, breach in out],
+                        columns=["sizing", "replicas", "$/month", "windows in breach"])
+
+
 # What an option's curve was fitted on, in words (Option.data_source).
 DATA_SOURCE_WORDS = {"measured": "measured by this project", "published": "published (vendor tables)",
                      "transferred": "transferred (predicted from other models and GPUs)"}

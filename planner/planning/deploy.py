@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 from fleetfacts.errors import InputError
 from fleetfacts.specs import bundled_model_sources, bundled_model_specs
 from planner.latency import DEFAULT_ROUTER
+from planner.sizing.autoscaled import SCALE_DOWN_S
 from planner.sizing.plan_row import PlanRow
 
 FORMATS = ("vllm", "trtllm", "k8s")
@@ -111,6 +112,7 @@ class Target:
     router: str = DEFAULT_ROUTER
     traffic: str = "online"
     object_name: str = ""  # unique within the plan (object_names); "" for the route's own base_name
+    autoscaled_floor: int | None = None  # the plan's autoscaled option (planner.sizing.autoscaled)
 
     @classmethod
     def from_row(cls, row: PlanRow, plan_file: str, line: int, router: str = DEFAULT_ROUTER,
@@ -126,7 +128,7 @@ class Target:
         assert row.tp is not None and row.replicas is not None and row.max_model_len is not None
         target = cls(row.route, row.model, row.engine, row.engine_version, row.gpu, row.precision, row.tp,
                      row.replicas, row.operating_concurrency, row.max_model_len, row.profile, plan_file, line,
-                     router, row.traffic or "online", object_name)
+                     router, row.traffic or "online", object_name, row.autoscaled_floor)
         _check_tp(target, where)
         return target
 
@@ -424,9 +426,17 @@ def k8s_objects(target: Target, settings: EngineSettings, model_path: str, image
         options = yaml.safe_dump(trtllm_options(target, settings), sort_keys=True)
         objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{target.name}"
                         "-trtllm-options"}, "data": {"options.yaml": options}})
-    if min_replicas is not None and min_replicas < target.replicas:
-        objects.append(_hpa(target, meta, min_replicas))
+    floor = autoscale_floor(target, min_replicas)
+    if floor is not None:
+        objects.append(_hpa(target, meta, floor))
     return objects
+
+
+def autoscale_floor(target: Target, given: int | None = None) -> int | None:
+    """The HPA's minReplicas: `given` (--min-replicas), else the plan's autoscaled floor; None (no HPA) when it
+    is not below the plan's replicas (the plan found that autoscaling cannot beat steady)."""
+    floor = given if given is not None else target.autoscaled_floor
+    return floor if floor is not None and floor < target.replicas else None
 
 
 def _hpa(target: Target, meta: dict[str, Any], min_replicas: int) -> dict[str, Any]:
@@ -434,9 +444,12 @@ def _hpa(target: Target, meta: dict[str, Any], min_replicas: int) -> dict[str, A
         raise InputError(f"route {target.route}: the plan gives no operating concurrency to autoscale on")
     metric = {"type": "Pods", "pods": {"metric": {"name": HPA_METRIC},
                                        "target": {"type": "AverageValue", "averageValue": str(target.batch_needed)}}}
+    # Scale-down waits as long as the plan's simulated autoscaler waited (planner.sizing.autoscaled).
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": int(SCALE_DOWN_S)}}
     return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": meta,
             "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target.name},
-                     "minReplicas": max(1, min_replicas), "maxReplicas": target.replicas, "metrics": [metric]}}
+                     "minReplicas": max(1, min_replicas), "maxReplicas": target.replicas, "metrics": [metric],
+                     "behavior": behavior}}
 
 
 class _PlainDumper(yaml.SafeDumper):

@@ -14,12 +14,15 @@ from fleetfacts.errors import InputError
 from planner.cli import main
 from planner.latency import Fleet, predict
 from planner.latency.simulate import simulate
-from planner.planning.plan import _route_log, load_routes
+from planner.planning.plan import _route_log, load_routes, make_plan
 from planner.sizing import autoscaled as scaler
+from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import DETECT_S, SCALE_DOWN_S, SYNC_S, autoscaled, busiest_window_rps, schedule
+from planner.sizing.plan_row import plan_frame
 from planner.traffic.routes import Route
 from planner.traffic.workload import route_requests
 from tests.conftest import bundled_catalog, cli_fits_bundled_once
+from ui.answer import sizing_choices
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -112,3 +115,16 @@ def test_plan_reports_the_autoscaled_option_and_takes_the_scale_up_time(tmp_path
         assert slow["autoscaled_usd_per_month"] == pytest.approx(slow["total_usd_per_month"])
         assert "cannot beat steady" in slow["notes"]
 
+
+
+def test_the_app_lists_the_three_sizings_from_the_plan_row():
+    routes = load_routes(EXAMPLES / "routes.csv")
+    code = routes[routes["name"] == "code-completion"]
+    row = make_plan(code, bundled_catalog(), Assumptions(), check_by_simulation=True).rows[0]
+    table = sizing_choices(plan_frame([row]), "code-completion")
+    assert list(table["sizing"]) == ["steady (recommended)", "whole-log p-value", "autoscaled"]
+    assert table.iloc[0]["replicas"] == str(row.replicas)
+    assert table.iloc[1]["$/month"] == f"${row.whole_log_usd_per_month:,.0f}"
+    assert table.iloc[2]["replicas"] == f"{row.autoscaled_floor} to {row.replicas}"
+    assert table.iloc[2]["windows in breach"] == f"{row.autoscaled_windows_in_breach} of {row.windows}"
+    assert sizing_choices(plan_frame([row]), "no-such-route").empty

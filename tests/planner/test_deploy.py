@@ -215,3 +215,20 @@ def test_two_routes_never_share_a_name_and_every_name_is_a_dns_label(plan, tmp_p
             if doc["kind"] == "Deployment":
                 deployments[name] = doc["metadata"]["annotations"][f"{deploy.ANNOTATION}route"]
     assert sorted(deployments.values()) == sorted(names) and len(deployments) == 2
+
+
+def test_k8s_takes_the_plans_autoscaled_floor_unless_told_otherwise(plan, rows, tmp_path):
+    """Without --min-replicas, a route whose autoscaled option beats steady gets an HPA from its autoscaled floor
+    to its replicas, scaling down as slowly as the plan's simulated autoscaler; one where it cannot gets none."""
+    assert _deploy(plan, tmp_path, "k8s") == 0
+    for route, row in rows.items():
+        kinds = {d["kind"]: d for d in _documents(tmp_path / f"{route}.k8s.yaml")}
+        scales = row.autoscaled_floor is not None and row.autoscaled_floor < (row.replicas or 0)
+        assert ("HorizontalPodAutoscaler" in kinds) == scales, route
+        if scales:
+            hpa = kinds["HorizontalPodAutoscaler"]
+            kubernetes_validate.validate(hpa, K8S_VERSION, strict=True)
+            spec = hpa["spec"]
+            assert (spec["minReplicas"], spec["maxReplicas"]) == (row.autoscaled_floor, row.replicas)
+            assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+    assert any(r.autoscaled_floor is not None and r.autoscaled_floor < (r.replicas or 0) for r in rows.values())
