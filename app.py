@@ -663,8 +663,10 @@ def alternative_section(plan: pd.DataFrame, fleet: FleetResult, plan_view: answe
                            "fleet: engine / GPU": text(width=230), "fleet: GPUs": number("fleet GPUs", width=75),
                            "fleet: GPU $/month": number("fleet GPU $/mo", width=105)})
         st.markdown(answer.why_text(table))
-    st.caption("A shared deployment's GPUs and GPU $ serve every route on it; the fleet counts engineering once "
-               "per engine and model (the route-by-route plan once per route).")
+    st.caption(" ".join(part for part in (
+        answer.fleet_gpus_note(table, fleet),
+        "A shared deployment's GPUs and GPU $ serve every route on it; the fleet counts engineering once per engine "
+        "and model (the route-by-route plan once per route).") if part))
 
 
 def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:

@@ -344,9 +344,10 @@ FLEET = Schema(
     "fleet",
     (
         Column("deployment", "str", True, "deployment name (d1, d2, ...)"),
-        Column("kind", "enum", True, "shared (chosen by the fleet program; may serve several routes or length "
-               "buckets), route-by-route (a route kept on its own planned option) or batch (a batch job's option)",
-               choices=("shared", "route-by-route", "batch")),
+        Column("kind", "enum", True, "shared (chosen by the fleet program, serving several routes), one route "
+               "(chosen by the fleet program, serving one route or its length buckets), route-by-route (a route "
+               "kept on its own planned option) or batch (a batch job's option)",
+               choices=("shared", "one route", "route-by-route", "batch")),
         Column("model", "slug", True, "model slug the deployment serves"),
         Column("engine", "slug", True, ""),
         Column("engine_version", "str", True, ""),

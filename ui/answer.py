@@ -129,6 +129,18 @@ def plan_fleet_table(plan: pd.DataFrame, fleet: FleetResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PLAN_FLEET_COLUMNS))
 
 
+def fleet_gpus_note(table: pd.DataFrame, fleet: FleetResult) -> str:
+    """Why the per-route fleet GPU column of a plan_fleet_table adds up to more than the fleet's GPUs (a shared
+    deployment's GPUs appear under every route it serves), with the figures; '' when it adds up."""
+    listed = int(pd.to_numeric(table["fleet: GPUs"], errors="coerce").fillna(0).sum())
+    total = int(pd.to_numeric(fleet.deployments["gpus_max"], errors="coerce").fillna(0).sum())
+    if listed == total:
+        return ""
+    shared = [str(d["deployment"]) for d in fleet.deployments.to_dict("records") if d["kind"] == "shared"]
+    return (f"The fleet GPUs column adds up to {listed} for a fleet of {total} GPUs: the GPUs of "
+            f"{', '.join(shared) or 'a shared deployment'} appear under each route they serve.")
+
+
 def why_text(table: pd.DataFrame) -> str:
     """The 'why they differ' column of a plan_fleet_table as markdown, one bullet per route that differs and one
     line naming the routes the fleet serves as planned."""

@@ -64,6 +64,8 @@ COLD_START_MIN_UNKNOWN = 15.0
 # Rounding slack when reading binary / integer values back from the solver.
 INTEGRALITY_SLACK = 1e-6
 SHARED, KEPT, BATCH = "shared", "route-by-route", "batch"
+# A deployment the optimiser built (as a shared one) that ended up serving one route: labelled so, not "shared".
+ONE_ROUTE = "one route"
 
 
 class FleetInfeasibleError(FleetplanError):
@@ -972,22 +974,33 @@ def _fleet_row(name: str, d: Deployment, units: list[Unit], prices: Prices) -> d
         key = c.curve.key
         served = "; ".join(f"{units[k].label} {units[k].share:.2f}" for k in d.units)
         engine = (key.engine, key.engine_version, key.config or "default", key.gpu, key.precision, key.tp)
-        slo, replicas, pricing = c.tier.label(), list(d.replicas), _shared_pricing(d)
+        kind, slo = _kind_and_slo(c.tier, [units[k].route for k in d.units])
+        replicas, pricing = list(d.replicas), _shared_pricing(d)
     else:
         assert d.choice is not None
         r = d.choice.row
         engine = (r["engine"], r["engine_version"], r.get("engine_config") or "default", r["gpu"], r["precision"],
                   int(r["tp"]))
         served = f"{d.choice.route} 1.00"
-        slo, replicas, pricing = "", [int(r["replicas"])], str(r.get("price_source", ""))
+        kind, slo, replicas, pricing = d.kind, "", [int(r["replicas"])], str(r.get("price_source", ""))
     tp = int(engine[5])
-    return {"deployment": name, "kind": d.kind, "model": d.model, "engine": engine[0], "engine_version": engine[1],
+    return {"deployment": name, "kind": kind, "model": d.model, "engine": engine[0], "engine_version": engine[1],
             "engine_config": engine[2], "gpu": engine[3], "precision": engine[4], "tp": tp, "slo": slo,
             "routes": served, "replicas_min": min(replicas), "replicas_max": max(replicas),
             "replicas_by_hour": ";".join(str(n) for n in replicas) if len(replicas) > 1 else "",
             "reserved_replicas": d.reserved, "gpus_max": max(replicas) * tp, "pricing": pricing,
             "gpu_usd_per_month": round(_gpu_usd(d, prices), 2),
             "sim_attainment": None if math.isnan(d.attainment) else round(d.attainment, 4), "notes": d.notes}
+
+
+def _kind_and_slo(tier: Tier, routes: list[Route]) -> tuple[str, str]:
+    """A built deployment's kind (shared only when it serves more than one route) and the SLO it holds: for one
+    route, that route's own, with the stricter tier it was sized at when there is one."""
+    if len({r.name for r in routes}) > 1:
+        return SHARED, tier.label()
+    own = _own(routes[0])
+    stricter = "" if own == tier else f" (sized at the stricter {tier.label()})"
+    return ONE_ROUTE, own.label() + stricter
 
 
 def _shared_pricing(d: Deployment) -> str:

@@ -158,3 +158,16 @@ def test_option_sources_say_what_each_feasible_option_rests_on_cheapest_first():
                               "published (vendor tables): trtllm/h100/tp4 (16 GPUs, 90% interval ×79.0)")
     assert sources["small"] == "transferred (predicted from other models and GPUs): vllm/h100 (1 GPU)"
     assert answer.option_sources(options.drop(columns="data_source")) == {}
+
+
+def test_the_page_says_why_the_per_route_fleet_gpus_add_up_to_more_than_the_fleet():
+    plan = pd.DataFrame([plan_row("chat"), plan_row("code", replicas=3), plan_row("solo")])
+    shared = fleet([deployment("d1", "chat 1.00; code 1.00", replicas=3), deployment("d2", "solo 1.00", kind="one route")],
+                   {"chat": "d1", "code": "d1", "solo": "d2"})
+    note = answer.fleet_gpus_note(answer.plan_fleet_table(plan, shared), shared)
+    assert note == ("The fleet GPUs column adds up to 7 for a fleet of 4 GPUs: the GPUs of d1 appear under each "
+                    "route they serve.")
+    alone = fleet([deployment("d1", "chat 1.00", kind="one route"), deployment("d2", "code 1.00", replicas=3,
+                                                                              kind="route-by-route")],
+                  {"chat": "d1", "code": "d2"})
+    assert answer.fleet_gpus_note(answer.plan_fleet_table(plan.iloc[:2], alone), alone) == ""

@@ -4,6 +4,7 @@ route-by-route plan; `python -m planner fleet` end to end."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,6 +19,7 @@ from planner.traffic.routes import Route, Slo
 from tests.conftest import bundled_catalog
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 
 # A night at a quarter of the day's rate: hours 0-7 low, the rest at the peak (synthetic test shape).
 NIGHT_AND_DAY = ";".join(["1"] * 8 + ["4"] * 16)
@@ -173,3 +175,21 @@ def test_a_bad_diurnal_cell_names_its_line_and_column(tmp_path):
     pd.DataFrame([_route("support", 0.5, diurnal="1;2;3")]).to_csv(routes, index=False)
     with pytest.raises(InputError, match=r"line 2, column 'diurnal': expected 24 numbers"):
         load_routes(routes)
+
+
+def test_a_built_deployment_serving_one_route_is_not_called_shared_and_holds_that_routes_slo(catalog):
+    """Issue 35, item 6: a deployment the program built that serves one route is kind 'one route' and states the
+    route's own SLO (and the stricter tier it was sized at), never another route's SLO as if it held it. The
+    example's chat (500/50) and code-completion (300/30): chat's deployment is built at the model's strictest tier."""
+    routes = load_routes(ROOT / "examples" / "routes.csv")
+    routes = routes[routes["name"].isin(["chat", "code-completion"])].reset_index(drop=True)
+    fleet = make_fleet(routes, catalog, levers=Levers(share=True, pricing=False),
+                       baseline=make_plan(routes, catalog, check_by_simulation=True))
+    kinds = {}
+    for d in fleet.deployments.to_dict("records"):
+        served = {part.rsplit(" ", 1)[0].split("[")[0] for part in str(d["routes"]).split("; ")}
+        assert (d["kind"] == "shared") == (len(served) > 1 and d["kind"] not in ("route-by-route", "batch")), d
+        kinds.update(dict.fromkeys(served, d))
+    chat = kinds["chat"]
+    assert chat["kind"] == "one route"
+    assert chat["slo"] == "p95 TTFT 500 ms, TPOT 50 ms (sized at the stricter p95 TTFT 300 ms, TPOT 30 ms)"
