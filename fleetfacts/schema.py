@@ -365,6 +365,11 @@ FLEET = Schema(
                "= always on)"),
         Column("reserved_replicas", "int", False, "replicas on reserved pricing (the rest on-demand)", minimum=0),
         Column("gpus_max", "int", True, "replicas_max x tp", minimum=0),
+        Column("gpus_low", "int", False, "GPUs at the busiest hour if each replica delivers the high end of its "
+               "throughput interval (the plan's option rows of the same option for the routes it serves)",
+               minimum=0),
+        Column("gpus_high", "int", False, "GPUs at the busiest hour if each replica delivers only the low end of its "
+               "throughput interval: the range the recommendation carries", minimum=0),
         Column("pricing", "str", False, "pricing type(s), provider and source of the GPU price(s)"),
         Column("gpu_usd_per_month", "float", True, "GPU cost, USD per month (cold starts included)", minimum=0),
         Column("sim_attainment", "float", False, "lowest share of a served route's simulated requests meeting "

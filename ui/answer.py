@@ -40,6 +40,10 @@ class Answer:
     checked: bool
     per_route: Mapping[str, tuple[float, ...]] | None = None
     gpus_by_type: Mapping[str, int] | None = None
+    # GPUs if every replica delivers the high / the low end of its throughput interval (None: not known), and
+    # the GPUs on curves whose range is wide, with the widest ratio.
+    gpu_range: tuple[int, int] | None = None
+    wide: str = ""
 
 
 def plan_answer(plan: pd.DataFrame, checked: bool) -> Answer:
@@ -49,7 +53,7 @@ def plan_answer(plan: pd.DataFrame, checked: bool) -> Answer:
         ok["route"], *(pd.to_numeric(ok[c], errors="coerce").fillna(0.0) for c in MONEY), strict=True)}
     totals = {name: sum(v[i] for v in per_route.values()) for i, name in enumerate(MONEY)}
     return Answer(PLAN, totals, tuple(str(r) for r in plan["route"]), tuple(per_route), checked,
-                  per_route)
+                  per_route, None, *_gpu_range(ok, "gpus", "route"))
 
 
 def fleet_answer(fleet: FleetResult, plan: pd.DataFrame) -> Answer:
@@ -60,7 +64,29 @@ def fleet_answer(fleet: FleetResult, plan: pd.DataFrame) -> Answer:
               "eng_usd_per_month": float(s["eng_usd_per_month"]),
               "total_usd_per_month": float(s["total_usd_per_month"])}
     return Answer(FLEET, totals, tuple(str(r) for r in plan["route"]), tuple(str(r) for r in fleet.routes["route"]),
-                  bool(s.get("simulation_checked")), None, dict(s["gpus_by_type"]))
+                  bool(s.get("simulation_checked")), None, dict(s["gpus_by_type"]),
+                  *_gpu_range(fleet.deployments, "gpus_max", "routes"))
+
+
+# A GPU range whose high end is above this many times its low end is wide (as ui.tables flags a route's).
+WIDE_RATIO = 3.0
+
+
+def _gpu_range(rows: pd.DataFrame, gpus: str, label: str) -> tuple[tuple[int, int] | None, str]:
+    """(low, high) GPUs summed over rows with gpus_low / gpus_high (rows without them at their own count), and
+    'N of M GPUs on a wide range (...)' naming the rows whose own range is wide; (None, '') when no row has one."""
+    if rows.empty or "gpus_low" not in rows.columns or rows["gpus_low"].isna().all():
+        return None, ""
+    count = pd.to_numeric(rows[gpus], errors="coerce").fillna(0)
+    low = pd.to_numeric(rows["gpus_low"], errors="coerce").fillna(count)
+    high = pd.to_numeric(rows["gpus_high"], errors="coerce").fillna(count)
+    wide = high > WIDE_RATIO * low.clip(lower=1)
+    text = ""
+    if wide.any():
+        names = ", ".join(f"{markdown_text(str(r).split(' ')[0])} ×{h / max(lo, 1):,.0f}" for r, lo, h in
+                          zip(rows.loc[wide, label], low[wide], high[wide], strict=True))
+        text = f"{count[wide].sum():,.0f} of {count.sum():,.0f} GPUs on a wide throughput range ({names})"
+    return (int(low.sum()), int(high.sum())), text
 
 
 def answer_change(now: Answer, before: Answer | None) -> dict[str, float] | None:
@@ -99,9 +125,17 @@ def bar_text(answer: Answer, alternative: Answer | None, compact: bool = False) 
     gpus = f"{t['gpus']:,.0f} GPUs" + (f" ({', '.join(f'{n} {g}' for g, n in answer.gpus_by_type.items())})"
                                        if answer.gpus_by_type else "")
     check = "checked by simulation" if answer.checked else "**NOT checked by simulation**"
+    low, high = answer.gpu_range or (0, 0)
+    spread = f" ({low:,}–{high:,} at the ends of the throughput intervals)" if low != high else ""
+    wide = f" · **{answer.wide}**" if answer.wide else ""
     if compact:
-        return f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {t['gpus']:,.0f} GPUs · {check}"
-    text = (f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {gpus} · {coverage_text(answer)} · {check}")
+        short = f" ({low:,}–{high:,})" if spread else ""
+        missing = len(answer.routes) - len(answer.planned)
+        lost = f" · **{missing} of {len(answer.routes)} routes infeasible**" if missing else ""
+        return (f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {t['gpus']:,.0f} GPUs{short} · "
+                f"{check}{lost}{wide}")
+    text = (f"**Buy: {what}, ${t['total_usd_per_month']:,.0f}/month** · {gpus}{spread}{wide} · {coverage_text(answer)} · "
+            f"{check}")
     if alternative is not None:
         a = alternative.totals
         text += (f" · alternative: route by route ${a['total_usd_per_month']:,.0f}/month"

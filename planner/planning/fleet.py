@@ -44,6 +44,7 @@ from planner.planning.fleet_size import check_fleet_size
 from planner.planning.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
+from planner.sizing.options import option_name
 from planner.sizing.plan_row import PlanRow
 from planner.traffic.logs import diurnal_profile, read_log
 from planner.traffic.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
@@ -929,7 +930,7 @@ def _total(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assump
 def _result(fleet: list[Deployment], units: list[Unit], prices: Prices, a: Assumptions,
             updates: Mapping[str, float], baseline: PlanResult, levers: Levers, solved: Any,
             timing: dict[str, Any], kept_all: bool, checked: bool) -> FleetResult:
-    rows = [_fleet_row(f"d{i + 1}", d, units, prices) for i, d in enumerate(fleet)]
+    rows = [_with_gpu_range(_fleet_row(f"d{i + 1}", d, units, prices), baseline.options) for i, d in enumerate(fleet)]
     table = validate_frame(pd.DataFrame(rows, columns=FLEET.names).astype(object), FLEET, "fleet") if rows \
         else pd.DataFrame(columns=FLEET.names)
     engineering = pd.DataFrame(engineering_rows(fleet, units, a, updates), columns=list(ENGINEERING_COLUMNS))
@@ -991,6 +992,26 @@ def _fleet_row(name: str, d: Deployment, units: list[Unit], prices: Prices) -> d
             "reserved_replicas": d.reserved, "gpus_max": max(replicas) * tp, "pricing": pricing,
             "gpu_usd_per_month": round(_gpu_usd(d, prices), 2),
             "sim_attainment": None if math.isnan(d.attainment) else round(d.attainment, 4), "notes": d.notes}
+
+
+def _with_gpu_range(row: dict[str, Any], options: pd.DataFrame) -> dict[str, Any]:
+    """The deployment row with its GPUs if each replica delivers the high or the low end of its throughput
+    interval (gpus_low, gpus_high), from the plan's option rows of the same option for the routes it serves
+    (the widest of them); blank when none is found."""
+    name = option_name(row["engine"], row["engine_version"], row["gpu"], row["precision"], row["tp"],
+                       row["engine_config"])
+    served = {part.rsplit(" ", 1)[0].split("[")[0] for part in str(row["routes"]).split("; ") if part}
+    if options.empty or "option" not in options.columns:
+        return row
+    same = options[(options["option"] == name) & options["route"].isin(served)]
+    mid, low, high = (pd.to_numeric(same[c], errors="coerce") for c in
+                      ("replica_output_tok_per_s", "replica_output_tok_per_s_low", "replica_output_tok_per_s_high"))
+    faster, slower = (mid / high).min(), (mid / low).max()
+    if not (math.isfinite(faster) and math.isfinite(slower) and faster > 0):
+        return row
+    gpus, tp = int(row["gpus_max"]), int(row["tp"])
+    return {**row, "gpus_low": min(gpus, max(tp, tp * math.ceil(gpus * faster / tp - 1e-9))),
+            "gpus_high": max(gpus, tp * math.ceil(gpus * slower / tp - 1e-9))}
 
 
 def _kind_and_slo(tier: Tier, routes: list[Route]) -> tuple[str, str]:

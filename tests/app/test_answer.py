@@ -84,7 +84,7 @@ def test_the_fleet_answer_counts_gpus_at_the_busiest_hour_and_its_check():
     assert "**NOT checked by simulation**" in bar
     assert bar.endswith("alternative: route by route $2,100/month")
     assert answer.bar_text(now, None, compact=True) == \
-        "**Buy: optimised fleet, $5,000/month** · 7 GPUs · **NOT checked by simulation**"
+        "**Buy: optimised fleet, $5,000/month** · 7 GPUs · **NOT checked by simulation** · **1 of 2 routes infeasible**"
 
 
 def test_a_fleet_change_is_shown_only_over_the_same_routes():
@@ -171,3 +171,23 @@ def test_the_page_says_why_the_per_route_fleet_gpus_add_up_to_more_than_the_flee
                                                                               kind="route-by-route")],
                   {"chat": "d1", "code": "d2"})
     assert answer.fleet_gpus_note(answer.plan_fleet_table(plan.iloc[:2], alone), alone) == ""
+
+
+def test_the_headline_carries_the_fleets_gpu_range_and_names_the_wide_ones():
+    """Issue 35: the recommendation carries its uncertainty in the bar (page and phone), from the fleet's
+    per-deployment gpus_low / gpus_high; a deployment whose range is wide is named with its ratio."""
+    plan = pd.DataFrame([plan_row("chat"), plan_row("big", replicas=16), plan_row("gone", status="infeasible")])
+    d1 = {**deployment("d1", "chat 1.00", replicas=5), "gpus_low": 4, "gpus_high": 7}
+    d2 = {**deployment("d2", "big 1.00", replicas=16), "gpus_low": 4, "gpus_high": 316}
+    now = answer.fleet_answer(fleet([d1, d2], {"chat": "d1", "big": "d2"}, gpus={"h200": 21}), plan)
+    assert now.gpu_range == (8, 323)
+    assert now.wide == "16 of 21 GPUs on a wide throughput range (big ×79)"
+    bar = answer.bar_text(now, None)
+    assert "21 GPUs (21 h200) (8–323 at the ends of the throughput intervals)" in bar
+    assert "**16 of 21 GPUs on a wide throughput range (big ×79)**" in bar
+    phone = answer.bar_text(now, None, compact=True)
+    assert "21 GPUs (8–323)" in phone and "**1 of 3 routes infeasible**" in phone and "big ×79" in phone
+    narrow = answer.fleet_answer(fleet([{**d1}], {"chat": "d1"}, gpus={"h200": 5}), plan.iloc[:1])
+    assert narrow.wide == "" and "1 of 1" not in answer.bar_text(narrow, None, compact=True)
+    unknown = answer.fleet_answer(fleet([deployment("d1", "chat 1.00")], {"chat": "d1"}), plan.iloc[:1])
+    assert unknown.gpu_range is None and "at the ends" not in answer.bar_text(unknown, None)

@@ -190,6 +190,9 @@ def test_a_built_deployment_serving_one_route_is_not_called_shared_and_holds_tha
         served = {part.rsplit(" ", 1)[0].split("[")[0] for part in str(d["routes"]).split("; ")}
         assert (d["kind"] == "shared") == (len(served) > 1 and d["kind"] not in ("route-by-route", "batch")), d
         kinds.update(dict.fromkeys(served, d))
+    for d in fleet.deployments.to_dict("records"):  # the range the recommendation carries (issue 35)
+        assert d["gpus_low"] <= d["gpus_max"] <= d["gpus_high"], d
+    assert any(d["gpus_high"] > d["gpus_max"] for d in fleet.deployments.to_dict("records"))
     chat = kinds["chat"]
     assert chat["kind"] == "one route"
     assert chat["slo"] == "p95 TTFT 500 ms, TPOT 50 ms (sized at the stricter p95 TTFT 300 ms, TPOT 30 ms)"
