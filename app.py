@@ -318,6 +318,11 @@ def routes_section(inputs: Catalog) -> pd.DataFrame:
         edited = st.data_editor(st.session_state.routes_base, key="routes_editor", num_rows="dynamic", placeholder="",
                                 hide_index=True, column_config=routes_column_config(),
                                 column_order=None if show_all else EDITOR_COLUMNS)
+        edits = scenario.edits_by_route(st.session_state.routes_base, edited)
+        if edits:
+            st.caption("Edited here: " + "; ".join(f"{printable(r)} ({printable(c)})" for r, c in edits.items())
+                       + ". Their notes describe the rows before the edit (marked so in the plan's files).")
+        edited = scenario.with_stale_notes_marked(st.session_state.routes_base, edited)
     routes = checked("routes", lambda: scenario.check_routes(edited, "routes table"))
     for warning in scenario.ignored_fields(routes):
         st.warning(warning)
@@ -777,8 +782,10 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
         route_cards(answer.plan_cards(result.plan), "plan")
     else:
         st.container(key="decisions_box").dataframe(
-            tables.styled(tables.decision_table(result.plan)), hide_index=True, key="recommendation", placeholder="",
+            tables.styled(tables.decision_table(result.plan, routes)), hide_index=True, key="recommendation",
+            placeholder="",
             column_config={"route": text(width=150), "runner-up": text(width="medium"),
+                           "latency vs SLO": text(width="medium", help=tables.LATENCY_HELP),
                            "range": text(width=110, help=tables.RANGE_HELP),
                            "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
     if not st.session_state.compact:

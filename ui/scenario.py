@@ -156,6 +156,47 @@ def check_routes(frame: pd.DataFrame, where: str = "routes table") -> pd.DataFra
         raise InputError(_line_to_row(str(err), _as_cells(typed))) from None
 
 
+EDITED_NOTE = "edited in the app ({changes}); the rest of this note describes the row before: "
+
+
+def edits_by_route(base: pd.DataFrame, edited: pd.DataFrame) -> dict[str, str]:
+    """Per route (by name) present in both tables whose cells other than `notes` changed: 'rate_rps 5 → 8, ...'."""
+    before = {str(r.get("name")): r for r in _as_cells(base).to_dict("records")}
+    out = {}
+    for row in _as_cells(edited).to_dict("records"):
+        old = before.get(str(row.get("name")))
+        if old is None:
+            continue
+        changes = [f"{column} {_cell(old.get(column))} → {_cell(value)}" for column, value in row.items()
+                   if column != "notes" and column in old and _cell(old.get(column)) != _cell(value)]
+        if changes:
+            out[str(row["name"])] = ", ".join(changes)
+    return out
+
+
+def with_stale_notes_marked(base: pd.DataFrame, edited: pd.DataFrame) -> pd.DataFrame:
+    """The edited routes table with each edited route's unchanged, non-empty notes prefixed by what was edited, so
+    a note written for the row before ("rate 5 req/s") is not read as describing the row now."""
+    changes = edits_by_route(base, edited)
+    if not changes or "notes" not in edited.columns:
+        return edited
+    old_notes = {str(r.get("name")): r.get("notes") for r in _as_cells(base).to_dict("records")}
+    out = edited.copy()
+    for i, row in enumerate(_as_cells(edited).to_dict("records")):
+        name, notes = str(row.get("name")), row.get("notes")
+        if name in changes and not _blank(notes) and notes == old_notes.get(name):
+            out.iloc[i, out.columns.get_loc("notes")] = EDITED_NOTE.format(changes=changes[name]) + str(notes)
+    return out
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 def _as_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """Object cells with None for every kind of missing value (NaN, pd.NA, NaT)."""
     cells = frame.astype(object)

@@ -19,8 +19,11 @@ from planner.planning.exports import printable
 from ui.charts import recommendation_table
 
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
-DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "range", "$/month", "runner-up", "saves $/month",
-                    "break-even")
+DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "range", "$/month", "latency vs SLO", "runner-up",
+                    "saves $/month", "break-even")
+LATENCY_HELP = ("TTFT and TPOT at the route's SLO percentile on the recommended fleet (its whole load; 90% "
+                "interval in brackets), then the SLO; online routes only. The worst SLO window is in the line "
+                "under the table.")
 # A GPU range whose high end is more than this many times its low end is flagged "wide": the count is a guess
 # until the curve behind it is measured (the cause and the measuring command are shown beside the table).
 WIDE_RATIO = 3.0
@@ -46,12 +49,40 @@ FORMATS = {"GPUs": COUNT, "TP": COUNT, "replicas": COUNT, "$/month": DOLLARS, "s
            "$ per 1M tok": "${:,.2f}"}
 
 
-def decision_table(plan: pd.DataFrame) -> pd.DataFrame:
-    """One row per route: route, engine, GPU, GPUs, $/month, runner-up, savings and break-even (text)."""
+def decision_table(plan: pd.DataFrame, routes: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per route: route, engine, GPU, GPUs, $/month, latency beside the SLO (the routes table gives the
+    SLO), runner-up, savings and break-even (text)."""
     view = recommendation_table(plan)
     view["break-even"] = breakeven_text(plan)
     view["range"] = [gpu_range_text(r) for r in plan.to_dict("records")]
+    slos = {} if routes is None else {str(r["name"]): r for r in routes.to_dict("records")}
+    view["latency vs SLO"] = [latency_vs_slo(r, slos.get(str(r["route"]))) for r in plan.to_dict("records")]
     return view[list(DECISION_COLUMNS)]
+
+
+def latency_vs_slo(row: Mapping[str, object], route: Mapping[str, object] | None) -> str:
+    """'p95 TTFT 205 (150–260) / 300 ms · TPOT 20 (15–26) / 30 ms' for a planned online route, '' otherwise."""
+    if row.get("status") != "ok" or row.get("traffic") != "online":
+        return ""
+    route = route or {}
+    pct = route.get("slo_percentile")
+    parts = []
+    for name, metric, target in (("TTFT", "ttft", route.get("ttft_slo_ms")), ("TPOT", "tpot", route.get("tpot_slo_ms"))):
+        value = row.get(f"{metric}_pred_ms")
+        if _missing(value):
+            continue
+        text = f"{name} {_ms(value)}"
+        low, high = row.get(f"{metric}_pred_ms_low"), row.get(f"{metric}_pred_ms_high")
+        if not (_missing(low) or _missing(high)):
+            text += f" ({_ms(low)}–{_ms(high)})"
+        parts.append(text + ("" if _missing(target) else f" / {_ms(target)}") + " ms")
+    head = "" if _missing(pct) else f"p{float(pct):g} "  # type: ignore[arg-type]
+    return head + " · ".join(parts) if parts else ""
+
+
+def _ms(value: object) -> str:
+    number = float(value)  # type: ignore[arg-type]
+    return f"{number:.1f}" if abs(number) < 10 else f"{number:,.0f}"
 
 
 def _wide(row: Mapping[str, object]) -> bool:

@@ -126,7 +126,11 @@ def test_a_cost_decrease_shows_green_and_down_an_increase_red_and_up(app):
 
 
 def test_decision_columns_up_front_details_in_an_expander(app):
-    assert list(shown(app, "runner-up").columns) == list(DECISION_COLUMNS)
+    decisions = shown(app, "runner-up")
+    assert list(decisions.columns) == list(DECISION_COLUMNS)
+    latency = decisions.set_index("route")["latency vs SLO"]  # issue 35: latency beside the SLO, with interval
+    assert latency["chat"].startswith("p95 TTFT ") and "/ 500 ms" in latency["chat"] and "/ 50 ms" in latency["chat"]
+    assert "–" in latency["chat"] and latency["summarise-batch"] == ""
     expander = next(e for e in app.expander if e.label.startswith("Details per route"))
     assert any("numbers are" in d.value.columns for d in expander.dataframe)
 

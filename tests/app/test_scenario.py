@@ -198,3 +198,21 @@ def test_resolve_logs_reads_only_inside_the_examples_folder_or_the_sessions_uplo
     assert list(planned["log"]) == [str(tmp_path / "traces" / "a.csv"), str(saved), "", "/abs/log.csv"]
     absolute = pd.DataFrame({"name": ["bundled"], "log": [str(tmp_path / "traces" / "a.csv")]})
     assert list(resolve_logs(absolute, tmp_path, "examples/routes.csv")["log"]) == ["traces/a.csv"]
+
+
+def test_an_edited_routes_notes_are_marked_as_describing_the_row_before():
+    """Issue 35, item 8: after the rate is edited, 'rate 5 req/s' in the notes is not read as the row now."""
+    import pandas as pd
+
+    from ui.scenario import edits_by_route, with_stale_notes_marked
+
+    base = pd.DataFrame({"name": ["chat", "code"], "rate_rps": [5.0, 2.0], "notes": ["rate 5 req/s", "as measured"]})
+    edited = base.assign(rate_rps=[8.0, 2.0])
+    assert edits_by_route(base, edited) == {"chat": "rate_rps 5 → 8"}
+    marked = with_stale_notes_marked(base, edited)
+    assert marked.loc[0, "notes"] == ("edited in the app (rate_rps 5 → 8); the rest of this note describes the row "
+                                      "before: rate 5 req/s")
+    assert marked.loc[1, "notes"] == "as measured"
+    rewritten = edited.assign(notes=["rate 8 req/s", "as measured"])  # the user rewrote the note: left alone
+    assert with_stale_notes_marked(base, rewritten).loc[0, "notes"] == "rate 8 req/s"
+    assert with_stale_notes_marked(base, base).equals(base)
