@@ -846,13 +846,17 @@ def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
 
 def cost_by_option(result: PlanResult) -> None:
     st.caption(f"Monthly cost of the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible options per route "
-               "(solid: GPUs, light: engineering). The black outline is the recommendation.")
+               "(solid: GPUs, light: engineering). The black outline is the recommendation; a dashed one, a cheaper "
+               "option passed over (why: below, and in its tooltip).")
     table = charts.option_costs_table(result.options, result.plan)
     if table.empty:
         st.info("No feasible option on any route.")
         return
     compact = bool(st.session_state.compact)
     show_chart(charts.option_costs_chart(table, width=COMPACT_FACET_WIDTH if compact else 560, compact=compact))
+    for (route, option), why in charts.passed_over(result.options, result.plan).items():
+        st.markdown(f"- **{markdown_text(route)}**: {printable(option)} is cheaper than the recommendation "
+                    f"(dashed outline) but was {markdown_text(why)}.")
 
 
 def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
@@ -974,7 +978,8 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
                f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
                f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
     show_chart(charts.pareto_chart(table, points, slo, legend_columns=legend_columns()))
-    note = charts.pareto_note(table, points)
+    passed = {option: why for (r, option), why in charts.passed_over(result.options, result.plan).items() if r == route}
+    note = charts.pareto_note(table, points, passed)
     if note:
         st.caption(note)
 

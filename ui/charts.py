@@ -513,9 +513,11 @@ def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float |
     return alt.layer(*layers).properties(height=CHART_HEIGHT + 60)
 
 
-def pareto_note(table: pd.DataFrame, points: pd.DataFrame) -> str:
+def pareto_note(table: pd.DataFrame, points: pd.DataFrame, passed: Mapping[str, str] | None = None) -> str:
     """Why the chosen operating point is off the Pareto frontier ('' when nothing beats it on both axes): the
-    frontier weighs throughput per GPU only; the plan chose on cost per month at the route's SLO and peak load."""
+    option above it was passed over for a reason of its own (`passed`: option -> why, from passed_over), or the
+    frontier weighs throughput per GPU only while the plan chose on cost per month at the route's SLO and peak
+    load."""
     chosen = points[points["recommended"]]
     if chosen.empty or table.empty:
         return ""
@@ -527,8 +529,11 @@ def pareto_note(table: pd.DataFrame, points: pd.DataFrame) -> str:
     where = (f"its own curve reaches {best['tok_s_per_gpu']:,.0f} tok/s per GPU at that speed per user (more "
              "requests in flight per replica)" if best["option"] == c["option"] else
              f"{best['option']} reaches {best['tok_s_per_gpu']:,.0f} tok/s per GPU at that speed per user")
-    return (f"The chosen point ({c['option']}, {c['tok_s_per_gpu']:,.0f} tok/s per GPU) is below the frontier: "
-            f"{where}. The frontier ignores what the choice was made on: the cheapest $/month (GPU price and "
+    head = f"The chosen point ({c['option']}, {c['tok_s_per_gpu']:,.0f} tok/s per GPU) is below the frontier: {where}."
+    why = (passed or {}).get(str(best["option"]))
+    if why:
+        return f"{head} It was {why}."
+    return (f"{head} The frontier ignores what the choice was made on: the cheapest $/month (GPU price and "
             "engineering) that meets the route's SLO percentile at its peak load, with whole replicas, so a "
             "replica keeps headroom off-peak.")
 
@@ -542,13 +547,35 @@ def option_costs_table(options: pd.DataFrame, plan: pd.DataFrame,
     ok = ok.sort_values(["route", "total_usd_per_month"], kind="stable").groupby("route").head(per_route)
     chosen = {(r["route"], plan_option(r)) for r in plan[plan["status"] == "ok"].to_dict("records")}
     ok["recommended"] = [(r, o) in chosen for r, o in zip(ok["route"], ok["option"], strict=True)]
+    reasons = passed_over(options, plan)
+    ok["passed_over"] = [reasons.get((r, o), "") for r, o in zip(ok["route"], ok["option"], strict=True)]
     parts = []
     for part, column in (("GPUs", "gpu_usd_per_month"), ("engineering", "eng_usd_per_month")):
         parts.append(ok.assign(part=part, usd_per_month=ok[column].astype(float)))
     out = pd.concat(parts, ignore_index=True)
     out["route"] = [printable(str(r)) for r in out["route"]]  # a chart label: control characters escaped
     return out[["route", "option", "engine", "gpu", "gpus", "part", "usd_per_month", "total_usd_per_month",
-                "recommended", "provenance", "price_source"]]
+                "recommended", "passed_over", "provenance", "price_source"]]
+
+
+# Why a feasible option cheaper than the recommendation ranks behind it (planner.planning.plan._rank_key).
+UNVERIFIED_REASON = ("passed over: its TTFT/TPOT rest on no latency measurement, and options with one rank first "
+                     "(allow_unverified_latency ranks by cost)")
+
+
+def passed_over(options: pd.DataFrame, plan: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (route, option) feasible and cheaper than the route's recommendation: why the plan passed it over."""
+    chosen = {str(r["route"]): (plan_option(r), float(r["total_usd_per_month"]))
+              for r in plan[plan["status"] == "ok"].to_dict("records")}
+    out = {}
+    feasible = options[options["feasible"].astype(bool)] if "feasible" in options.columns else options.iloc[:0]
+    for r in feasible.to_dict("records"):
+        route = str(r["route"])
+        if route not in chosen or r["option"] == chosen[route][0] or not r["total_usd_per_month"] < chosen[route][1]:
+            continue
+        out[(route, str(r["option"]))] = (UNVERIFIED_REASON if r.get("latency_basis") == "unverified"
+                                          else "passed over: ranked behind the recommendation")
+    return out
 
 
 def option_costs_chart(table: pd.DataFrame, width: int = 560, compact: bool = False) -> alt.Chart:
@@ -560,9 +587,12 @@ def option_costs_chart(table: pd.DataFrame, width: int = 560, compact: bool = Fa
         color=engine_color(table["engine"]),
         opacity=alt.Opacity("part:O", scale=alt.Scale(domain=["GPUs", "engineering"], range=[1.0, 0.45]),
                             title="cost"),
-        stroke=alt.condition("datum.recommended", alt.value("black"), alt.value(None)),
-        strokeWidth=alt.condition("datum.recommended", alt.value(2), alt.value(0)),
-        tooltip=[alt.Tooltip("route:N"), alt.Tooltip("option:N"), alt.Tooltip("part:N"),
+        # Solid black outline: the recommendation; dashed: a cheaper option passed over (its reason in the tooltip).
+        stroke=alt.condition("datum.recommended || datum.passed_over != ''", alt.value("black"), alt.value(None)),
+        strokeWidth=alt.condition("datum.recommended || datum.passed_over != ''", alt.value(2), alt.value(0)),
+        strokeDash=alt.condition("datum.passed_over != ''", alt.value([4, 2]), alt.value([1, 0])),
+        tooltip=[alt.Tooltip("route:N"), alt.Tooltip("option:N"), alt.Tooltip("passed_over:N", title="why not"),
+                 alt.Tooltip("part:N"),
                  alt.Tooltip("usd_per_month:Q", format="$,.0f", title="this part $/month"),
                  alt.Tooltip("total_usd_per_month:Q", format="$,.0f", title="total $/month"),
                  alt.Tooltip("gpus:Q"), alt.Tooltip("recommended:N"), alt.Tooltip("provenance:N"),

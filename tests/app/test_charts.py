@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -398,3 +399,30 @@ def test_the_compact_layout_puts_legends_below_and_narrows_facets(result):
     assert spec["facet"]["row"]["header"]["labelOrient"] == "top"  # route names above the panels, not beside
     assert "config" not in charts.fit(chart, compact=False).to_dict() or \
         "legend" not in charts.fit(chart, compact=False).to_dict()["config"]
+
+
+def test_a_cheaper_option_passed_over_is_marked_with_its_reason_in_the_cost_chart_and_the_pareto_note(inputs, result):
+    """Issue 35, item 5: a feasible option cheaper than the recommendation says why it was passed over, in the
+    cost chart's table (dashed outline, tooltip) and in the Pareto note when it is the option above the choice."""
+    passed = charts.passed_over(result.options, result.plan)
+    chosen = {r["route"]: float(r["total_usd_per_month"]) for r in result.plan.to_dict("records") if r["status"] == "ok"}
+    feasible = result.options[result.options["feasible"].astype(bool)]
+    for r in feasible.to_dict("records"):
+        cheaper = r["route"] in chosen and r["total_usd_per_month"] < chosen[r["route"]]
+        assert ((r["route"], r["option"]) in passed) == cheaper, r["option"]
+        if cheaper and r["latency_basis"] == "unverified":
+            assert passed[(r["route"], r["option"])] == charts.UNVERIFIED_REASON
+    assert passed, "the example has cheaper options ranked behind for unverified latency"
+    table = charts.option_costs_table(result.options, result.plan)
+    marked = table[table["passed_over"] != ""]
+    assert not marked.empty and not marked["recommended"].any()
+    spec = json.dumps(charts.option_costs_chart(table).to_dict())
+    assert "passed_over" in spec and "strokeDash" in spec
+    (route, option), why = next(iter(passed.items()))
+    row = load_routes(REPO_ROUTES).set_index("name").loc[route]
+    curves = charts.pareto_table(inputs.curves, result.options, route, row["input_len_mean"], row["output_len_mean"])
+    points = charts.operating_points(result.options, result.plan, route)
+    above = points.assign(tok_s_per_gpu=np.where(points["recommended"], 0.0, points["tok_s_per_gpu"]))
+    best = curves.assign(tok_s_per_gpu=np.where(curves["option"] == option, 1e9, curves["tok_s_per_gpu"]))
+    note = charts.pareto_note(best, above, {option: why})
+    assert note.endswith(f"It was {why}.") and option in note
