@@ -689,10 +689,11 @@ def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:
         st.markdown(f"**{markdown_text(route)}**: {markdown_text(verdict)}")
     choices = answer.sizing_choices(result.plan, route)
     if not choices.empty:
-        st.dataframe(choices, hide_index=True)
+        st.table(choices.set_index("sizing"))  # three short rows: HTML, readable on a phone
+    width = COMPACT_CHART_WIDTH if st.session_state.compact else charts.WINDOW_CHART_WIDTH
     chart = charts.window_timeline_chart(result.timelines[route], _cell_number(r.get("ttft_slo_ms")),
                                          _cell_number(r.get("tpot_slo_ms")),
-                                         _cell_number(r.get("slo_percentile")) or 95.0)
+                                         _cell_number(r.get("slo_percentile")) or 95.0, width=width)
     show_chart(chart)
     st.caption("The planned load (the route's log at its own timestamps, else an hour of arrivals at its peak "
                "rate) on the recommended fleet and on one replica fewer, simulated behind the assumed router; "
@@ -701,7 +702,7 @@ def minute_by_minute(result: PlanResult, routes: pd.DataFrame) -> None:
     if len(tradeoff) > 1:
         st.markdown("**Cost against breach minutes**, from the whole-log count (what sizing on the whole run's "
                     "percentile buys) up to the recommendation:")
-        show_chart(charts.fleet_tradeoff_chart(tradeoff))
+        show_chart(charts.fleet_tradeoff_chart(tradeoff, width=width))
 
 
 def _cell_number(value: object) -> float | None:
@@ -812,11 +813,19 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
 
 # Width of each panel of the cost-by-option chart in the compact layout: fits a 390 px phone beside its labels.
 COMPACT_FACET_WIDTH = 150
+# A single-panel chart's plot width on a phone (390 px less the page's padding and the axis labels).
+COMPACT_CHART_WIDTH = 250
 
 
 def show_chart(chart) -> None:
-    """An Altair chart at the page's width; in the compact layout its legends go below it (charts.fit)."""
-    st.altair_chart(charts.fit(chart, bool(st.session_state.compact)), width="stretch")
+    """An Altair chart at the page's width; in the compact layout its legends go below it (charts.fit).  A
+    concatenation of panels keeps its panels' own width: stretched, each panel would take the page's width and
+    its axes would stick out of it."""
+    fitted = charts.fit(chart, bool(st.session_state.compact))
+    if charts.stretches(chart):
+        st.altair_chart(fitted, width="stretch")
+    else:
+        st.altair_chart(fitted, width="content")
 
 
 def legend_columns() -> int:

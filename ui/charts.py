@@ -84,6 +84,11 @@ def series_scale(engine_of: Mapping[str, str]) -> alt.Scale:
 ChartT = TypeVar("ChartT", bound=alt.TopLevelMixin)
 
 
+def stretches(chart: object) -> bool:
+    """Can the chart take the page's width?  Not a concatenation: each of its panels would take it whole."""
+    return not isinstance(chart, alt.ConcatChart | alt.VConcatChart | alt.HConcatChart)
+
+
 def fit(chart: ChartT, compact: bool) -> ChartT:
     """`chart` for a narrow (phone) page when `compact`: legends below the plot, one entry per line."""
     return chart.configure_legend(orient="bottom", columns=1, labelLimit=300) if compact else chart
@@ -790,10 +795,11 @@ def waterfall_chart(bars: pd.DataFrame) -> alt.Chart:
 # ---------------------------------------------------------------- the route's SLO windows, minute by minute
 
 WINDOW_PANEL_HEIGHT = 110
+WINDOW_CHART_WIDTH = 640  # the timeline's and trade-off's plot width at 1440 px
 
 
 def window_timeline_chart(timeline: pd.DataFrame, ttft_slo_ms: float | None, tpot_slo_ms: float | None,
-                          percentile: float = 95.0) -> alt.VConcatChart:
+                          percentile: float = 95.0, width: int = WINDOW_CHART_WIDTH) -> alt.VConcatChart:
     """Three panels over the planned load's windows (planner.planning.plan.window_timeline): arrivals per minute;
     TTFT and TPOT at the SLO percentile for the recommended fleet (solid) and one replica fewer (dashed), the SLO
     as a rule, windows in breach as red points."""
@@ -809,7 +815,7 @@ def window_timeline_chart(timeline: pd.DataFrame, ttft_slo_ms: float | None, tpo
         x, alt.Y("requests_per_min:Q", title="requests/min"),
         tooltip=[alt.Tooltip("start_min:Q", format=".0f", title="minute"),
                  alt.Tooltip("requests_per_min:Q", format=".0f", title="requests/min")],
-    ).properties(height=WINDOW_PANEL_HEIGHT)
+    ).properties(height=WINDOW_PANEL_HEIGHT, width=width)
     dash = alt.StrokeDash("fleet_label:N", title="fleet", legend=legend(orient="bottom"),
                           sort=sorted(data["fleet_label"].unique(), key=lambda f: "recommended" not in f))
     panels = [rate]
@@ -826,11 +832,11 @@ def window_timeline_chart(timeline: pd.DataFrame, ttft_slo_ms: float | None, tpo
         if slo is not None and math.isfinite(slo):
             layers.append(alt.Chart(pd.DataFrame({"slo": [slo]})).mark_rule(
                 color=ENGINE_SHADES["sglang"][0], strokeDash=[4, 3]).encode(y="slo:Q"))
-        panels.append(alt.layer(*layers).properties(height=WINDOW_PANEL_HEIGHT))
+        panels.append(alt.layer(*layers).properties(height=WINDOW_PANEL_HEIGHT, width=width))
     return alt.vconcat(*panels).resolve_scale(x="shared")
 
 
-def fleet_tradeoff_chart(tradeoff: pd.DataFrame) -> alt.LayerChart:
+def fleet_tradeoff_chart(tradeoff: pd.DataFrame, width: int = WINDOW_CHART_WIDTH) -> alt.LayerChart:
     """$/month against SLO windows in breach, one point per fleet size (planner.planning.plan.fleet_tradeoff),
     from the whole-log count up to the recommendation: what fewer replicas save and what they break."""
     data = tradeoff.assign(label=[f"{n} replicas" + (" (recommended)" if r else "") for n, r in
@@ -845,4 +851,4 @@ def fleet_tradeoff_chart(tradeoff: pd.DataFrame) -> alt.LayerChart:
     line = base.mark_line(color=OTHER_SHADES[2])
     points = base.mark_point(filled=True, size=60, color=ENGINE_COLOURS["vllm"])
     text = base.mark_text(dy=-10).encode(text="label:N")
-    return alt.layer(line, points, text).properties(height=180)
+    return alt.layer(line, points, text).properties(height=180, width=width)

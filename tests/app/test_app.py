@@ -470,8 +470,8 @@ def test_every_chart_tab_renders_its_chart(app):
         spec = json.loads(charts[0].proto.spec)
         assert "tooltip" in json.dumps(spec), tab
         if tab == "Minute by minute":  # the route's three sizings side by side (issue 34, item 5)
-            sizings = [d.value for d in app.dataframe if "sizing" in d.value.columns]
-            assert sizings and list(sizings[0]["sizing"])[0] == "steady (recommended)", tab
+            sizings = [t.value for t in app.table if t.value.index.name == "sizing"]
+            assert sizings and list(sizings[0].index)[0] == "steady (recommended)", tab
         if tab == "Engine head-to-head":  # the tab states the claim check
             text = " ".join(m.value for m in app.markdown)
             assert "The common claim of ×1.3–×1.5 holds on" in text and "median" in text

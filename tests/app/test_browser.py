@@ -412,3 +412,43 @@ def test_on_a_phone_each_route_is_a_card_and_nothing_scrolls_sideways(app_url, p
     assert main.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the Fleet tab scrolls sideways at 390 px"
     if docs_screens():
         whole_page(page, SCREENS / "phone-fleet-full.png", PHONE_PX)
+
+
+@pytest.mark.parametrize("size", [DESK_PX, PHONE_PX], ids=["1440px", "390px"])
+def test_a_routes_minutes_and_its_three_sizings_are_readable_on_desk_and_phone(app_url, page, size):
+    """Issue 34: the Minute by minute tab shows a route's SLO windows (the timeline) and its steady / whole-log /
+    autoscaled sizings side by side, without sideways scrolling at 1440 or 390 px."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.goto(app_url + ("/?layout=phone" if size == PHONE_PX else ""))
+    page.get_by_text("What to buy: the optimised fleet").wait_for()
+    wait_idle(page)
+    open_tab(page, "Minute by minute")
+    wait_idle(page)
+    page.locator(".st-key-minutes_route").click()
+    page.keyboard.type("code-completion")  # typed, not clicked: a phone's option list re-renders under the pointer
+    page.keyboard.press("Enter")
+    wait_idle(page)
+    table = page.locator('[data-testid="stTable"]').filter(has_text="steady (recommended)").first
+    table.wait_for()
+    text = table.inner_text()
+    assert "whole-log p-value" in text and "autoscaled" in text and "$" in text, text
+    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+    page.wait_for_timeout(1500)
+    main = page.locator('[data-testid="stMain"]')
+    wide = page.evaluate("""w => [...document.querySelectorAll('[data-testid="stMain"] *')]
+        .filter(el => el.getBoundingClientRect().right > w + 1 && !el.closest('[role="tablist"]'))
+        .slice(-6).map(el => el.tagName + ' ' + Math.round(el.getBoundingClientRect().right) + ' chart ' +
+                       [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].indexOf(
+                           el.closest('[data-testid="stVegaLiteChart"]')) + ' ' + (el.textContent || '').slice(0, 30))
+        """, size[0])
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"minutes-{size[0]}.png"), full_page=True)
+    assert main.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), f"the tab scrolls sideways at {size[0]} px: {wide}"
+    box = table.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= size[0] + 1, box
+    if docs_screens():
+        name = "desk-minutes.png" if size == DESK_PX else "phone-minutes.png"
+        table.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(SCREENS / name))
+        small_png(SCREENS / name)
