@@ -324,6 +324,8 @@ PLAN = Schema(
                "billed on the route's load, plus the same engineering)", minimum=0),
         Column("autoscaled_windows_in_breach", "int", False, "online: SLO windows the autoscaled fleet breaks",
                minimum=0),
+        Column("load_bursts", "str", False, "online: the planned load's bursts: peak 10 s / 60 s / 300 s arrival "
+               "rate over its mean and the index of dispersion at 60 s (planner.traffic.logs.burst_descriptors)"),
         Column("resampled_hours", "int", False, "online: hours drawn at random from the load's SLO windows "
                "(planner.sizing.resampled)", minimum=0),
         Column("holds_in_resampled_hours", "int", False, "online: of those hours, how many the recommended fleet "

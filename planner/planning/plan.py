@@ -62,6 +62,7 @@ from planner.sizing.options import OPTION_COLUMNS, Option, WholeLog, evaluate_op
 from planner.sizing.plan_row import PlanRow, plan_frame
 from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
+from planner.traffic.logs import burst_descriptors, burst_text
 from planner.traffic.routes import ALLOW_LISTS, Route, parse_diurnal
 from planner.traffic.workload import SIM_BATCH_SAMPLE, Requests, route_log_requests, route_requests
 
@@ -341,8 +342,11 @@ def _timeline(option: Option, a: Assumptions, log: LogRequests | None) -> pd.Dat
 
 
 def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, log: LogRequests | None) -> PlanRow:
-    """The plan row with how many hours drawn from the load's windows the recommended fleet holds."""
+    """The plan row with how many hours drawn from the load's windows the recommended fleet holds, and the
+    load's burst descriptors."""
     requests = route_requests(option.route, log)
+    if requests.arrival_s.size >= 2 and requests.arrival_s[-1] > requests.arrival_s[0]:
+        row = dataclasses.replace(row, load_bursts=burst_text(burst_descriptors(requests.arrival_s)))
     own = sizing.fleet_latency(option.curve, option.route, option.replicas, requests, a.router)  # the search's
     found = resampled_hours(option.curve, requests, option.replicas, option.route.targets(a.slo_attainment),
                             a.router, own=own)

@@ -87,6 +87,7 @@ class PlanRow:
     autoscaled_floor: int | None = None
     autoscaled_usd_per_month: float = NAN
     autoscaled_windows_in_breach: int | None = None
+    load_bursts: str = ""
     resampled_hours: int | None = None
     holds_in_resampled_hours: int | None = None
     max_model_len: int | None = None
@@ -158,6 +159,8 @@ class PlanRow:
         if self.resampled_hours:
             text += (f". Holds every window in {self.holds_in_resampled_hours} of {self.resampled_hours} hours "
                      "drawn at random from the load's windows")
+        if self.load_bursts:
+            text += f". The load: {self.load_bursts}"
         return text
 
     @property

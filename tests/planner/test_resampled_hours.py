@@ -110,3 +110,32 @@ def test_no_resampling_without_windows_or_latency_targets(code_load):
     whole_run = route.targets(0.99).__class__(ttft_ms=300.0, tpot_ms=30.0, window_s=0.0)
     assert resampled_hours(curve, load, 3, whole_run) is None
     assert resampled_hours(curve, load, 3, whole_run.__class__(e2e_ms=5000.0)) is None
+
+
+def test_the_plan_states_the_robustness_figure_the_bursts_and_the_three_sizings_in_its_files(tmp_path):
+    """Issue 34: the resampled-hours figure, the burst descriptors and the autoscaled option are plan columns, in
+    the CSV and the workbook as in the CLI line."""
+    import io
+
+    import openpyxl
+
+    from planner.planning.exports import workbook_bytes
+    from planner.planning.plan import make_plan, plan_csv_text
+    from planner.sizing.assumptions import Assumptions
+
+    routes = load_routes(ROUTES)
+    code = routes[routes["name"] == "code-completion"].reset_index(drop=True)
+    result = make_plan(code, bundled_catalog(), Assumptions(), check_by_simulation=True)
+    (row,) = result.rows
+    assert row.resampled_hours == resampled.RESAMPLED_HOURS
+    assert row.holds_in_resampled_hours is not None and 0 <= row.holds_in_resampled_hours <= row.resampled_hours
+    assert row.load_bursts.startswith("peak 10 s ") and "dispersion at 60 s" in row.load_bursts
+    assert row.autoscaled_floor is not None and row.autoscaled_floor <= (row.replicas or 0)
+    line = row.window_verdict()
+    assert f"in {row.holds_in_resampled_hours} of 200 hours" in line and row.load_bursts in line
+    header = plan_csv_text(result).splitlines()[0].split(",")
+    book = openpyxl.load_workbook(io.BytesIO(workbook_bytes(result)))
+    sheet_header = [c.value for c in next(book["plan"].iter_rows(max_row=1))]
+    for column in ("resampled_hours", "holds_in_resampled_hours", "load_bursts", "autoscaled_floor",
+                   "autoscaled_usd_per_month", "autoscaled_windows_in_breach", "whole_log_replicas"):
+        assert column in header and column in sheet_header, column
