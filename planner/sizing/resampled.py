@@ -64,7 +64,7 @@ def resampled_hours(curve: CurveLike, requests: Requests, replicas: int, targets
     in_order, leftover = pairs.judge(own, float(requests.arrival_s[0]), n)
     # A window that holds behind its own predecessor holds on an idle fleet (less work carried in).
     idle = [in_order[b] or pairs.holds(None, b) for b in range(n)]
-    behind_heaviest = pairs.run_behind(int(np.argmax(leftover)))
+    behind_heaviest = pairs.run_behind(pairs.idle_tail(int(np.argmax(leftover))))
     safe = [idle[b] and behind_heaviest[b] for b in range(n)]
     holding = sum(_hour_holds(order, idle, safe, pairs) for order in resampled_orders(n, hours, seed))
     return Resampled(hours, holding, targets.window_s)
@@ -90,10 +90,28 @@ class _PairJudge:
         self.window_s = targets.window_s
         self._memo: dict[tuple[int | None, int], bool] = {}
 
-    def run_behind(self, before: int) -> list[bool]:
-        """Each window right behind window `before` (itself behind an idle fleet): does it hold?"""
-        sequence: list[int | None] = []
-        for b in range(len(self.blocks)):
+    def idle_tail(self, block: int) -> Requests:
+        """Window `block`'s requests from the last moment its run on an idle fleet had nothing in flight: the same
+        fleet state at the window's end for a fraction of the simulation (the run before that moment is over)."""
+        window = self.blocks[block]
+        report = predict(self.curve, Fleet(window, self.replicas, self.router),
+                         percentiles=(self.targets.percentile,)) if window.arrival_s.size else None
+        if report is None or len(report.results) != 1 or report.results[0].n != window.arrival_s.size:
+            return window  # a thinned fleet simulates a share: keep the whole window
+        r = report.results[0]
+        order = np.argsort(r.arrival_s, kind="stable")
+        finish = np.maximum.accumulate(np.nan_to_num(r.arrival_s[order] + r.e2e_s[order], nan=np.inf))
+        empty = np.flatnonzero(finish[:-1] <= r.arrival_s[order][1:])  # nothing in flight before the next arrival
+        if not empty.size:
+            return window
+        start = float(r.arrival_s[order][empty[-1] + 1])
+        keep = window.arrival_s >= start
+        return Requests(window.arrival_s[keep], window.input_len[keep], window.output_len[keep], window.source)
+
+    def run_behind(self, before: Requests) -> list[bool]:
+        """Each window right behind `before` (a window's requests, behind an idle fleet): does it hold?"""
+        sequence: list[Requests | None] = []
+        for b in self.blocks:
             sequence += [before, b] + [None] * IDLE_GAP_WINDOWS
         return self._run(sequence)[0][1::IDLE_GAP_WINDOWS + 2]
 
@@ -101,14 +119,15 @@ class _PairJudge:
         """Does window `block` hold behind window `before` (None: on an idle fleet)?"""
         key = (before, block)
         if key not in self._memo:
-            self._memo[key] = self._run([block] if before is None else [before, block])[0][-1]
+            parts = [self.blocks[block]] if before is None else [self.blocks[before], self.blocks[block]]
+            self._memo[key] = self._run(list(parts))[0][-1]
         return self._memo[key]
 
-    def _run(self, sequence: list[int | None]) -> tuple[list[bool], np.ndarray]:
+    def _run(self, sequence: list[Requests | None]) -> tuple[list[bool], np.ndarray]:
         """Per position of `sequence` (None: an empty window): does its window hold, and the seconds of work its
         requests leave past its end."""
         empty = Requests(np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), "")
-        load = joined_blocks([empty if b is None else self.blocks[b] for b in sequence], self.window_s)
+        load = joined_blocks([empty if b is None else b for b in sequence], self.window_s)
         if not load.arrival_s.size:
             return [True] * len(sequence), np.zeros(len(sequence))
         report = predict(self.curve, Fleet(load, self.replicas, self.router), percentiles=(self.targets.percentile,))
