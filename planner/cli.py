@@ -140,6 +140,9 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
                    "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
+    p.add_argument("--minutes-out", metavar="CSV", help="also write each online route's SLO windows minute by "
+                   "minute (arrivals, TTFT and TPOT at the SLO percentile, breach) for the recommended fleet and "
+                   "fewer replicas down to the whole-log count")
     p.add_argument("--xlsx", metavar="FILE.xlsx", help="also write a workbook: plan, totals per route and fleet, "
                    "assumptions, sources (and the baseline difference with --baseline)")
     p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "
@@ -216,7 +219,7 @@ def refuse_overwriting_inputs(outputs: dict[str, str | Path | None], inputs: dic
 
 def _plan_outputs(args: argparse.Namespace) -> dict[str, str | Path | None]:
     return {"--out": args.out, "--out (assumptions)": assumptions_path(args.out), "--options-out": args.options_out,
-            "--xlsx": args.xlsx, "--out (baseline diff)": _diff_path(args.out) if args.baseline else None}
+            "--minutes-out": args.minutes_out, "--xlsx": args.xlsx, "--out (baseline diff)": _diff_path(args.out) if args.baseline else None}
 
 
 def _diff_path(out: str) -> Path:
@@ -225,7 +228,7 @@ def _diff_path(out: str) -> Path:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from planner.planning.exports import baseline_diff, format_diff, workbook_bytes
+    from planner.planning.exports import baseline_diff, format_diff, minutes_frame, workbook_bytes
     from planner.planning.fanout import route_map
 
     inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
@@ -241,6 +244,8 @@ def _run_plan(args: argparse.Namespace) -> int:
     side = write_plan(result, args.out)
     if args.options_out:
         write_csv(result.options, args.options_out)
+    if args.minutes_out:
+        write_csv(minutes_frame(result), args.minutes_out)
     diff = None if baseline is None else baseline_diff(result.rows, baseline)
     if diff is not None:
         write_csv(diff, _diff_path(args.out))
@@ -249,7 +254,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     print_plan(result)
     if diff is not None:
         _print_lines([f"compared with {args.baseline}:", *(format_diff(diff) or ["no route changed"])])
-    written = [args.out, str(side), *(p for p in (args.options_out, args.xlsx) if p)]
+    written = [args.out, str(side), *(p for p in (args.options_out, args.minutes_out, args.xlsx) if p)]
     if diff is not None:
         written.append(str(_diff_path(args.out)))
     print(f"plan written to {', '.join(written)}")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetfacts.schema import escape_formula
+from fleetfacts.schema import csv_cell, escape_formula
 from planner.engine.curves import engine_label
 from planner.planning.plan import PlanResult, assumptions_document, plan_coverage
 from planner.sizing.plan_row import PlanRow, plan_frame
@@ -176,6 +176,9 @@ def workbook_bytes(result: PlanResult, diff: pd.DataFrame | None = None, fleet: 
         "assumptions": _assumptions_frame(result),
         "sources": result.sources,
     }
+    minutes = minutes_frame(result)
+    if not minutes.empty:
+        sheets["minutes"] = minutes
     if diff is not None:
         sheets["baseline"] = diff
     book.remove(book.active)
@@ -184,6 +187,21 @@ def workbook_bytes(result: PlanResult, diff: pd.DataFrame | None = None, fleet: 
     buffer = io.BytesIO()
     book.save(buffer)
     return buffer.getvalue()
+
+
+MINUTES_COLUMNS = ("route", "replicas", "recommended", "usd_per_month", "start_min", "requests_per_min", "ttft_ms",
+                   "tpot_ms", "breach")
+
+
+def minutes_frame(result: PlanResult) -> pd.DataFrame:
+    """Every online route judged window by window, minute by minute (PlanResult.timelines): per window of the
+    planned load, for the recommended fleet and down to the whole-log count, arrivals and TTFT / TPOT at the SLO
+    percentile (ms), in breach or not; route names formula-safe as in the plan CSV."""
+    frames = [t.assign(route=csv_cell(route)) for route, t in result.timelines.items() if not t.empty]
+    if not frames:
+        return pd.DataFrame(columns=list(MINUTES_COLUMNS))
+    out = pd.concat(frames, ignore_index=True)[list(MINUTES_COLUMNS)]
+    return out.round({"usd_per_month": 2, "start_min": 2, "requests_per_min": 1, "ttft_ms": 1, "tpot_ms": 2})
 
 
 def _assumptions_frame(result: PlanResult) -> pd.DataFrame:

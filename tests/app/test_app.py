@@ -320,7 +320,7 @@ def test_workbook_has_plan_totals_assumptions_and_sources(downloads):
     book = openpyxl.load_workbook(io.BytesIO(downloads[next(n for n in downloads if n.endswith(".xlsx"))]))
     # The page leads with the optimised fleet: it is the workbook's first sheet and the primary download, and the
     # totals sheet's sum says it is the route-by-route plan's (it once read "fleet total" beside another figure).
-    assert book.sheetnames == ["fleet", "plan", "totals", "assumptions", "sources"]
+    assert book.sheetnames == ["fleet", "plan", "totals", "assumptions", "sources", "minutes"]
     fleet = pd.DataFrame(list(book["fleet"].iter_rows(min_row=2, values_only=True)),
                          columns=[c.value for c in book["fleet"][1]])
     assert f"{fleet['gpus_max'].sum():,.0f}" == metric(at, "GPUs")

@@ -101,7 +101,10 @@ def test_plan_reports_the_autoscaled_option_and_takes_the_scale_up_time(tmp_path
     with cli_fits_bundled_once():
         for scale_up in ("0", "600"):
             out = tmp_path / f"plan-{scale_up}.csv"
-            assert main(["plan", "--routes", str(routes_csv), "--out", str(out), "--scale-up-s", scale_up]) == 0
+            minutes = tmp_path / f"minutes-{scale_up}.csv"
+            assert main(["plan", "--routes", str(routes_csv), "--out", str(out), "--scale-up-s", scale_up,
+                         "--minutes-out", str(minutes)]) == 0
+            assert set(pd.read_csv(minutes)["route"]) == {"code-completion"}
             capsys.readouterr()
             rows[scale_up] = pd.read_csv(out).iloc[0].to_dict()
             saved = json.loads(out.with_suffix(".assumptions.json").read_text())

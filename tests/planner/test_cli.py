@@ -245,7 +245,7 @@ def test_plan_exports_csv_json_xlsx_and_baseline_diff(files, tmp_path, capsys):
     assert diff.loc["fleet total", "gpus_change"] == diff.loc["chat", "gpus_change"]  # like for like only
     assert "chat: changed:" in proc.stdout and "fleet (over the 2 routes planned in both" in proc.stdout
     sheets = openpyxl.load_workbook(book).sheetnames
-    assert sheets == ["plan", "totals", "assumptions", "sources", "baseline"]
+    assert sheets == ["plan", "totals", "assumptions", "sources", "minutes", "baseline"]
 
 
 def test_out_equal_to_an_input_is_refused_and_the_input_kept(files, tmp_path, capsys):

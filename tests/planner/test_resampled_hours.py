@@ -119,7 +119,7 @@ def test_the_plan_states_the_robustness_figure_the_bursts_and_the_three_sizings_
 
     import openpyxl
 
-    from planner.planning.exports import workbook_bytes
+    from planner.planning.exports import minutes_frame, workbook_bytes
     from planner.planning.plan import make_plan, plan_csv_text
     from planner.sizing.assumptions import Assumptions
 
@@ -139,3 +139,9 @@ def test_the_plan_states_the_robustness_figure_the_bursts_and_the_three_sizings_
     for column in ("resampled_hours", "holds_in_resampled_hours", "load_bursts", "autoscaled_floor",
                    "autoscaled_usd_per_month", "autoscaled_windows_in_breach", "whole_log_replicas"):
         assert column in header and column in sheet_header, column
+    minutes = minutes_frame(result)  # the timeline, minute by minute (plan --minutes-out, the workbook's sheet)
+    mine = minutes[minutes["recommended"]]
+    assert len(mine) == row.windows and int(mine["breach"].sum()) == row.windows_in_breach
+    assert mine["ttft_ms"].max() == pytest.approx(row.ttft_worst_window_ms, abs=0.1)
+    assert minutes["replicas"].min() <= (row.whole_log_replicas or row.replicas)
+    assert book["minutes"].max_row == len(minutes) + 1
