@@ -785,13 +785,21 @@ def recommendation_section(result: PlanResult, routes: pd.DataFrame, alternative
         st.container(key="decisions_box").dataframe(
             tables.styled(tables.decision_table(result.plan, routes)), hide_index=True, key="recommendation",
             placeholder="",
-            column_config={"route": text(width=150), "runner-up": text(width="medium"),
-                           "latency vs SLO": text(width="medium", help=tables.LATENCY_HELP),
-                           "range": text(width=110, help=tables.RANGE_HELP),
-                           "break-even": text("break-even /mo", help=tables.BREAKEVEN_HELP)})
+            column_config={"route": text(width=115), "runner-up": text(width=125),
+                           "latency vs SLO": text("TTFT · TPOT ms / SLO", width=150, help=tables.LATENCY_HELP),
+                           "GPUs": text(width=50), "GPU": text(width=60), "$/month": text(width=80),
+                           "saves $/month": text("saves $/mo", width=80),
+                           "range": text(width=95, help=tables.RANGE_HELP),
+                           "break-even": text("break-even /mo", width=95, help=tables.BREAKEVEN_HELP)})
     if not st.session_state.compact:
-        for route, verdict in answer.window_verdicts(result.plan).items():
-            st.markdown(f"**{markdown_text(route)}**: {markdown_text(verdict)}")
+        verdicts = answer.window_verdicts(result.plan)
+        slos = {str(r["name"]): r for r in routes.to_dict("records")}
+        for r in result.plan.to_dict("records"):
+            route = str(r["route"])
+            line = "; ".join(part for part in (tables.latency_line(r, slos.get(route)), verdicts.get(route, ""))
+                             if part)
+            if line:
+                st.markdown(f"**{markdown_text(route)}**: {markdown_text(line)}")
     with st.expander("Details per route: precision, TP, replicas, GPU and $/month ranges, $ per 1M tokens, provenance, throughput, notes"):
         st.dataframe(tables.styled(tables.details_table(result.plan)), hide_index=True, placeholder="",
                      key="recommendation_details", column_config={"notes": text(width="large")})
@@ -985,8 +993,10 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
     st.caption(f"Throughput per GPU against speed per user for the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible "
                f"options of '{printable(route)}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
-               f"dots are where the plan runs each option, the ringed one is the choice.{slo_note}")
-    show_chart(charts.pareto_chart(table, points, slo, legend_columns=legend_columns()))
+               f"dots are where the plan runs each option, the ringed one is the choice; a dashed curve is "
+               f"extrapolated or published, not measured.{slo_note}")
+    show_chart(charts.pareto_chart(table, points, slo, legend_columns=legend_columns(),
+                                   compact=bool(st.session_state.compact)))
     passed = {option: why for (r, option), why in charts.passed_over(result.options, result.plan).items() if r == route}
     note = charts.pareto_note(table, points, passed)
     if note:

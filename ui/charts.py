@@ -84,6 +84,13 @@ def series_scale(engine_of: Mapping[str, str]) -> alt.Scale:
 ChartT = TypeVar("ChartT", bound=alt.TopLevelMixin)
 
 
+# Longest legend label, px, on a phone (390 px less the symbol and the page's padding).
+COMPACT_LEGEND_LIMIT = 250
+# Longest label, px, of a route name in a chart on a desk and on a phone (Vega cuts it with an ellipsis).
+ROUTE_LABEL_LIMIT = 220
+COMPACT_LABEL_LIMIT = 150  # the header starts after the option labels (~170 px): 390 px in all
+
+
 def stretches(chart: object) -> bool:
     """Can the chart take the page's width?  Not a concatenation: each of its panels would take it whole."""
     return not isinstance(chart, alt.ConcatChart | alt.VConcatChart | alt.HConcatChart)
@@ -475,45 +482,52 @@ def operating_points(options: pd.DataFrame, plan: pd.DataFrame, route: str,
 
 
 def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float | None = None,
-                 legend_columns: int = 2) -> alt.Chart:
+                 legend_columns: int = 2, compact: bool = False) -> alt.Chart:
     """One line per option (named in the legend), the Pareto frontier over all of them, each
-    option's operating point, the chosen one ringed, and the TPOT SLO as tok/s per user."""
+    option's operating point, the chosen one ringed (and labelled, except on a phone, where the label would run
+    off the page: the legend and tooltip name it), and the TPOT SLO as tok/s per user."""
     x = alt.X("tok_s_per_user:Q", title="output tokens/s per user (1000 / mean TPOT; faster →)",
               scale=alt.Scale(type="log"))
     y = alt.Y("tok_s_per_gpu:Q", title="output tokens/s per GPU")
     engine_of = {**dict(zip(points["option"], points["engine"], strict=True)),
                  **dict(zip(table["option"], table["engine"], strict=True))}
     colour = alt.Color("option:N", title="option", scale=series_scale(engine_of),
-                       legend=legend(orient="bottom", columns=legend_columns, labelLimit=360))
+                       legend=legend(orient="bottom", columns=legend_columns,
+                                     labelLimit=COMPACT_LEGEND_LIMIT if compact else 360))
+    # On a phone the legends beside the options' one would line up past the page's edge: the caption says
+    # what the band, the dots, the ring and the dashes mean.
+    extra_legend = None if compact else legend()
     tooltip = [alt.Tooltip("option:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
                alt.Tooltip("tpot_ms:Q", format=".1f", title="mean TPOT ms"),
                alt.Tooltip("tok_s_per_user:Q", format=",.1f", title="tok/s per user"),
                alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU")]
     lines = alt.Chart(table).mark_line(strokeWidth=2, opacity=0.8).encode(
         x=x, y=y, color=colour, detail="option:N", order="concurrency:Q",
-        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is", legend=legend()),
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is", legend=extra_legend),
         tooltip=[*tooltip, alt.Tooltip("provenance:N")])
     front = alt.Chart(table[table["frontier"]].assign(line="Pareto frontier")).mark_line(
         strokeWidth=5, opacity=0.25, color="black").encode(
         x=x, y=y, order="tok_s_per_user:Q", strokeWidth=alt.StrokeWidth(
-            "line:O", scale=alt.Scale(domain=["Pareto frontier"], range=[6]), title="line", legend=legend()))
+            "line:O", scale=alt.Scale(domain=["Pareto frontier"], range=[6]), title="line", legend=extra_legend))
     marks = alt.Chart(points.assign(point=np.where(points["recommended"], "chosen", "other option"))).mark_point(
         filled=True).encode(
         x=x, y=y, color=colour,
         size=alt.Size("point:O", scale=alt.Scale(domain=["chosen", "other option"], range=[260, 50]),
-                      title="operating point"),
+                      title="operating point", legend=extra_legend),
         tooltip=[*tooltip, alt.Tooltip("total_usd_per_month:Q", format="$,.0f", title="$/month")])
     layers = [front, lines, marks]
     chosen = points[points["recommended"]]
     if not chosen.empty:
         layers.append(alt.Chart(chosen).mark_point(size=520, color="black", strokeWidth=2).encode(x=x, y=y))
+    if not chosen.empty and not compact:
         layers.append(alt.Chart(chosen.assign(label=[f"chosen: {o}" for o in chosen["option"]])).mark_text(
             align="left", dx=16, dy=-14, fontWeight="bold", color="black").encode(x=x, y=y, text="label:N"))
     if tpot_slo_ms and math.isfinite(tpot_slo_ms):
         slo = pd.DataFrame({"tok_s_per_user": [MS_PER_S / tpot_slo_ms],
                             "label": [f"TPOT SLO {tpot_slo_ms:g} ms = {MS_PER_S / tpot_slo_ms:.3g} tok/s per user"]})
         layers.append(alt.Chart(slo).mark_rule(color="#c0392b", strokeDash=[3, 3]).encode(x="tok_s_per_user:Q"))
-        layers.append(alt.Chart(slo).mark_text(align="left", dx=4, dy=8, color="#c0392b").encode(
+        layers.append(alt.Chart(slo).mark_text(align="left", dx=4, dy=8, color="#c0392b",
+                                               limit=COMPACT_LEGEND_LIMIT if compact else 0).encode(
             x="tok_s_per_user:Q", y=alt.value(0), text="label:N"))
     return alt.layer(*layers).properties(height=CHART_HEIGHT + 60)
 
@@ -603,8 +617,11 @@ def option_costs_chart(table: pd.DataFrame, width: int = 560, compact: bool = Fa
                  alt.Tooltip("gpus:Q"), alt.Tooltip("recommended:N"), alt.Tooltip("provenance:N"),
                  alt.Tooltip("price_source:N")])
     # Compact (a phone): each route's name above its panel, not beside it, so the panel keeps the width.
-    header = (alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold", labelFontSize=13) if compact
-              else alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold", labelFontSize=13))
+    # A long route name is cut with an ellipsis (its full name is in the tooltip), never widening the page.
+    header = (alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold", labelFontSize=13,
+                         labelLimit=COMPACT_LABEL_LIMIT) if compact
+              else alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold", labelFontSize=13,
+                              labelLimit=ROUTE_LABEL_LIMIT))
     return bars.properties(height=alt.Step(20), width=width).facet(
         row=alt.Row("route:N", title=None, header=header)
     ).resolve_scale(y="independent", x="independent")

@@ -21,9 +21,9 @@ from ui.charts import recommendation_table
 # What a capacity review decides on; fits a 1440 px window beside the sidebar.
 DECISION_COLUMNS = ("route", "engine", "GPU", "GPUs", "range", "$/month", "latency vs SLO", "runner-up",
                     "saves $/month", "break-even")
-LATENCY_HELP = ("TTFT and TPOT at the route's SLO percentile on the recommended fleet (its whole load; 90% "
-                "interval in brackets), then the SLO; online routes only. The worst SLO window is in the line "
-                "under the table.")
+LATENCY_HELP = ("TTFT · TPOT in ms at the route's SLO percentile on the recommended fleet (its whole load), each / "
+                "its SLO; online routes only. The 90% intervals and the worst SLO window are in the lines under the "
+                "table.")
 # A GPU range whose high end is more than this many times its low end is flagged "wide": the count is a guess
 # until the curve behind it is measured (the cause and the measuring command are shown beside the table).
 WIDE_RATIO = 3.0
@@ -60,24 +60,32 @@ def decision_table(plan: pd.DataFrame, routes: pd.DataFrame | None = None) -> pd
     return view[list(DECISION_COLUMNS)]
 
 
-def latency_vs_slo(row: Mapping[str, object], route: Mapping[str, object] | None) -> str:
-    """'p95 TTFT 205 (150–260) / 300 ms · TPOT 20 (15–26) / 30 ms' for a planned online route, '' otherwise."""
+def latency_vs_slo(row: Mapping[str, object], route: Mapping[str, object] | None, interval: bool = False) -> str:
+    """'165 / 300 · 7.0 / 30': TTFT, then TPOT, at the SLO percentile, ms, each / its target, for a planned online
+    route ('' otherwise); `interval`: each value with its 90% interval, '165 (113–241) / 300 · ...'."""
     if row.get("status") != "ok" or row.get("traffic") != "online":
         return ""
     route = route or {}
-    pct = route.get("slo_percentile")
     parts = []
-    for name, metric, target in (("TTFT", "ttft", route.get("ttft_slo_ms")), ("TPOT", "tpot", route.get("tpot_slo_ms"))):
+    for metric, target in (("ttft", route.get("ttft_slo_ms")), ("tpot", route.get("tpot_slo_ms"))):
         value = row.get(f"{metric}_pred_ms")
         if _missing(value):
+            parts.append("–")
             continue
-        text = f"{name} {_ms(value)}"
+        text = _ms(value)
         low, high = row.get(f"{metric}_pred_ms_low"), row.get(f"{metric}_pred_ms_high")
-        if not (_missing(low) or _missing(high)):
+        if interval and not (_missing(low) or _missing(high)):
             text += f" ({_ms(low)}–{_ms(high)})"
-        parts.append(text + ("" if _missing(target) else f" / {_ms(target)}") + " ms")
+        parts.append(text + ("" if _missing(target) else f" / {_ms(target)}"))
+    return " · ".join(parts)
+
+
+def latency_line(row: Mapping[str, object], route: Mapping[str, object] | None) -> str:
+    """'p95 TTFT · TPOT, ms (90% interval) / SLO: 165 (113–241) / 300 · 7.0 (5.5–9.1) / 30' ('' when none)."""
+    text = latency_vs_slo(row, route, interval=True)
+    pct = (route or {}).get("slo_percentile")
     head = "" if _missing(pct) else f"p{float(pct):g} "  # type: ignore[arg-type]
-    return head + " · ".join(parts) if parts else ""
+    return f"{head}TTFT · TPOT, ms (90% interval) / SLO: {text}" if text else ""
 
 
 def _ms(value: object) -> str:

@@ -129,8 +129,10 @@ def test_decision_columns_up_front_details_in_an_expander(app):
     decisions = shown(app, "runner-up")
     assert list(decisions.columns) == list(DECISION_COLUMNS)
     latency = decisions.set_index("route")["latency vs SLO"]  # issue 35: latency beside the SLO, with interval
-    assert latency["chat"].startswith("p95 TTFT ") and "/ 500 ms" in latency["chat"] and "/ 50 ms" in latency["chat"]
-    assert "–" in latency["chat"] and latency["summarise-batch"] == ""
+    assert re.fullmatch(r"[\d.,]+ / 500 · [\d.,]+ / 50", latency["chat"]) and latency["summarise-batch"] == ""
+    # the intervals beside the SLO in the route's line under the table
+    chat_line = next(m.value for m in app.markdown if m.value.startswith("**chat**: p95 TTFT · TPOT, ms"))
+    assert "90% interval" in chat_line and "–" in chat_line and "/ 500 · " in chat_line and "holds every" in chat_line
     expander = next(e for e in app.expander if e.label.startswith("Details per route"))
     assert any("numbers are" in d.value.columns for d in expander.dataframe)
 

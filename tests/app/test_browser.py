@@ -452,3 +452,49 @@ def test_a_routes_minutes_and_its_three_sizings_are_readable_on_desk_and_phone(a
         page.wait_for_timeout(500)
         page.screenshot(path=str(SCREENS / name))
         small_png(SCREENS / name)
+
+
+def sticking_out(page, width: int) -> list[str]:
+    """The innermost elements reaching past `width` px (outside scrolling tab lists), for a failure message."""
+    return page.evaluate("""w => [...document.querySelectorAll('[data-testid="stMain"] *')]
+        .filter(el => el.getBoundingClientRect().right > w + 1 && !el.closest('[role="tablist"]')
+                && ![...el.children].some(c => c.getBoundingClientRect().right > w + 1))
+        .slice(0, 6).map(el => el.tagName + ' ' + Math.round(el.getBoundingClientRect().right) + ' '
+                         + (el.getAttribute('data-testid') || el.className.baseVal || el.className || '')
+                         + ' ' + (el.textContent || '').slice(0, 40))""", width)
+
+
+def test_on_a_phone_a_long_route_name_neither_widens_the_page_nor_cuts_the_pareto_chart(app_url, page, tmp_path):
+    """Issue 35, item 7: a route named with 90 characters keeps the page at 390 px (cards, tables, charts), and
+    the Pareto tab's chart stays inside it on a phone."""
+    lines = (REPO / "examples" / "routes.csv").read_text().splitlines()
+    long_name = "customer-support-assistant-for-the-european-region-with-a-very-long-descriptive-route-name"
+    lines = [lines[0]] + [line.replace("chat,", f"{long_name},", 1) if line.startswith("chat,") else line
+                          for line in lines[1:]]
+    path = tmp_path / "long-name.csv"
+    path.write_text("\n".join(lines) + "\n")
+    page.set_viewport_size({"width": PHONE_PX[0], "height": PHONE_PX[1]})
+    page.goto(f"{app_url}/?layout=phone")
+    page.get_by_text("What to buy: the optimised fleet").wait_for()
+    wait_idle(page)
+    open_tab(page, "Import routes CSV")
+    upload(page, "Routes CSV", path)
+    page.get_by_text(long_name[:40]).first.wait_for()
+    wait_idle(page)
+    page.wait_for_timeout(1500)
+    main = page.locator('[data-testid="stMain"]')
+    assert main.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), \
+        f"a long route name widens the page: {sticking_out(page, PHONE_PX[0])}"
+    open_tab(page, "Pareto per route")
+    wait_idle(page)
+    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+    page.wait_for_timeout(1500)
+    assert main.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the Pareto tab scrolls sideways"
+    chart = page.locator('[data-testid="stVegaLiteChart"]').first
+    box = chart.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= PHONE_PX[0] + 1, box
+    inner = chart.evaluate("el => Math.max(...[...el.querySelectorAll('svg *')].map(e => e.getBoundingClientRect().right))")
+    far = chart.evaluate("""el => [...el.querySelectorAll('svg *')].map(e => [e.getBoundingClientRect().right,
+        e.tagName + ' ' + (e.className.baseVal || '') + ' ' + (e.textContent || '').slice(0, 30)])
+        .sort((a, b) => b[0] - a[0]).slice(0, 5)""")
+    assert inner <= PHONE_PX[0] + 1, f"the Pareto chart reaches {inner:.0f} px: {far}"

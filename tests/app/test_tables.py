@@ -74,13 +74,15 @@ def test_the_total_range_adds_one_curves_routes_in_step_and_different_curves_in_
 
 
 def test_latency_beside_the_slo_reads_value_interval_and_target():
-    from ui.tables import latency_vs_slo
+    from ui.tables import latency_line, latency_vs_slo
 
     row = {"status": "ok", "traffic": "online", "ttft_pred_ms": 205.4, "ttft_pred_ms_low": 150.2,
            "ttft_pred_ms_high": 260.0, "tpot_pred_ms": 8.44, "tpot_pred_ms_low": float("nan"),
            "tpot_pred_ms_high": float("nan")}
     route = {"slo_percentile": 95.0, "ttft_slo_ms": 300.0, "tpot_slo_ms": 30.0}
-    assert latency_vs_slo(row, route) == "p95 TTFT 205 (150–260) / 300 ms · TPOT 8.4 / 30 ms"
-    assert latency_vs_slo(row, None) == "TTFT 205 (150–260) ms · TPOT 8.4 ms"
+    assert latency_vs_slo(row, route) == "205 / 300 · 8.4 / 30"
+    assert latency_vs_slo(row, route, interval=True) == "205 (150–260) / 300 · 8.4 / 30"
+    assert latency_vs_slo(row, None) == "205 · 8.4"
+    assert latency_line(row, route) == "p95 TTFT · TPOT, ms (90% interval) / SLO: 205 (150–260) / 300 · 8.4 / 30"
     assert latency_vs_slo({**row, "traffic": "batch"}, route) == ""
     assert latency_vs_slo({**row, "status": "infeasible"}, route) == ""
