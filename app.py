@@ -330,6 +330,8 @@ def routes_section(inputs: Catalog) -> pd.DataFrame:
 
 
 def routes_column_config() -> dict:
+    """The routes editor's columns, typed by the schema; the route's name pinned, so it stays in view while a
+    row's other cells are edited (on a phone the grid scrolls sideways)."""
     config = {}
     for col in ROUTES.columns:
         if col.kind == "enum":
@@ -337,7 +339,7 @@ def routes_column_config() -> dict:
         elif col.kind in ("int", "float"):
             config[col.name] = st.column_config.NumberColumn(col.name, help=col.doc)
         else:
-            config[col.name] = st.column_config.TextColumn(col.name, help=col.doc)
+            config[col.name] = st.column_config.TextColumn(col.name, help=col.doc, pinned=col.name == "name")
     return config
 
 

@@ -689,3 +689,12 @@ def test_a_url_or_markup_in_a_route_name_is_shown_as_typed_never_as_a_link(app):
     for value in shown:
         assert "https://" not in value and "www.evil" not in value and "*now*" not in value, value
         assert "](" not in value and " $x$" not in value, value
+
+
+def test_the_routes_name_stays_in_view_while_a_row_is_edited(app):
+    """Issue 35, item 7: the routes editor pins the route's name column (a phone scrolls the grid sideways)."""
+    editors = [d.proto for d in app.dataframe if d.proto.editing_mode and '"name"' in d.proto.columns]
+    assert editors, "no routes editor"
+    columns = json.loads(editors[0].columns)
+    assert columns["name"].get("pinned") is True
+    assert not any(c.get("pinned") for name, c in columns.items() if name != "name")
