@@ -69,6 +69,7 @@ from planner.latency import (
     with_server_latency_of,
 )
 from planner.latency import METRICS as LATENCY_METRICS
+from planner.latency.analytic import AnalyticLoad, Offline, Rounds, Steady, analytic
 from planner.outputs import check_output, write_files
 from planner.planning import deploy
 from planner.planning.fleet_size import MAX_FLEET_ROUTES, check_fleet_size
@@ -435,19 +436,23 @@ def _run_predict(args: argparse.Namespace) -> int:
         return _run_predict_open_loop(args)
 
     curve = _predict_curve(args, serving=args.batch_size is None)
-    if args.batch_size is not None:
-        pred = curve.predict_offline(args.input_len, args.output_len, args.batch_size)
-    elif args.closed_loop == "rounds":
-        pred = curve.predict_rounds(args.input_len, args.output_len, args.concurrency,
-                                    args.num_requests or 4 * args.concurrency)
-    else:
-        pred = curve.predict_concurrency(args.input_len, args.output_len, args.concurrency)
-    record = {**_prediction_record(curve, pred), "closed_loop": args.closed_loop if args.concurrency else None}
+    answer = analytic(curve, _analytic_load(args))
+    record = {**_prediction_record(curve, answer.prediction), "closed_loop": args.closed_loop if args.concurrency
+              else None, "tier": answer.tier, "statistic": answer.statistic}
     if args.json:
         print(json.dumps(record, allow_nan=False, default=str))
     else:
         _print_prediction(record)
     return 0
+
+
+def _analytic_load(args: argparse.Namespace) -> AnalyticLoad:
+    """The one load `predict`'s flags describe (without --request-rate): an offline batch, or a closed loop."""
+    if args.batch_size is not None:
+        return Offline(args.input_len, args.output_len, args.batch_size)
+    if args.closed_loop == "rounds":
+        return Rounds(args.input_len, args.output_len, args.concurrency, args.num_requests or 4 * args.concurrency)
+    return Steady(args.input_len, args.output_len, args.concurrency)
 
 
 def _transferred_curve(args: argparse.Namespace, profiles, config_path: str | None):

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from planner.engine.curves import GroupKey, engine_label, group_key, version_order
+from planner.latency.analytic import Offline, Steady, analytic
 from planner.planning.exports import printable
 from planner.sizing.costs import breakeven_updates, monthly_total_vs_updates
 from planner.sizing.options import option_label, plan_option
@@ -154,8 +155,8 @@ def throughput_table(curves: Mapping, model: str, input_len: float, output_len: 
         if key.model != model:
             continue
         for load in sweep_loads(curve, input_len, output_len, mode):
-            pred = (curve.predict_offline(input_len, output_len, int(load)) if mode == "offline"
-                    else curve.predict_concurrency(input_len, output_len, float(load)))
+            pred = analytic(curve, Offline(input_len, output_len, int(load)) if mode == "offline"
+                            else Steady(input_len, output_len, float(load))).prediction
             rows.append({**_key_columns(key), "load": float(load),
                          "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp),
                          "low": _per_gpu(pred.low, key.tp), "high": _per_gpu(pred.high, key.tp),
@@ -358,7 +359,7 @@ def frontier_table(curves: Mapping, model: str, input_len: float, output_len: fl
         if key.model != model:
             continue
         for c in sweep_loads(curve, input_len, output_len, "concurrency"):
-            pred = curve.predict_concurrency(input_len, output_len, float(c))
+            pred = analytic(curve, Steady(input_len, output_len, float(c))).prediction
             rows.append({**_key_columns(key), "concurrency": float(c), "tpot_ms": pred.tpot_ms,
                          "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp),
                          "provenance": "extrapolated" if pred.extrapolated else "predicted",
@@ -429,7 +430,7 @@ def pareto_table(curves: Mapping, options: pd.DataFrame, route: str, input_len: 
             continue
         curve = curves[key]
         for c in sweep_loads(curve, input_len, output_len, "concurrency"):
-            pred = curve.predict_concurrency(input_len, output_len, float(c))
+            pred = analytic(curve, Steady(input_len, output_len, float(c))).prediction
             if not pred.tpot_ms or pred.tpot_ms <= 0:
                 continue
             rows.append({"option": option, "engine": key.engine, "gpu": key.gpu, "tp": int(key.tp),

@@ -30,6 +30,7 @@ import numpy as np
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck, Targets, judge
 from planner.engine.curves import CurveLike
+from planner.latency.analytic import TIER_ANALYTIC, Steady, analytic
 from planner.latency.simulate import SimResult, simulate
 from planner.traffic.routes import LengthDistribution, Route
 from planner.traffic.workload import SIM_MAX_REPLICAS, Numbers, Requests, gamma, thin_requests
@@ -42,7 +43,7 @@ PREDICT_REQUESTS = 2000
 PREDICT_SEEDS = 3
 # z for the two-sided 90% interval given with each prediction.
 Z90 = 1.645
-TIER_SIMULATED, TIER_REPLAYED, TIER_ANALYTIC = "simulated", "replayed log", "analytic"
+TIER_SIMULATED, TIER_REPLAYED = "simulated", "replayed log"
 TIER_FLEET = "fleet simulated"
 # The load balancers a fleet can be planned behind, and the simulator's name for each.
 ROUTERS = {"least-outstanding": "jsq", "round-robin": "round-robin"}
@@ -321,7 +322,7 @@ def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> Laten
 
 
 def _closed(curve: CurveLike, load: Closed, lengths: Lengths) -> LatencyReport:
-    pred = curve.predict_concurrency(lengths.input.mean, lengths.output.mean, load.concurrency)
+    pred = analytic(curve, Steady(lengths.input.mean, lengths.output.mean, load.concurrency)).prediction
     means = {"ttft": pred.ttft_ms, "tpot": pred.tpot_ms, "itl": pred.tpot_ms, "e2e": pred.e2e_ms}
     metrics = {f"{m}_p{p:g}_ms": float(v) for m, v in means.items() for p in PERCENTILES}  # the mean at each
     ratio = pred.low / pred.output_tok_per_s if pred.output_tok_per_s > 0 else 1.0

@@ -26,6 +26,7 @@ from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck
 from planner.engine.curves import CurveLike
 from planner.latency import DEFAULT_ROUTER, PERCENTILES, Fleet, LatencyReport, Lengths, OpenLoop, Replay, predict
+from planner.latency.analytic import Offline, Steady, analytic
 from planner.latency.simulate import bisect_replicas
 from planner.sizing import queueing
 from planner.traffic.routes import Route
@@ -88,12 +89,12 @@ class Sizing:
 
 @lru_cache(maxsize=PREDICTION_CACHE_SIZE)
 def _concurrency(curve: CurveLike, input_len: float, output_len: float, concurrency: int) -> Any:
-    return curve.predict_concurrency(input_len, output_len, concurrency)
+    return analytic(curve, Steady(input_len, output_len, concurrency)).prediction
 
 
 @lru_cache(maxsize=PREDICTION_CACHE_SIZE)
 def _offline(curve: CurveLike, input_len: float, output_len: float, batch: int) -> Any:
-    return curve.predict_offline(input_len, output_len, batch)
+    return analytic(curve, Offline(input_len, output_len, batch)).prediction
 
 
 @lru_cache(maxsize=PREDICTION_CACHE_SIZE)
