@@ -88,7 +88,7 @@ def bundled_routes() -> pd.DataFrame:
 @st.cache_data(max_entries=256, show_spinner=False)
 def replan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
            settings: scenario.Settings, checked: bool) -> tuple[PlanResult, float]:
-    """The plan of the scenario: analytical (milliseconds) or with the simulation check, as the CLI
+    """The plan of the scenario: screened on one replica's share (milliseconds) or with the simulation check, as the CLI
     plans (seconds; cached, so each input combination is checked once per process)."""
     return scenario.timed_plan(routes, bundled_inputs(), settings, None, prices, ops, checked)
 
@@ -479,7 +479,7 @@ class Shown:
     unchecked: str = ""
 
 
-ANALYTICAL = "analytical sizing only: the simulation check has not run on these inputs"
+SCREEN_ONLY = "sized on one replica's share only: the fleet simulation check has not run on these inputs"
 
 
 def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
@@ -492,7 +492,7 @@ def plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame,
     except Exception as err:  # the UI edge: a planner bug must not show a traceback in the room
         log.exception("planning failed")
         return failed_plan(f"Planning failed ({type(err).__name__}: {err})", checked)
-    shown = Shown(result, seconds, "" if checked else ANALYTICAL)
+    shown = Shown(result, seconds, "" if checked else SCREEN_ONLY)
     st.session_state.good_result = shown
     return shown
 
@@ -501,7 +501,7 @@ def failed_plan(message: str, checked: bool) -> Shown | None:
     """The last plan that worked after `message` (an error) is shown; a failed simulation check labels it."""
     good = st.session_state.get("good_result")
     st.error(f"{message}. Showing the last plan that worked" + (
-        " (analytical, NOT checked by simulation)." if good is not None and good.unchecked else "."))
+        " (screened only, NOT checked by simulation)." if good is not None and good.unchecked else "."))
     if good is None:
         return None
     reason = f"the simulation check failed: {message}" if checked and good.unchecked else good.unchecked
@@ -511,7 +511,7 @@ def failed_plan(message: str, checked: bool) -> Shown | None:
 def checked_plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings,
                  head) -> Shown | None:
     """The plan the CLI makes (simulation check included).  A combination of inputs not checked yet
-    first shows the analytical plan, labelled unchecked, while the check runs; then the checked one."""
+    first shows the screened plan, labelled unchecked, while the check runs; then the checked one."""
     ss = st.session_state
     key = input_key(routes, prices, ops, settings)
     if key not in ss.setdefault("checked_keys", set()):
@@ -534,8 +534,8 @@ def checked_plan(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, 
     return plan(routes, prices, ops, settings, checked=True)
 
 
-UNCHECKED_NOTE = ("**Analytical plan, not yet checked by simulation**: the replica counts below come from the "
-                  "queueing model; the simulation check (as `python -m planner plan` runs it) is running and "
+UNCHECKED_NOTE = ("**Screened plan, not yet checked by simulation**: the replica counts below come from one "
+                  "replica simulated with its share of the load; the fleet simulation check (as `python -m planner plan` runs it) is running and "
                   "replaces them in a few seconds.")
 
 
@@ -757,7 +757,7 @@ def check_text(unchecked: str) -> str:
     """What the totals' caption says of the simulation check."""
     if not unchecked:
         return "checked by simulation, as `python -m planner plan`"
-    return (f"**NOT checked by simulation** ({printable(unchecked)}): analytical sizing, which can differ from "
+    return (f"**NOT checked by simulation** ({printable(unchecked)}): sized on one replica's share, which can differ from "
             "`python -m planner plan`")
 
 
@@ -895,7 +895,7 @@ def breakeven(result: PlanResult, routes: pd.DataFrame) -> None:
 def sensitivity_chart(routes: pd.DataFrame, prices: pd.DataFrame, ops: pd.DataFrame, settings: scenario.Settings) -> None:
     st.caption("Fleet total re-planned for traffic growth and GPU price relative to the current scenario "
                "(the ringed point). Each point is a full re-plan: the engine and GPU may change along a line. "
-               "Analytical sizing (no simulation check, so the grid stays fast): the ringed point can differ "
+               "Sized on one replica's share (no fleet simulation check, so the grid stays fast): the ringed point can differ "
                "from the checked plan above.")
     table = sensitivity(routes, prices, ops, settings)
     show_chart(charts.sensitivity_chart(table))

@@ -73,6 +73,8 @@ class Column:
 class Schema:
     name: str
     columns: tuple[Column, ...]
+    # (old name, new name) of columns renamed since files were first written: a file with the old name reads.
+    renamed: tuple[tuple[str, str], ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -254,14 +256,14 @@ PLAN = Schema(
         Column("gpu", "slug", False, ""),
         Column("precision", "slug", False, ""),
         Column("tp", "int", False, "GPUs per replica", minimum=1),
-        Column("replicas", "int", False, "replicas (analytical sizing, or simulated where checked)", minimum=0,
+        Column("replicas", "int", False, "replicas (the fleet simulation where checked, else the one-replica screen)", minimum=0,
                maximum=MAX_REPLICAS),
         Column("gpus", "int", False, "replicas x tp", minimum=0),
         Column("gpus_low", "int", False, "GPUs if a replica delivers the high end of its throughput interval "
                "(interval at least the group's leave-one-out error)", minimum=0),
         Column("gpus_high", "int", False, "GPUs if a replica delivers only the low end of its throughput interval",
                minimum=0),
-        Column("operating_concurrency", "float", False, "online: requests in flight per replica at the planned "
+        Column("in_flight_p99", "float", False, "online: requests in flight per replica at the planned "
                "load, 99th percentile (the engine's batch cap must hold it); batch: the batch size", minimum=0),
         Column("replica_output_tok_per_s", "float", False, "predicted output tokens/s per replica", minimum=0),
         Column("replica_output_tok_per_s_low", "float", False, "lower end of its interval", minimum=0),
@@ -340,6 +342,7 @@ PLAN = Schema(
         Column("price_source", "str", False, "provider, pricing type and source of the GPU price"),
         Column("notes", "str", False, ""),
     ),
+    renamed=(("operating_concurrency", "in_flight_p99"),),  # issue 36: it is the 99th percentile
 )
 
 FLEET = Schema(
@@ -435,6 +438,8 @@ def validate_frame(frame: pd.DataFrame, schema: Schema, where: str = "<table>") 
     Raises InputError naming `where`, the CSV line and the column.
     """
     frame = frame.rename(columns=lambda c: str(c).strip())
+    frame = frame.rename(columns={old: new for old, new in schema.renamed
+                                  if old in frame.columns and new not in frame.columns})
     unknown = [c for c in frame.columns if c not in schema.names]
     if unknown:
         raise InputError(f"{where}: unknown column(s) {', '.join(map(repr, unknown))} for a {schema.name} file; "

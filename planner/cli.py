@@ -138,7 +138,7 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    "beside it, in <name>.assumptions.json)")
     _input_arguments(p)
     _assumption_arguments(p, "which price rows to use (default on-demand)")
-    p.add_argument("--no-simulate", action="store_true", help="keep the analytical replica counts (skip the "
+    p.add_argument("--no-simulate", action="store_true", help="keep the one-replica screen's replica counts (skip the "
                    "continuous-batching simulation check of the cheapest online options)")
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
     p.add_argument("--minutes-out", metavar="CSV", help="also write each online route's SLO windows minute by "
@@ -919,7 +919,7 @@ def _deploy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image", help="k8s: container image (default: the engine's official image of the version)")
     p.add_argument("--min-replicas", type=int, help="k8s: the HPA's floor (default: the plan's autoscaled_floor, "
                    "no HPA where autoscaling cannot beat steady); it scales up to the plan's replicas on "
-                   f"{deploy.HPA_METRIC} (target: the plan's operating concurrency per pod)")
+                   f"{deploy.HPA_METRIC} (target: the plan's in_flight_p99 per pod)")
 
 
 def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, PlanRow]]:

@@ -52,6 +52,9 @@ def render() -> str:
              "Identifiers (`slug`) are lowercase and accepted case-insensitively.", ""]
     for schema in (PROFILE, ROUTES, PRICES, ENGINE_OPS, PLAN):
         parts += [f"## {schema.name}", "", INTRO[schema.name], "", schema_markdown(schema), ""]
+        if schema.renamed:
+            parts += ["Renamed columns (a file with the old name still reads): "
+                      + ", ".join(f"`{old}` -> `{new}`" for old, new in schema.renamed) + ".", ""]
     return "\n".join(parts)
 
 

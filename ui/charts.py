@@ -472,7 +472,7 @@ def operating_points(options: pd.DataFrame, plan: pd.DataFrame, route: str,
     tpot = pd.to_numeric(shown["tpot_pred_ms"], errors="coerce")
     out = pd.DataFrame({
         "option": shown["option"].values, "engine": shown["engine"].values,
-        "concurrency": pd.to_numeric(shown["operating_concurrency"], errors="coerce").values,
+        "concurrency": pd.to_numeric(shown["in_flight_p99"], errors="coerce").values,
         "tpot_ms": tpot.values, "tok_s_per_user": (MS_PER_S / tpot).values,
         "tok_s_per_gpu": (pd.to_numeric(shown["peak_utilisation"], errors="coerce")
                           * pd.to_numeric(shown["replica_output_tok_per_s_low"], errors="coerce")

@@ -497,7 +497,7 @@ def plan_scenario(routes: pd.DataFrame, inputs: Catalog, settings: Settings, ass
     """Plan the routes under the scenario (growth, allow-lists, price factor, tables); raises InputError.
 
     checked: run the planner's simulation check, as `python -m planner plan` does (seconds); False
-    keeps the analytical sizing (milliseconds: the sensitivity grid, the first paint).
+    keeps the one-replica screen's sizing (milliseconds: the sensitivity grid, the first paint).
     """
     planned, tables, a = scenario_inputs(routes, inputs, settings, assumptions, prices, ops)
     return make_plan(planned, tables, a, check_by_simulation=checked)

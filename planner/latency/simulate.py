@@ -688,7 +688,7 @@ def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: li
 
 # ---------------------------------------------------------------- sizing check
 
-# Search ceiling when the caller gives none: this many times the analytical count (and at least 64).
+# Search ceiling when the caller gives none: this many times the screened count (and at least 64).
 SEARCH_CEILING_FACTOR = 8
 SEARCH_CEILING_MIN = 64
 
@@ -782,14 +782,14 @@ class ReplicaSearch:
     """Outcome of search_replicas.
 
     replicas: the smallest fleet whose simulated attainment >= target (None if
-    none up to the ceiling); analytical: where the search started; tried:
+    none up to the ceiling); screened: where the search started; tried:
     (replicas, attainment) pairs simulated; result: the chosen fleet's
     simulation (or the largest tried when none met the target).
     """
 
     replicas: int | None
     attainment: float
-    analytical: int
+    screened: int
     target: float
     tried: tuple[tuple[int, float], ...]
     result: SimResult
@@ -801,7 +801,7 @@ class ReplicaSearch:
 
     @property
     def differs(self) -> bool:
-        return self.replicas != self.analytical
+        return self.replicas != self.screened
 
 
 def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.ndarray | None = None,
@@ -811,7 +811,7 @@ def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.nda
                     min_replicas: int = 1) -> ReplicaSearch:
     """Smallest replica count >= min_replicas whose simulated SLO attainment >= attainment_target.
 
-    Starts at the analytical count `start`, searches down when it already
+    Starts at the screened count `start`, searches down when it already
     meets the target and up (doubling) when it does not, then bisects;
     assumes attainment does not fall as replicas are added.  Every candidate
     sees the same random numbers.  Traffic: replayed `arrivals` / `lengths`,
@@ -825,8 +825,8 @@ def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.nda
         raise InputError(f"route {route.name!r}: no SLO to check (ttft_slo_ms, tpot_slo_ms, e2e_slo_ms)")
     fleets = _FleetSimulator(route, curve, arrivals, lengths, slo, router, seed, n_requests)
     floor = max(1, int(min_replicas))
-    analytical = max(1, int(start))
-    start = max(floor, analytical)
+    screened = max(1, int(start))
+    start = max(floor, screened)
     ceiling = max(start, max_replicas or max(SEARCH_CEILING_MIN, SEARCH_CEILING_FACTOR * start))
     results: dict[int, SimResult] = {}
     sources: dict[int, str] = {}
@@ -842,7 +842,7 @@ def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.nda
     best = bisect_replicas(meets, start, ceiling)
     chosen = best if best is not None else max(results)
     tried = tuple(sorted((r, res.attainment) for r, res in results.items()))
-    return ReplicaSearch(best, results[chosen].attainment, analytical, attainment_target, tried, results[chosen],
+    return ReplicaSearch(best, results[chosen].attainment, screened, attainment_target, tried, results[chosen],
                          sources[chosen])
 
 

@@ -141,7 +141,7 @@ class Unit:
     route: Route
     bucket: Bucket
     share: float
-    sized: Route  # the unit as a route: its lengths and share of the rate (for the analytical capacity)
+    sized: Route  # the unit as a route: its lengths and share of the rate (for the closed-form capacity)
     rps: np.ndarray
 
     @property
@@ -376,7 +376,7 @@ def _batch_choices(routes: pd.DataFrame, baseline: PlanResult, catalog: Catalog,
     for table in tables:
         rows = table[table["route"].isin(ok) & table["feasible"].astype(bool)]
         for row in rows.to_dict("records"):
-            if row.get("analytical_replicas") is None or pd.isna(row.get("analytical_replicas")):
+            if row.get("sized_replicas") is None or pd.isna(row.get("sized_replicas")):
                 continue  # only options the simulation checked
             out.append(Choice(row["route"], model[row["route"]], BATCH, row,
                               catalog.ops_book.find(row["engine"], row["engine_version"])))

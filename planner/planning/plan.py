@@ -276,10 +276,10 @@ def make_plan(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumption
               check_by_simulation: bool = False, map_routes: RouteMap = map) -> PlanResult:
     """Plan every route: size each allowed option, price it, pick the cheapest feasible one.
 
-    check_by_simulation: check the analytical replica count of the cheapest options by
+    check_by_simulation: check the one-replica screen's replica count of the cheapest options by
     simulating continuous batching on the route's traffic (planner.latency.simulate), and
     correct it to the smallest fleet meeting every SLO for `slo_attainment` of
-    requests (batch: the deadline); False keeps the analytical sizing (the fast what-if loop).
+    requests (batch: the deadline); False keeps the screen's sizing (the fast what-if loop).
     map_routes: applies the per-route planning to every route, in order (routes are independent); a process
     or Ray pool's map spreads the simulation checks over cores or nodes.  Raises InputError only for a
     malformed routes table.
@@ -507,11 +507,11 @@ def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests 
     route_requests) behind the assumed router, judged by the one SLO verdict (fleetfacts.slo: every window and the
     attainment target), searched from its latency sizing and never below the utilisation cap's floor; the option
     is re-priced at that count and reports that fleet's latency and verdict."""
-    analytical = option.replicas
+    screened = option.replicas
     requests = route_requests(option.route, replay)
-    search = sizing.search_fleet(option.curve, option.route, requests, analytical, a.slo_attainment, a.router,
+    search = sizing.search_fleet(option.curve, option.route, requests, screened, a.slo_attainment, a.router,
                                  floor=_cap_floor(option, a))
-    option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
+    option = dataclasses.replace(option, simulated=True, sized_replicas=screened,
                                  sim_attainment=search.check.attainment)
     if search.replicas is None:
         tried = max(r for r, _ in search.tried)
@@ -520,12 +520,12 @@ def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests 
             reason=f"simulation: no fleet up to {tried} replicas meets the SLO ({search.check.describe()})")
     option = dataclasses.replace(option, sim_replicas=search.replicas)
     notes = option.notes
-    if search.replicas != analytical:
-        notes = _join(notes, f"one replica's share needs {analytical} replicas; the fleet simulation "
+    if search.replicas != screened:
+        notes = _join(notes, f"one replica's share needs {screened} replicas; the fleet simulation "
                              f"({a.router}) needs {search.replicas} to hold the SLO in every "
                              f"{option.route.slo_window_s:g} s window ({requests.source})")
         option = option.resized(search.replicas, a, notes,
-                                utilisation=option.utilisation * analytical / search.replicas)
+                                utilisation=option.utilisation * screened / search.replicas)
     option = dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
                                                                     search.check))
     around = tuple((n, c) for n, c in search.tried if n in (search.replicas, search.replicas - 1))
@@ -551,7 +551,7 @@ def _cap_floor(option: Option, a: Assumptions) -> int:
     peak = option.sizing.peak_utilisation
     if not (math.isfinite(peak) and peak > 0):
         return 1
-    # The tolerance keeps the analytical count itself when its utilisation sits exactly on the cap.
+    # The tolerance keeps the screened count itself when its utilisation sits exactly on the cap.
     return max(1, math.ceil(option.replicas * peak / a.utilisation_cap - CAP_TOLERANCE))
 
 
@@ -575,14 +575,14 @@ def _simulate_batch_option(option: Option, a: Assumptions) -> Option:
     fleet = simulate.cheapest_batch_fleet(option.curve, lengths, route.deadline_hours * SECONDS_PER_HOUR,
                                           option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot",
                                           total_requests=route.num_requests)
-    analytical = option.replicas
-    option = dataclasses.replace(option, simulated=True, analytical_replicas=analytical,
+    screened = option.replicas
+    option = dataclasses.replace(option, simulated=True, sized_replicas=screened,
                                  sim_replicas=fleet.replicas if fleet.feasible else math.nan)
     if not fleet.feasible:
         return dataclasses.replace(option, feasible=False, reason=f"simulation: {fleet.reason}")
     hours = fleet.wall_s / SECONDS_PER_HOUR
     notes = _join(option.notes, f"simulated job: {fleet.replicas} replicas finish in {hours:.2f} h "
-                                f"(deadline {route.deadline_hours:g} h; analytical {analytical} replicas)")
+                                f"(deadline {route.deadline_hours:g} h; the screen sized {screened})")
     return option.resized(fleet.replicas, a, notes, job_hours=hours)
 
 

@@ -30,16 +30,16 @@ SECONDS_PER_HOUR = 3600.0
 LATENCY_INTERVAL_COLUMNS = tuple(f"{m}_pred_ms_{end}" for m in ("ttft", "tpot", "e2e") for end in ("low", "high"))
 OPTION_COLUMNS = (
     "route", "option", "engine", "engine_version", "engine_config", "gpu", "precision", "tp", "replicas", "gpus",
-    "operating_concurrency", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
+    "in_flight_p99", "replica_output_tok_per_s", "replica_output_tok_per_s_low",
     "replica_output_tok_per_s_high", "ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", *LATENCY_INTERVAL_COLUMNS,
     "latency_tier", "utilisation",
     "peak_utilisation", "job_hours", "usd_per_gpu_hour", "gpu_usd_per_month", "usd_per_update",
     "update_usd_per_month", "adoption_usd_per_month", "eng_usd_per_month", "fixed_usd_per_month", "latency_basis",
     "total_usd_per_month", "usd_per_1m_output_tok", "feasible", "priced", "reason", "miss_ratio", "provenance",
-    "data_source", "price_source", "notes", "analytical_replicas", "sim_replicas", "sim_attainment",
+    "data_source", "price_source", "notes", "sized_replicas", "sim_replicas", "sim_attainment",
 )
 # Columns of an option's simulation check: absent from its row until it has been simulated.
-SIMULATION_COLUMNS = ("analytical_replicas", "sim_replicas", "sim_attainment")
+SIMULATION_COLUMNS = ("sized_replicas", "sim_replicas", "sim_attainment")
 
 
 # ---------------------------------------------------------------- naming
@@ -104,7 +104,7 @@ class Option:
 
     curve/price/ops: what it was built from (price/ops None when missing); cost: NO_COST
     when not priced.  utilisation and notes start as the sizing's and change when
-    a simulation re-sizes the fleet; analytical_replicas / sim_replicas /
+    a simulation re-sizes the fleet; sized_replicas / sim_replicas /
     sim_attainment are set by that check (`simulated`).
     """
 
@@ -120,7 +120,7 @@ class Option:
     price: costs.Price | None = None
     ops: costs.EngineOps | None = None
     simulated: bool = False
-    analytical_replicas: float = math.nan
+    sized_replicas: float = math.nan
     sim_replicas: float = math.nan
     sim_attainment: float = math.nan
     whole_log: WholeLog | None = None
@@ -175,7 +175,7 @@ class Option:
             "route": self.route.name, "option": self.name, "engine": key.engine,
             "engine_version": key.engine_version, "engine_config": key.config, "gpu": key.gpu,
             "precision": key.precision, "tp": key.tp,
-            "replicas": s.replicas, "gpus": s.gpus, "operating_concurrency": s.concurrency,
+            "replicas": s.replicas, "gpus": s.gpus, "in_flight_p99": s.concurrency,
             "replica_output_tok_per_s": s.replica_tok_s, "replica_output_tok_per_s_low": s.replica_tok_s_low,
             "replica_output_tok_per_s_high": s.replica_tok_s_high, "ttft_pred_ms": s.ttft_ms,
             "tpot_pred_ms": s.tpot_ms, "e2e_pred_ms": s.e2e_ms, "utilisation": self.utilisation,
@@ -191,7 +191,7 @@ class Option:
         }
         row.update(latency_columns(self.route, s))
         if self.simulated:
-            row.update(analytical_replicas=self.analytical_replicas, sim_replicas=self.sim_replicas,
+            row.update(sized_replicas=self.sized_replicas, sim_replicas=self.sim_replicas,
                        sim_attainment=self.sim_attainment)
         return row
 

@@ -47,7 +47,7 @@ class PlanRow:
     gpus: int | None = None
     gpus_low: int | None = None
     gpus_high: int | None = None
-    operating_concurrency: float = NAN
+    in_flight_p99: float = NAN
     replica_output_tok_per_s: float = NAN
     replica_output_tok_per_s_low: float = NAN
     replica_output_tok_per_s_high: float = NAN
@@ -117,7 +117,7 @@ class PlanRow:
         return cls(
             route=route.name, status="ok", traffic=route.traffic, model=route.model, engine=key.engine,
             engine_version=key.engine_version, engine_config=key.config, gpu=key.gpu, precision=key.precision,
-            tp=key.tp, replicas=s.replicas, gpus=s.gpus, operating_concurrency=s.concurrency,
+            tp=key.tp, replicas=s.replicas, gpus=s.gpus, in_flight_p99=s.concurrency,
             replica_output_tok_per_s=s.replica_tok_s, replica_output_tok_per_s_low=s.replica_tok_s_low,
             replica_output_tok_per_s_high=s.replica_tok_s_high, ttft_pred_ms=s.ttft_ms, tpot_pred_ms=s.tpot_ms,
             e2e_pred_ms=s.e2e_ms, **latency_columns(route, s), utilisation=option.utilisation,
@@ -202,7 +202,7 @@ PLAN_DECIMALS = {
     **dict.fromkeys(("gpu_usd_per_month", "eng_usd_per_month", "total_usd_per_month", "total_usd_per_month_low",
                      "total_usd_per_month_high", "usd_per_1m_output_tok", "runner_up_total_usd_per_month",
                      "savings_usd_per_month"), 2),
-    **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "operating_concurrency",
+    **dict.fromkeys(("ttft_pred_ms", "tpot_pred_ms", "e2e_pred_ms", "in_flight_p99",
                      *LATENCY_INTERVAL_COLUMNS), 1),
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
     "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,

@@ -1,7 +1,7 @@
 """A route, parsed once from a ROUTES row: its traffic, its SLO and its two length distributions.
 
 `Route.from_row(row)` is the only reader of a ROUTES row's numbers; the
-analytical sizing (planner.sizing.sizing), the simulator's request generator
+the sizing (planner.sizing.sizing), the simulator's request generator
 (planner.traffic.workload) and the planner (planner.planning.plan) all take a `Route`.
 
 `LengthDistribution` is one token-length distribution (a route's prompt or

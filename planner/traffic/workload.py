@@ -172,7 +172,7 @@ def synthetic_requests(route: Route, n: int = DEFAULT_SIM_REQUESTS, seed: int = 
     """Requests for a route: given arrivals / lengths, else synthetic ones.
 
     Synthetic arrivals: the route's peak rate (rate_rps x peak_to_mean, as the
-    analytical sizing uses) with gamma gaps of its arrival_cv (Poisson at 1).
+    the sizing uses) with gamma gaps of its arrival_cv (Poisson at 1).
     Synthetic lengths: drawn from the route's LengthDistributions.
     Given lengths are resampled (bootstrap) to the number of arrivals when the counts differ.
     """

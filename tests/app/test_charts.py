@@ -153,7 +153,7 @@ def test_pareto_per_route_marks_the_frontier_the_choice_and_the_slo(inputs, resu
     plan_row = result.plan.set_index("route").loc["chat"]
     chosen = points[points["recommended"]]
     assert len(chosen) == 1
-    assert chosen["concurrency"].iloc[0] == pytest.approx(plan_row["operating_concurrency"])
+    assert chosen["concurrency"].iloc[0] == pytest.approx(plan_row["in_flight_p99"])
     assert chosen["tok_s_per_user"].iloc[0] >= 1000 / chat["tpot_slo_ms"]  # the planned TPOT meets the SLO
     served = chat["rate_rps"] * chat["peak_to_mean"] * chat["output_len_mean"] / plan_row["gpus"]
     assert chosen["tok_s_per_gpu"].iloc[0] == pytest.approx(served, rel=1e-6)  # what it serves at the peak

@@ -67,7 +67,7 @@ def _files(tmp_path, calibration, rate, assumptions_line):
         writer.writeheader()
         writer.writerow({"route": "tiny", "status": "ok", "traffic": "online", "model": "tiny",
                          "engine": "transformers", "engine_version": "5.24.0", "gpu": "cpu", "precision": "fp32",
-                         "tp": 1, "replicas": 1, "gpus": 1, "operating_concurrency": 1,
+                         "tp": 1, "replicas": 1, "gpus": 1, "in_flight_p99": 1,
                          "replica_output_tok_per_s": tok_s, "replica_output_tok_per_s_low": 0.9 * tok_s,
                          "replica_output_tok_per_s_high": 1.1 * tok_s, "ttft_pred_ms": calibration["ttft_p95_ms"],
                          "tpot_pred_ms": calibration["tpot_p95_ms"], "e2e_pred_ms": calibration["e2e_p95_ms"]})

@@ -63,7 +63,7 @@ def test_vllm_commands_run_what_the_profile_measured(plan, rows, tmp_path):
         assert "line " in text and row.profile in text and "env.json" in text  # where it came from
         assert flags["--tensor-parallel-size"] == str(row.tp)
         assert flags["--max-model-len"] == str(row.max_model_len)
-        assert int(flags["--max-num-seqs"]) == run["max_num_seqs"] >= row.operating_concurrency
+        assert int(flags["--max-num-seqs"]) == run["max_num_seqs"] >= row.in_flight_p99
         assert int(flags["--max-num-batched-tokens"]) == run["max_num_batched_tokens"]
         for key, value in run["effective_engine_args"].items():
             if key in deploy.MEASUREMENT_ONLY_ARGS:
@@ -81,7 +81,7 @@ def test_trtllm_files_per_engine_version(plan, rows, tmp_path):
             continue
         script = (tmp_path / f"{route}.trtllm.sh").read_text()
         options = yaml.safe_load((tmp_path / f"{route}.trtllm-options.yaml").read_text())
-        assert options["max_batch_size"] >= row.operating_concurrency
+        assert options["max_batch_size"] >= row.in_flight_p99
         flags = _flags(_serve_argv(script, "trtllm-serve"))
         assert flags["--tp_size"] == str(row.tp) and flags["--extra_llm_api_options"].endswith("options.yaml")
         old = deploy.trtllm_flow(row.engine_version) == "engine"
@@ -135,7 +135,7 @@ def test_the_schema_check_can_fail(plan, tmp_path):
 
 def test_a_batch_cap_below_the_operating_point_is_refused(rows):
     row = next(r for r in rows.values() if r.engine == "vllm")
-    target = deploy.Target.from_row(dataclasses.replace(row, operating_concurrency=5000.0), "plan.csv", 3)
+    target = deploy.Target.from_row(dataclasses.replace(row, in_flight_p99=5000.0), "plan.csv", 3)
     settings = deploy.EngineSettings("env.json", {}, max_num_seqs=1024)
     with pytest.raises(InputError, match="operates at 5000 sequences per replica but the profile ran with"):
         deploy.deployment_files("vllm", target, settings, "org/model")

@@ -41,12 +41,12 @@ def test_trace_route_replays_its_log_and_states_both_sizings_when_they_differ(bu
     simulated = make_plan(routes, inputs, Assumptions(), check_by_simulation=True).options
     code = simulated[(simulated.route == "code-completion") & simulated.sim_replicas.notna()]
     assert len(code) >= 1
-    differs = code[code.sim_replicas != code.analytical_replicas]
+    differs = code[code.sim_replicas != code.sized_replicas]
     for _, option in differs.iterrows():
         assert "the route's log (8819 requests" in option.notes
         assert f"the fleet simulation (least-outstanding) needs {int(option.sim_replicas)}" in option.notes
     before = analytical[analytical.route == "code-completion"].set_index("option").loc[code.option, "replicas"].to_numpy()
-    assert (code.analytical_replicas.to_numpy() == before).all()
+    assert (code.sized_replicas.to_numpy() == before).all()
 
 
 def test_a_stricter_attainment_target_never_needs_fewer_gpus(bundled):

@@ -40,7 +40,7 @@ def test_online_sizing_meets_its_slos():
     assert 0 < s.peak_utilisation <= Policy().utilisation_cap
 
 
-def test_operating_concurrency_is_what_one_replica_holds_at_its_share():
+def test_in_flight_p99_is_what_one_replica_holds_at_its_share():
     r = route(tpot_slo_ms=15.0, ttft_slo_ms=10_000.0)
     s = size_online(CURVE, r, tp=1)
     assert s.latency is not None and s.latency.meets(r)
