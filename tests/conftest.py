@@ -75,3 +75,20 @@ def fake_vllm(monkeypatch):
     module.LLM.report_metrics = True
     monkeypatch.setitem(sys.modules, "vllm", module)
     return module
+
+
+def code_completion_load(peak_to_mean: float | None = None):
+    """The example's code-completion route (its log; `peak_to_mean` replaced when given), the load every path
+    replays (planner.traffic.workload.route_requests) and the vLLM FP8 H200 curve it is planned on."""
+    from planner.planning.plan import _route_log, load_routes
+    from planner.traffic.routes import Route
+    from planner.traffic.workload import route_requests
+
+    routes = load_routes(Path(__file__).resolve().parents[1] / "examples" / "routes.csv")
+    row = routes[routes["name"] == "code-completion"].iloc[0].to_dict()
+    route = Route.from_row(row if peak_to_mean is None else {**row, "peak_to_mean": peak_to_mean})
+    log, _ = _route_log(route)
+    curve = next(c for c in bundled_catalog().curves.values()
+                 if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
+                 == ("vllm", "h200", "fp8", route.model, "default"))
+    return route, route_requests(route, log), curve

@@ -14,14 +14,12 @@ from fleetfacts.errors import InputError
 from planner.cli import main
 from planner.latency import Fleet, predict
 from planner.latency.simulate import simulate
-from planner.planning.plan import _route_log, load_routes, make_plan
+from planner.planning.plan import load_routes, make_plan
 from planner.sizing import autoscaled as scaler
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import DETECT_S, SCALE_DOWN_S, SYNC_S, autoscaled, busiest_window_rps, schedule
 from planner.sizing.plan_row import plan_frame
-from planner.traffic.routes import Route
-from planner.traffic.workload import route_requests
-from tests.conftest import bundled_catalog, cli_fits_bundled_once
+from tests.conftest import bundled_catalog, cli_fits_bundled_once, code_completion_load
 from ui.answer import sizing_choices
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -29,13 +27,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture(scope="module")
 def code_load():
-    routes = load_routes(EXAMPLES / "routes.csv")
-    route = Route.from_row(routes[routes["name"] == "code-completion"].iloc[0].to_dict())
-    log, _ = _route_log(route)
-    curve = next(c for c in bundled_catalog().curves.values()
-                 if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
-                 == ("vllm", "h200", "fp8", route.model, "default"))
-    return route, route_requests(route, log), curve
+    """The example's code-completion route, its load and the vLLM FP8 H200 curve."""
+    return code_completion_load()
 
 
 def test_the_autoscaler_adds_replicas_after_the_scale_up_and_gives_them_back_after_the_stabilisation():

@@ -10,33 +10,24 @@ import pytest
 from fleetfacts.errors import InputError
 from fleetfacts.slo import judge
 from planner.latency import Fleet, predict
-from planner.planning.plan import _route_log, load_routes
+from planner.planning.plan import load_routes
 from planner.sizing import resampled
 from planner.sizing.resampled import resampled_hours
-from planner.traffic.routes import Route
 from planner.traffic.workload import (
     Requests,
     joined_blocks,
     resampled_orders,
-    route_requests,
     window_blocks,
 )
-from tests.conftest import bundled_catalog
+from tests.conftest import bundled_catalog, code_completion_load
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
 
 
 @pytest.fixture(scope="module")
 def code_load():
-    """The bundled code-completion route (its log at its own rate), its load and the vLLM FP8 H200 curve."""
-    routes = load_routes(ROUTES)
-    row = routes[routes["name"] == "code-completion"].iloc[0].to_dict()
-    route = Route.from_row({**row, "peak_to_mean": 1.0})
-    log, _ = _route_log(route)
-    curve = next(c for c in bundled_catalog().curves.values()
-                 if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
-                 == ("vllm", "h200", "fp8", route.model, "default"))
-    return route, route_requests(route, log), curve
+    """The code-completion route at its log's own rate, its load and the vLLM FP8 H200 curve."""
+    return code_completion_load(peak_to_mean=1.0)
 
 
 def test_window_blocks_cut_the_load_as_the_verdict_counts_windows_and_join_back():
