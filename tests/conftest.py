@@ -92,3 +92,12 @@ def code_completion_load(peak_to_mean: float | None = None):
                  if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
                  == ("vllm", "h200", "fp8", route.model, "default"))
     return route, route_requests(route, log), curve
+
+
+def is_number(text: str) -> bool:
+    """Does a CSV cell read as a number ('-5' may start a cell that is not a formula)?"""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

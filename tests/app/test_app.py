@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 from fleetfacts.schema import escape_controls
 from planner.cli import main as cli_main
 from planner.planning.plan import read_plan
+from tests.conftest import is_number
 from ui import tables
 from ui.scenario import scenario_from_json
 from ui.tables import DECISION_COLUMNS
@@ -283,7 +284,7 @@ def test_downloads_are_plain_csvs_that_neutralise_formulas(downloads):
         assert (ok["ttft_pred_ms"] == ok["ttft_pred_ms"].round(1)).all()
         rows = list(csv.reader(io.StringIO(text)))
         for cell in (c for row in rows[1:] for c in row):  # OWASP CSV injection: no cell may start a formula
-            assert not cell.startswith(("=", "+", "@", "\t", "\r", "-")) or _numeric(cell), cell
+            assert not cell.startswith(("=", "+", "@", "\t", "\r", "-")) or is_number(cell), cell
         book = openpyxl.load_workbook(io.BytesIO(downloads[next(n for n in downloads if n.endswith(".xlsx"))]))
         for sheet in book.worksheets:
             for row in sheet.iter_rows():
@@ -292,14 +293,6 @@ def test_downloads_are_plain_csvs_that_neutralise_formulas(downloads):
         # A leading tab or CR is a control character: a visible escape from the moment the routes load (issue 25).
         assert [book["plan"][f"A{i + 2}"].value for i in range(len(names))] == [
             escape_controls(n) if n.startswith(("\t", "\r")) else "'" + n for n in names]
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def test_downloaded_plan_reads_back_unchanged(downloads, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from planner.cli import main
 from planner.planning.plan import read_plan
-from tests.conftest import REPO
+from tests.conftest import REPO, is_number
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 
 
@@ -270,15 +270,7 @@ def test_options_out_neutralises_formulas(files, tmp_path, capsys, name):
     cells = [c for row in pd.read_csv(options, dtype=str, keep_default_na=False).itertuples(index=False) for c in row]
     # A leading tab is a control character: escaped when the routes load (issue 25), so no formula either.
     assert (f"'{name}" if not name.startswith("\t") else "\\x09" + name[1:]) in cells
-    assert not [c for c in cells if c.startswith(("=", "+", "@", "\t")) and not _number(c)]
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    assert not [c for c in cells if c.startswith(("=", "+", "@", "\t")) and not is_number(c)]
 
 
 def test_terminal_escape_codes_in_route_names_are_not_printed_raw(files, tmp_path, capsys):

@@ -16,18 +16,11 @@ from planner.planning.fleet_check import Stream, attainment
 from planner.planning.plan import load_inputs, validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.traffic.routes import Route
+from tests.conftest import is_number
 from tests.planner.fakes import online_route, write_synthetic_inputs
 from tests.planner.sim_fakes import SimCurve
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def test_the_fleet_csv_neutralises_a_route_name_that_starts_a_formula(tmp_path):
@@ -38,7 +31,7 @@ def test_the_fleet_csv_neutralises_a_route_name_that_starts_a_formula(tmp_path):
     rows = list(csv.DictReader(io.StringIO(fleet_csv_text(result))))
     assert rows, "the fleet has no deployment"
     for cell in (c for row in rows for c in row.values()):
-        assert not cell.startswith(FORMULA_STARTS) or _numeric(cell), cell
+        assert not cell.startswith(FORMULA_STARTS) or is_number(cell), cell
     assert unescape_formula(rows[0]["routes"]).startswith(name)
 
 
