@@ -27,18 +27,12 @@ import streamlit as st
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import DEFAULT_CONFIG, ENGINE_OPS, PRICES, ROUTES
 from planner.engine.curves import GroupKey
+from planner.planning.catalog import Catalog, load_inputs
 from planner.planning.exports import baseline_diff, markdown_text, printable, workbook_bytes
 from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
 from planner.planning.fleet_size import check_fleet_size
-from planner.planning.plan import (
-    Catalog,
-    PlanResult,
-    fleet_tradeoff,
-    load_inputs,
-    load_routes,
-    plan_coverage,
-    validate_routes,
-)
+from planner.planning.plan import PlanResult, fleet_tradeoff, plan_coverage
+from planner.planning.route_table import load_routes, validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_rows
 from ui import answer, charts, scenario, tables

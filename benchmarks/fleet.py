@@ -40,9 +40,11 @@ sys.path.insert(0, str(REPO))
 from fleetfacts.errors import FleetplanError, InputError  # noqa: E402
 from fleetfacts.schema import ROUTES  # noqa: E402
 from planner.engine.transfer_check import TRANSFER_MODES  # noqa: E402
+from planner.planning.catalog import Catalog, load_inputs  # noqa: E402
 from planner.planning.fanout import ProcessMap  # noqa: E402
 from planner.planning.fleet import ALL_LEVERS, NO_LEVERS, FleetResult, Levers, make_fleet  # noqa: E402
-from planner.planning.plan import Catalog, PlanResult, load_inputs, load_routes, make_plan  # noqa: E402
+from planner.planning.plan import PlanResult, make_plan  # noqa: E402
+from planner.planning.route_table import load_routes  # noqa: E402
 from planner.sizing.assumptions import Assumptions  # noqa: E402
 
 log = logging.getLogger("benchmarks.fleet")
@@ -60,7 +62,7 @@ LEVER_ROWS: tuple[tuple[str, Levers], ...] = (
     ("pricing", Levers(share=False, mix=False, autoscale=False, pricing=True)),
     ("all", ALL_LEVERS),
 )
-# Transfer mode (planner.planning.plan.load_inputs) by default, as `planner fleet` plans: every model of both
+# Transfer mode (planner.planning.catalog.load_inputs) by default, as `planner fleet` plans: every model of both
 # organisations has fitted curves, which span 5+ GPU types over the synthetic organisation's models.
 # `--transfer all` adds transferred options on every GPU type (far slower: see benchmarks/results/fleet.md).
 DEFAULT_TRANSFER = "auto"

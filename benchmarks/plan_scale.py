@@ -27,8 +27,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from replan import twenty_routes  # noqa: E402
 
+from planner.planning.catalog import load_inputs  # noqa: E402
 from planner.planning.fanout import ProcessMap, RayMap  # noqa: E402
-from planner.planning.plan import load_inputs, load_routes, make_plan  # noqa: E402
+from planner.planning.plan import make_plan  # noqa: E402
+from planner.planning.route_table import load_routes  # noqa: E402
 
 EXECUTORS = ("one", "processes", "ray")
 

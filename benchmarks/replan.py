@@ -22,7 +22,9 @@ sys.path.insert(0, str(REPO))
 
 from fleetfacts.errors import InputError  # noqa: E402
 from planner.engine.curves import fit_curves, load_profiles  # noqa: E402
-from planner.planning.plan import Catalog, load_inputs, load_routes, make_plan  # noqa: E402
+from planner.planning.catalog import Catalog, load_inputs  # noqa: E402
+from planner.planning.plan import make_plan  # noqa: E402
+from planner.planning.route_table import load_routes  # noqa: E402
 from planner.sizing.assumptions import Assumptions  # noqa: E402
 
 ROUTES = 20

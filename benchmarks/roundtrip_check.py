@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from measure import verify  # noqa: E402
 from measure.loadgen import RequestSpec, load_request_log  # noqa: E402
 from planner.latency import Lengths, OpenLoop, Replay, predict  # noqa: E402
-from planner.planning.plan import load_inputs  # noqa: E402
+from planner.planning.catalog import load_inputs  # noqa: E402
 from planner.traffic.routes import Route  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "roundtrip" / "results"

@@ -72,20 +72,18 @@ from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency.analytic import AnalyticLoad, Offline, Rounds, Steady, analytic
 from planner.outputs import check_output, write_files
 from planner.planning import deploy
+from planner.planning.catalog import load_inputs
 from planner.planning.fleet_size import MAX_FLEET_ROUTES, check_fleet_size
-from planner.planning.plan import (
+from planner.planning.plan import make_plan, plan_coverage, runner_up_caveat
+from planner.planning.plan_files import (
     ASSUMPTIONS_SUFFIX,
     assumptions_path,
     check_plan_file,
-    load_inputs,
-    load_routes,
-    make_plan,
-    plan_coverage,
     read_assumptions,
     read_plan,
-    runner_up_caveat,
     write_plan,
 )
+from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import PlanRow, plan_rows
 from planner.traffic.logs import log_to_routes, read_log

@@ -27,13 +27,13 @@ os.environ["FLEETPLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="fleetplan-test-cach
 
 @functools.cache
 def bundled_catalog(transfer: str = "auto"):
-    """planner.planning.plan.load_inputs(transfer=transfer) on the bundled data, fitted once per session (seconds each).
+    """planner.planning.catalog.load_inputs(transfer=transfer) on the bundled data, fitted once per session (seconds each).
 
     Shared by every test that plans on the bundled data: read it, never modify it (a dataclasses.replace'd
     copy may change a table).  Another transfer mode shares the fitted curves, as load_inputs would fit them
     (and planner.engine.transfer_check memoises the transfer calibration on the profiles).
     """
-    from planner.planning.plan import load_inputs
+    from planner.planning.catalog import load_inputs
 
     if transfer == "auto":
         return load_inputs()
@@ -80,7 +80,8 @@ def fake_vllm(monkeypatch):
 def code_completion_load(peak_to_mean: float | None = None):
     """The example's code-completion route (its log; `peak_to_mean` replaced when given), the load every path
     replays (planner.traffic.workload.route_requests) and the vLLM FP8 H200 curve it is planned on."""
-    from planner.planning.plan import _route_log, load_routes
+    from planner.planning.plan import _route_log
+    from planner.planning.route_table import load_routes
     from planner.traffic.routes import Route
     from planner.traffic.workload import route_requests
 

@@ -40,9 +40,12 @@ from fleetfacts.schema import (
     validate_frame,
 )
 from planner.engine.curves import engine_label
+from planner.planning.catalog import Catalog
 from planner.planning.exports import printable
 from planner.planning.fleet import FleetResult, Levers, waterfall_fleets, waterfall_table
-from planner.planning.plan import Catalog, PlanResult, make_plan, plan_coverage, plan_csv_text, validate_routes
+from planner.planning.plan import PlanResult, make_plan, plan_coverage
+from planner.planning.plan_files import plan_csv_text
+from planner.planning.route_table import validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_rows
 from planner.traffic.logs import log_to_routes
@@ -147,7 +150,7 @@ def validate_table(frame: pd.DataFrame, schema: Schema, where: str) -> pd.DataFr
 
 
 def check_routes(frame: pd.DataFrame, where: str = "routes table") -> pd.DataFrame:
-    """A routes table edited in the app: schema plus per-traffic rules (planner.planning.plan.validate_routes),
+    """A routes table edited in the app: schema plus per-traffic rules (planner.planning.route_table.validate_routes),
     errors naming the row and the route.  Raises InputError."""
     typed = validate_table(frame, ROUTES, where)
     try:
@@ -555,7 +558,7 @@ def timed_plan(routes: pd.DataFrame, inputs: Catalog, settings: Settings, assump
 
 def plan_csv_bytes(result: PlanResult) -> bytes:
     """The plan file exactly as `python -m planner plan --out` writes it: a plain CSV (header on line
-    1, rounded, formula-safe) that `pd.read_csv` and `planner.planning.plan.read_plan` read as is.  Its
+    1, rounded, formula-safe) that `pd.read_csv` and `planner.planning.plan_files.read_plan` read as is.  Its
     assumptions and sources travel in the workbook (`planner.planning.exports.workbook_bytes`)."""
     return plan_csv_text(result).encode("utf-8")
 

@@ -23,7 +23,8 @@ import pandas as pd
 
 from fleetfacts.schema import csv_cell, escape_formula
 from planner.engine.curves import engine_label
-from planner.planning.plan import PlanResult, assumptions_document, plan_coverage
+from planner.planning.plan import PlanResult, plan_coverage
+from planner.planning.plan_files import assumptions_document
 from planner.sizing.plan_row import PlanRow, plan_frame
 
 TOTAL_COLUMNS = ("route", "status", "gpus", "gpus_low", "gpus_high", "gpu_usd_per_month", "eng_usd_per_month",

@@ -39,9 +39,11 @@ from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import FLEET, csv_cell, validate_frame
 from planner.engine.curves import Curve
 from planner.planning import fleet_check
+from planner.planning.catalog import Catalog, candidate_curves
 from planner.planning.fleet_check import Bucket, Stream
 from planner.planning.fleet_size import check_fleet_size
-from planner.planning.plan import Catalog, PlanResult, candidate_curves, make_plan, validate_routes
+from planner.planning.plan import PlanResult, make_plan
+from planner.planning.route_table import validate_routes
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import option_name

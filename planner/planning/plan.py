@@ -4,8 +4,9 @@
     result = make_plan(routes_df, catalog, Assumptions())
     result.rows      # one PlanRow per route (schema PLAN); result.plan: the same as a DataFrame
     result.options   # every evaluated option, feasible or not, with its reason
-    write_plan(result, "plan.csv")   # plain CSV + plan.assumptions.json beside it
-    plan_df, assumptions = read_plan("plan.csv")
+
+The catalog (load_inputs, candidate_curves) is planner.planning.catalog, the routes table (load_routes,
+validate_routes) planner.planning.route_table, the plan files (write_plan, read_plan) planner.planning.plan_files.
 
 Expected outcomes (no profile for a model, no price for a GPU, an SLO nothing
 meets) are rows with status "infeasible" and a reason, never exceptions.  A
@@ -27,34 +28,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from packaging.version import InvalidVersion, Version
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import (
     DEFAULT_CONFIG,
-    ENGINE_OPS,
-    PLAN,
-    PRICES,
-    PROFILE_GROUP,
-    ROUTES,
-    Schema,
-    atomic_write_bytes,
-    csv_cell,
-    escape_controls,
-    load_table,
-    read_csv_text,
-    row_lines,
-    split_list,
-    unescape_formula,
-    validate_frame,
 )
 from fleetfacts.slo import SloCheck
-from fleetfacts.specs import bundled_gpu_specs, gpu_spec, model_facts
-from planner.engine.curves import BUNDLED_PROFILES_DIR, Curve, GroupKey, leave_one_out, load_profiles
-from planner.engine.transfer import Transfer
-from planner.engine.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
-from planner.latency import serving_curves, simulate
-from planner.planning.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
+from fleetfacts.specs import bundled_gpu_specs
+from planner.engine.curves import BUNDLED_PROFILES_DIR, GroupKey
+from planner.latency import simulate
+from planner.planning.catalog import (
+    Catalog,
+    candidate_curves,
+    group_loo_error,
+)
+from planner.planning.route_table import validate_routes
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import autoscaled
@@ -63,177 +51,18 @@ from planner.sizing.plan_row import PlanRow, plan_frame
 from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
 from planner.traffic.logs import burst_descriptors, burst_text
-from planner.traffic.routes import ALLOW_LISTS, Route, parse_diurnal
+from planner.traffic.routes import ALLOW_LISTS, Route
 from planner.traffic.workload import SIM_BATCH_SAMPLE, Requests, route_log_requests, route_requests
 
 log = logging.getLogger(__name__)
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"  # planner/data
-BUNDLED_PRICES = DATA_DIR / "prices.csv"
-BUNDLED_OPS = DATA_DIR / "engine_ops.csv"
-ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
 SECONDS_PER_HOUR = 3600.0
-__all__ = ["Catalog", "PlanResult", "RouteMap", "assumptions_path", "candidate_curves", "load_inputs", "load_routes",
-           "make_plan", "plan_coverage", "plan_csv_text", "read_assumptions", "read_plan", "validate_routes", "write_plan",
-           "check_plan_file"]
+__all__ = ["PlanResult", "RouteMap", "make_plan", "plan_coverage", "plan_sources"]
 
 # ---------------------------------------------------------------- catalog
 
-@dataclass(frozen=True, eq=False)
-class Catalog:
-    """What the planner chooses from and prices with: fitted curves, prices, engine-ops costs (load once).
-
-    curves: of every profiled model, or of the models load_inputs was asked for (a plan's routes' models).
-    profiles_df: every profile row (the curves were fitted to those of their models; the transfer to all).
-    loo_error: cache of group_loo_error (per model:option, the group's worst leave-one-out error).
-    transfer_mode: which routes get transferred options (planner.engine.transfer_check.TRANSFER_MODES).
-    """
-
-    curves: dict[GroupKey, Curve]
-    prices_df: pd.DataFrame
-    ops_df: pd.DataFrame
-    profiles_df: pd.DataFrame
-    loo_error: dict[str, float] = dataclasses.field(default_factory=dict)
-    transfer_mode: str = "auto"
-
-    @cached_property
-    def transfer(self) -> Transfer:
-        """The transfer calibrated on these profiles (built on first use: a few seconds)."""
-        return transfer_for(self.profiles_df)
-
-    @cached_property
-    def price_book(self) -> costs.PriceBook:
-        return costs.PriceBook(self.prices_df)
-
-    @cached_property
-    def ops_book(self) -> costs.OpsBook:
-        return costs.OpsBook(self.ops_df)
-
-
-
-def load_inputs(profiles_dir: str | Path | None = None, prices: str | Path | pd.DataFrame | None = None,
-                ops: str | Path | pd.DataFrame | None = None, transfer: str = "auto",
-                models: Iterable[str] | None = None) -> Catalog:
-    """Load and fit profiles, and load prices and engine-ops tables (None = the bundled files).
-
-    `prices` / `ops` may be a path or an already validated DataFrame; `transfer` one of TRANSFER_MODES.
-    `models`: fit only these models' curves (a plan of routes needs its routes' models; each curve is the
-    one a catalog of every model holds); None = every model.  Raises InputError.
-    """
-    if transfer not in TRANSFER_MODES:
-        raise InputError(f"transfer mode {transfer!r}: expected one of {', '.join(TRANSFER_MODES)}")
-    # The small tables first: a bad prices or ops file is refused before seconds of curve fitting.
-    prices_df, ops_df = _table(prices, BUNDLED_PRICES, PRICES), _table(ops, BUNDLED_OPS, ENGINE_OPS)
-    profiles = load_profiles(profiles_dir)
-    curves = serving_curves(profiles, models)
-    log.info("fitted %d curves from %d profile rows", len(curves), len(profiles))
-    return Catalog(curves, prices_df, ops_df, profiles, transfer_mode=transfer)
-
-
-def group_loo_error(catalog: Catalog, key: GroupKey) -> float:
-    """The group's worst leave-one-out throughput error as a fraction (as `validate` reports it; 0 when the
-    group has too few points to leave one out).  Computed on first use and kept in catalog.loo_error,
-    which a dataclasses.replace'd catalog shares."""
-    name = f"{key.model}:{option_label(key)}"
-    if name not in catalog.loo_error:
-        profiles = catalog.profiles_df
-        rows = profiles[np.logical_and.reduce([profiles[c].astype(str) == str(v) for c, v in _group_values(key)])] \
-            if not profiles.empty else profiles
-        table = leave_one_out(rows) if not rows.empty else pd.DataFrame()
-        catalog.loo_error[name] = float(table["max_err_pct"].max()) / 100 if not table.empty else 0.0
-    return catalog.loo_error[name]
-
-
-def _group_values(key: GroupKey) -> list[tuple[str, object]]:
-    return [(c, getattr(key, c)) for c in PROFILE_GROUP]
-
-
-def _table(value: str | Path | pd.DataFrame | None, bundled: Path, schema: Schema) -> pd.DataFrame:
-    if isinstance(value, pd.DataFrame):
-        return value
-    path = Path(value) if value is not None else bundled
-    if value is None and not path.exists():
-        raise InputError(f"{path}: bundled {schema.name} table is missing from this checkout")
-    return load_table(path, schema)
-
 
 # ---------------------------------------------------------------- routes
-
-def load_routes(path: str | Path) -> pd.DataFrame:
-    """Load a ROUTES file and check the columns each traffic kind needs; raises InputError.
-
-    `log` paths are resolved against the routes file's folder.
-    """
-    table = load_table(path, ROUTES)
-    lines = row_lines(table)
-    routes = validate_routes(table, str(path))
-    base = Path(path).resolve().parent
-    given = list(routes["log"])
-    routes["log"] = [str(base / p) if p and not Path(p).is_absolute() else p for p in given]
-    for line, log, resolved in zip(lines, given, routes["log"], strict=True):
-        if log and not Path(resolved).is_file():
-            raise InputError(f"{path}, line {line}, column 'log': request log {log!r} not found "
-                             f"(a path relative to the routes file's folder)")
-    return routes
-
-
-def validate_routes(routes: pd.DataFrame, where: str = "routes") -> pd.DataFrame:
-    """Schema-check a routes frame (typed or raw) plus per-traffic rules; returns the typed frame.
-
-    Online routes need rate_rps and at least one latency SLO; batch routes need
-    num_requests and deadline_hours; route names must be unique.  A name's control characters (line breaks,
-    tabs, ESC, NUL, ...) become visible escapes (fleetfacts.schema.escape_controls), so every output (CSV,
-    workbook, deployment files, console) carries the same printable name.
-    """
-    present = [c for c in routes.columns if c in ROUTES.names]
-    cells = routes[present].astype(object)
-    typed = validate_frame(cells.where(routes[present].notna(), None), ROUTES, where)
-    typed["name"] = typed["name"].map(escape_controls)
-    seen: set[str] = set()
-    for line, row in zip(row_lines(routes), typed.to_dict("records"), strict=True):
-        _check_route_row(row, f"{where}, line {line}", seen)
-    return typed
-
-
-# Requests/s below which an online route is refused: the latency prediction and the simulation check replay a
-# fixed number of arrivals, so their span grows as 1/rate; below a request every ~12 days that span nears 1e9 s,
-# where float timestamps keep only microseconds and a millisecond latency no longer rests on firm digits.
-MIN_RATE_RPS = 1e-6
-
-
-def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
-    if row["name"] in seen:
-        raise InputError(f"{at}, column 'name': duplicate route name {row['name']!r}")
-    seen.add(row["name"])
-    needs = {"online": ("rate_rps",), "batch": ("num_requests", "deadline_hours")}[row["traffic"]]
-    for column in needs:
-        if pd.isna(row[column]):
-            raise InputError(f"{at}, column {column!r}: a value is required for a {row['traffic']} route "
-                             f"({ROUTES.column(column).doc})")
-    if row["traffic"] == "online":
-        _check_online_row(row, at)
-    if row["slo_percentile"] >= 100:
-        raise InputError(f"{at}, column 'slo_percentile': expected a percentile below 100, "
-                         f"got {row['slo_percentile']!r}")
-    try:
-        parse_diurnal(row.get("diurnal"))
-    except ValueError as err:
-        raise InputError(f"{at}, column 'diurnal': {err}") from None
-    for column in ("tps",):
-        for item in split_list(row[column]):
-            if not item.isdigit() or int(item) < 1:
-                raise InputError(f"{at}, column {column!r}: expected whole numbers >= 1 separated by ';', "
-                                 f"got {row[column]!r}")
-
-
-def _check_online_row(row: dict, at: str) -> None:
-    if row["rate_rps"] < MIN_RATE_RPS:
-        raise InputError(f"{at}, column 'rate_rps': {row['rate_rps']:g} requests/s is below the {MIN_RATE_RPS:g} "
-                         "the planner simulates with millisecond precision (MIN_RATE_RPS); one replica serves "
-                         f"such a route: plan it at {MIN_RATE_RPS:g}")
-    if all(pd.isna(row[c]) for c in ("ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms")):
-        raise InputError(f"{at}, column 'ttft_slo_ms': an online route needs at least one latency SLO "
-                         f"(ttft_slo_ms, tpot_slo_ms or e2e_slo_ms)")
 
 
 # ---------------------------------------------------------------- planning
@@ -414,59 +243,6 @@ def _route_log(route: Route) -> tuple[LogRequests | None, str]:
     except InputError as err:
         return None, (f"its request log could not be read ({err}): sized on synthetic arrivals at its rate and "
                       "arrival CV instead")
-
-
-def is_prerelease(version: str) -> bool:
-    """A pre-release, development or locally built engine version (1.0rc1, 0.21.dev3, 0.20+main);
-    an unparseable version counts as one (nobody can say what it is)."""
-    try:
-        parsed = Version(str(version))
-    except InvalidVersion:
-        return True
-    return parsed.is_prerelease or parsed.is_devrelease or parsed.local is not None
-
-
-def candidate_curves(route: Route, catalog: Catalog, allow_prerelease: bool = True) -> tuple[list[Curve], list[str]]:
-    """The fitted curves of the route's model that its allow-lists admit, and the labels of those held
-    back because their engine build is a pre-release (unless `allow_prerelease`)."""
-    curves = _allowed_curves(route, catalog)
-    if allow_prerelease:
-        return curves, []
-    # A transferred curve's version carries a local '+transfer' tag: that marks how it was made, not a dev build.
-    held = [c for c in curves if is_prerelease(c.key.engine_version) and c.source_provenance != "transferred"]
-    return [c for c in curves if c not in held], sorted({f"{c.key.engine} {c.key.engine_version}" for c in held})
-
-
-def _allowed_curves(route: Route, catalog: Catalog) -> list[Curve]:
-    """The fitted curves of the route's model its allow-lists admit, then the transferred ones."""
-    allowed = {name: route.allowed(name) for name in ALLOW_LISTS}
-    configs = allowed["configs"]
-    fitted = [curve for key, curve in catalog.curves.items()
-              if key.model == route.model and _admits(allowed, key.engine, key.gpu, key.precision, key.tp)
-              and (not configs or (key.config or DEFAULT_CONFIG).lower() in configs)]
-    return fitted + _transferred(route, catalog, allowed)
-
-
-def _admits(allowed: dict[str, list[str]], engine: str, gpu: str, precision: str, tp: int) -> bool:
-    """Whether the allow-lists (an empty one admits all) admit this engine, GPU, precision and TP."""
-    return all(not allowed[name] or value in allowed[name] for name, value in
-               (("engines", engine), ("gpus", gpu), ("precisions", precision), ("tps", str(tp))))
-
-
-def _transferred(route: Route, catalog: Catalog, allowed: dict[str, list[str]]) -> list[Curve]:
-    """Transferred curves (planner.engine.transfer) for options no fitted curve covers, per catalog.transfer_mode."""
-    profiled = any(k.model == route.model for k in catalog.curves)
-    if catalog.transfer_mode == "off" or (catalog.transfer_mode == "auto" and profiled):
-        return []
-    model = model_facts(route.model)
-    if model is None or (allowed["configs"] and DEFAULT_CONFIG not in allowed["configs"]):
-        return []
-    covered = {(k.engine, k.gpu, k.precision, k.tp) for k in catalog.curves if k.model == route.model}
-    gpus = [spec for gpu in sorted(set(catalog.prices_df["gpu"])) if (spec := gpu_spec(gpu)) is not None]
-
-    def admits(engine: str, gpu: str, precision: str, tp: int) -> bool:
-        return (engine, gpu, precision, tp) not in covered and _admits(allowed, engine, gpu, precision, tp)
-    return transferred_candidates(catalog.transfer, model, gpus, admits)
 
 
 def _cheapest_unsimulated(options: list[Option], a: Assumptions) -> Option | None:
@@ -816,8 +592,6 @@ def plan_coverage(rows: Sequence[PlanRow]) -> str:
     return f"{text}; {', '.join(bad)} infeasible" if bad else text
 
 
-
-
 def plan_sources(plan: Sequence[PlanRow], catalog: Catalog) -> pd.DataFrame:
     """Per planned route: its GPU price's source and the sources of the profile rows its curve was fitted to."""
     rows = []
@@ -845,113 +619,4 @@ def _profile_sources(row: PlanRow, profiles: pd.DataFrame) -> list[dict[str, str
 
 # ---------------------------------------------------------------- plan files
 
-ASSUMPTIONS_SUFFIX = ".assumptions.json"
-ASSUMPTIONS_FORMAT = "fleetplan-plan-assumptions"
 
-
-def assumptions_path(plan_path: str | Path) -> Path:
-    """plan.csv -> plan.assumptions.json (beside it)."""
-    path = Path(plan_path)
-    return path.with_name(path.stem + ASSUMPTIONS_SUFFIX)
-
-
-def plan_csv_text(result: PlanResult) -> str:
-    """The plan as a plain CSV: header on line 1, no comments, rounded, formula-safe."""
-    safe = plan_frame(result.rows, rounded=True).astype(object).map(csv_cell)
-    return safe.to_csv(index=False, lineterminator="\n")
-
-
-def assumptions_document(result: PlanResult) -> dict[str, Any]:
-    """What goes beside a plan: its assumptions, price sources and profile sources."""
-    sources = result.sources.astype(object).where(result.sources.notna(), None)
-    return {"format": ASSUMPTIONS_FORMAT, "assumptions": result.assumptions.to_dict(),
-            "assumption_notes": {name: what for name, _, what in result.assumptions.describe()},
-            "coverage": plan_coverage(result.rows),
-            "price_sources": [r for r in sources.to_dict("records") if r["kind"] == "price"],
-            "profile_sources": [r for r in sources.to_dict("records") if r["kind"] == "profile"]}
-
-
-def write_plan(result: PlanResult, path: str | Path) -> Path:
-    """Write the plan CSV and its assumptions JSON beside it (both atomic); returns the JSON's path.  The JSON
-    records the CSV's SHA-256, so readers refuse a CSV from another run (planner.planning.plan_pair)."""
-    side = assumptions_path(path)
-    data = plan_csv_text(result).encode("utf-8")
-    document = {**assumptions_document(result), DIGEST_KEY: csv_digest(data)}
-    atomic_write_bytes(side, json.dumps(document, indent=1, sort_keys=True).encode("utf-8"))
-    atomic_write_bytes(path, data)
-    return side
-
-
-def read_plan(path: str | Path) -> tuple[pd.DataFrame, Assumptions | None]:
-    """Read a plan written by write_plan: (plan frame, assumptions from the JSON beside it, or None when
-    there is none, e.g. a plan downloaded from the app).  A legacy plan with its assumptions on a
-    '# fleetplan-assumptions:' first line is read too.  Raises InputError."""
-    path = Path(path)
-    legacy = _legacy_assumptions(path)
-    check_plan_pair(path, assumptions_path(path))
-    frame = validate_frame(read_csv_text(path), PLAN, str(path))
-    for column in PLAN.columns:
-        if column.kind == "str":
-            frame[column.name] = frame[column.name].map(unescape_formula)
-    if legacy is not None:
-        return frame, legacy
-    side = assumptions_path(path)
-    return frame, _read_assumptions_json(side) if side.exists() else None
-
-
-def check_plan_file(path: str | Path) -> None:
-    """InputError when a plan CSV is cut short or is not the one its assumptions JSON was written with."""
-    check_plan_pair(Path(path), assumptions_path(path))
-
-
-def read_assumptions(path: str | Path) -> Assumptions:
-    """Only the assumptions of a saved plan (to re-run it): its .assumptions.json, a legacy first line,
-    or the JSON file itself.  Raises InputError when there are none."""
-    path = Path(path)
-    if path.name.endswith(ASSUMPTIONS_SUFFIX):
-        return _read_assumptions_json(path)
-    legacy = _legacy_assumptions(path)
-    if legacy is not None:
-        return legacy
-    side = assumptions_path(path)
-    if not side.exists():
-        raise InputError(f"{path}: no assumptions beside this plan (expected {side.name})")
-    return _read_assumptions_json(side)
-
-
-def _read_assumptions_json(path: Path) -> Assumptions:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except (IsADirectoryError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not a plan assumptions file ({type(err).__name__})") from None
-    if not isinstance(doc, dict) or doc.get("format") != ASSUMPTIONS_FORMAT or not isinstance(doc.get("assumptions"), dict):
-        raise InputError(f"{path}: not a plan assumptions file (expected \"format\": \"{ASSUMPTIONS_FORMAT}\")")
-    return Assumptions.from_dict(doc["assumptions"])
-
-
-def _legacy_assumptions(path: Path) -> Assumptions | None:
-    """The assumptions of a plan in the old format ('# fleetplan-assumptions: {...}' on line 1), else None."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            first = handle.readline().rstrip("\r\n")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except (IsADirectoryError, UnicodeDecodeError):
-        raise InputError(f"{path}: not a readable plan file") from None
-    marker = f"# {ASSUMPTIONS_PREFIX}"
-    if not first.startswith(marker):
-        return None
-    try:
-        data = json.loads(first[len(marker):])
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}, line 1: assumptions are not valid JSON ({err.msg})") from None
-    except RecursionError:
-        raise InputError(f"{path}, line 1: assumptions are nested too deeply to be a plan's") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}, line 1: assumptions must be a JSON object")
-    try:
-        return Assumptions.from_dict(data)
-    except InputError as err:
-        raise InputError(f"{path}, line 1: {err}") from None

@@ -74,7 +74,7 @@ def simulate_plan(routes: pd.DataFrame, plan: Sequence[PlanRow], curves: dict[Gr
 
     routes: the ROUTES frame the plan was made from; plan: its rows (PlanResult.rows, or
     planner.sizing.plan_row.plan_rows of a plan read from a file); curves: fitted curves
-    (planner.planning.plan.load_inputs().curves).  Raises
+    (planner.planning.catalog.load_inputs().curves).  Raises
     InputError for a plan route missing from `routes`, NoCurveError when its
     curve is not fitted.  logs_by_route: a log to replay instead of a route's own (as route_requests replays
     one); n_requests: that many synthetic requests instead of the route's load; router and attainment: the plan's

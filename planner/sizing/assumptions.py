@@ -1,7 +1,7 @@
 """Everything a plan assumes that is not in a data file (hours per month, engineering rate, policy, ...).
 
 `Assumptions` travels with the plan: written beside a plan file (plan.assumptions.json) by
-planner.planning.plan.write_plan and read back by read_plan.
+planner.planning.plan_files.write_plan and read back by read_plan.
 """
 
 from __future__ import annotations

@@ -289,7 +289,7 @@ class Route:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Route:
-        """Parse a ROUTES row (planner.planning.plan.validate_routes checks its columns; a blank cell = not given)."""
+        """Parse a ROUTES row (planner.planning.route_table.validate_routes checks its columns; a blank cell = not given)."""
         log = _get(row, "log")
         return cls(
             name=str(_get(row, "name") or ""), model=str(_get(row, "model") or ""),

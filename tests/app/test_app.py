@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from fleetfacts.schema import escape_controls
 from planner.cli import main as cli_main
-from planner.planning.plan import read_plan
+from planner.planning.plan_files import read_plan
 from tests.conftest import is_number
 from ui import tables
 from ui.scenario import scenario_from_json

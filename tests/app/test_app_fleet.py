@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from fleetfacts.schema import ROUTES, write_table
 from planner.cli import main as cli_main
-from planner.planning.plan import load_routes
+from planner.planning.route_table import load_routes
 from tests.conftest import REPO
 
 APP = str(REPO / "app.py")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.planning.plan import read_plan
+from planner.planning.plan_files import read_plan
 
 pytestmark = pytest.mark.slow
 

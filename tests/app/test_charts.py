@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from fleetfacts.schema import PROFILE, validate_frame
-from planner.planning.plan import load_inputs, load_routes, make_plan
+from planner.planning.catalog import load_inputs
+from planner.planning.plan import make_plan
+from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.costs import breakeven_updates
 from tests.conftest import bundled_catalog

@@ -96,7 +96,8 @@ PLAN_ROUTES = ROUTES
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_routes_plan_or_fail_with_one_line(mutations):
-    from planner.planning.plan import load_routes, make_plan
+    from planner.planning.plan import make_plan
+    from planner.planning.route_table import load_routes
     _each(lambda p: make_plan(load_routes(p), catalog()), ROUTES, "routes.csv", mutations,
           beside=REPO / "examples" / "traces")
 
@@ -130,7 +131,8 @@ def test_fuzzed_profiles_fit_or_fail_with_one_line(mutations):
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_plans_read_or_fail_with_one_line(mutations):
-    from planner.planning.plan import make_plan, read_plan, write_plan
+    from planner.planning.plan import make_plan
+    from planner.planning.plan_files import read_plan, write_plan
     seed_dir = Path(tempfile.mkdtemp())
     try:
         seed = seed_dir / "plan.csv"

@@ -20,7 +20,7 @@ import yaml
 from fleetfacts.schema import load_plan_rows, write_csv
 from planner.cli import main
 from planner.planning import deploy
-from planner.planning.plan import MIN_RATE_RPS
+from planner.planning.route_table import MIN_RATE_RPS
 from planner.sizing.plan_row import plan_rows
 from tests.conftest import REPO, cli_fits_bundled_once
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs
@@ -380,16 +380,16 @@ def test_predict_log_prints_the_file_name_with_controls_escaped(capsys, bundled_
 def test_a_full_disk_during_plan_keeps_the_old_plan_and_is_one_line(synthetic, tmp_path, capsys, monkeypatch):
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     before = plan_path.read_bytes()
-    import planner.planning.plan  # noqa: PLC0415
+    import planner.planning.plan_files  # noqa: PLC0415
 
-    real = planner.planning.plan.atomic_write_bytes
+    real = planner.planning.plan_files.atomic_write_bytes
 
     def full_disk(path, data):
         if Path(path).suffix == ".csv":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         real(path, data)
 
-    monkeypatch.setattr(planner.planning.plan, "atomic_write_bytes", full_disk)
+    monkeypatch.setattr(planner.planning.plan_files, "atomic_write_bytes", full_disk)
     capsys.readouterr()
     assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
                  *_data(synthetic)]) == 2
@@ -402,12 +402,12 @@ def test_ctrl_c_during_plan_is_one_line_and_keeps_the_old_plan(synthetic, tmp_pa
     """A Ctrl-C (KeyboardInterrupt, as Python raises on SIGINT) mid-plan: no traceback, exit 130, the old plan kept."""
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     before = plan_path.read_bytes()
-    import planner.planning.plan  # noqa: PLC0415
+    import planner.planning.plan_files  # noqa: PLC0415
 
     def interrupted(path, data):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(planner.planning.plan, "atomic_write_bytes", interrupted)
+    monkeypatch.setattr(planner.planning.plan_files, "atomic_write_bytes", interrupted)
     capsys.readouterr()
     assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
                  *_data(synthetic)]) == 130

@@ -14,7 +14,8 @@ from fleetfacts.errors import InputError
 from planner.cli import main
 from planner.latency import Fleet, predict
 from planner.latency.simulate import simulate
-from planner.planning.plan import load_routes, make_plan
+from planner.planning.plan import make_plan
+from planner.planning.route_table import load_routes
 from planner.sizing import autoscaled as scaler
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import DETECT_S, SCALE_DOWN_S, SYNC_S, autoscaled, busiest_window_rps, schedule

@@ -80,7 +80,7 @@ def test_a_jsonl_line_nested_100k_deep_is_skipped_with_its_line(tmp_path):
 
 def test_a_plan_with_a_billion_replicas_is_refused_on_read(tmp_path):
     from fleetfacts.schema import MAX_REPLICAS
-    from planner.planning.plan import read_plan
+    from planner.planning.plan_files import read_plan
     plan = tmp_path / "plan.csv"
     plan.write_text('# fleetplan-assumptions: {}\nroute,traffic,status,replicas\nr,online,ok,1000000000\n')
     with pytest.raises(InputError, match=rf"line 3, column .replicas.: expected a value <= {MAX_REPLICAS:g}".replace("+", r"\+")):

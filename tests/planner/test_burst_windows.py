@@ -13,8 +13,9 @@ from fleetfacts.slo import judge
 from measure import verify
 from planner.cli import main
 from planner.planning import fleet_check
-from planner.planning.plan import _route_log, load_routes, make_plan
+from planner.planning.plan import _route_log, make_plan
 from planner.planning.plan_check import simulate_plan
+from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.sizing import fleet_latency, search_fleet
 from planner.traffic.routes import Route

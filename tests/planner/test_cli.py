@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from planner.cli import main
-from planner.planning.plan import read_plan
+from planner.planning.plan_files import read_plan
 from tests.conftest import REPO, is_number
 from tests.planner.fakes import batch_route, online_route, write_synthetic_inputs, write_tuned_profile
 

@@ -58,7 +58,7 @@ def test_engine_ops_by_pep440_specifier(version, hours):
 
 def test_bundled_engine_ops_cover_released_and_prerelease_versions():
     from fleetfacts.schema import load_table
-    from planner.planning.plan import BUNDLED_OPS
+    from planner.planning.catalog import BUNDLED_OPS
 
     if not BUNDLED_OPS.exists():
         pytest.skip("bundled engine_ops.csv not in this checkout")

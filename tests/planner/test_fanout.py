@@ -10,7 +10,8 @@ import pytest
 
 from planner.cli import main
 from planner.planning.fanout import ProcessMap, RayMap, chunk_size, route_map
-from planner.planning.plan import load_routes, make_plan
+from planner.planning.plan import make_plan
+from planner.planning.route_table import load_routes
 from tests.conftest import bundled_catalog
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"

@@ -13,7 +13,8 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import FLEET
 from planner.cli import main
 from planner.planning.fleet import ALL_LEVERS, NO_LEVERS, FleetInfeasibleError, Levers, Tier, make_fleet, route_units
-from planner.planning.plan import load_routes, make_plan
+from planner.planning.plan import make_plan
+from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
 from planner.traffic.routes import Route, Slo
 from tests.conftest import bundled_catalog

@@ -16,7 +16,8 @@ from planner.planning.fleet import (
     lever_waterfall,
     make_fleet,
 )
-from planner.planning.plan import load_routes, make_plan
+from planner.planning.plan import make_plan
+from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
 from tests.conftest import REPO, bundled_catalog
 

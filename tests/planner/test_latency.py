@@ -18,7 +18,9 @@ from planner.engine.curves import GroupKey, fit_group
 from planner.engine.frontend import BACKLOG_BIN_S, LOAD_WINDOW_S, FrontEnd, StreamLoad, stream_load
 from planner.latency import server_fit
 from planner.latency.simulate import simulate
-from planner.planning.plan import load_inputs, make_plan, read_plan
+from planner.planning.catalog import load_inputs
+from planner.planning.plan import make_plan
+from planner.planning.plan_files import read_plan
 from planner.sizing.assumptions import Assumptions
 from planner.traffic.routes import LengthDistribution
 from tests.planner.fakes import online_route, synthetic_profile_rows, write_synthetic_inputs

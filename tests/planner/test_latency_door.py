@@ -26,7 +26,8 @@ from planner.latency import (
     Replay,
     predict,
 )
-from planner.planning.plan import make_plan, validate_routes
+from planner.planning.plan import make_plan
+from planner.planning.route_table import validate_routes
 from planner.sizing import sizing
 from planner.sizing.assumptions import Assumptions
 from planner.traffic.routes import Route

@@ -15,17 +15,10 @@ from hypothesis import strategies as st
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PLAN, validate_frame
-from planner.planning.plan import (
-    Catalog,
-    load_inputs,
-    load_routes,
-    make_plan,
-    plan_csv_text,
-    read_assumptions,
-    read_plan,
-    validate_routes,
-    write_plan,
-)
+from planner.planning.catalog import Catalog, load_inputs
+from planner.planning.plan import make_plan
+from planner.planning.plan_files import plan_csv_text, read_assumptions, read_plan, write_plan
+from planner.planning.route_table import load_routes, validate_routes
 from planner.sizing import costs
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import plan_option

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from planner.planning.plan import read_plan
+from planner.planning.plan_files import read_plan
 
 
 def test_a_plan_written_before_the_renames_still_reads():

@@ -10,8 +10,10 @@ import math
 import pytest
 
 from planner.engine.curves import GroupKey, leave_one_out
+from planner.planning.catalog import is_prerelease
 from planner.planning.exports import FLEET, baseline_diff, plan_totals_table
-from planner.planning.plan import breakeven, is_prerelease, load_routes, make_plan, plan_coverage, plan_ranges
+from planner.planning.plan import breakeven, make_plan, plan_coverage, plan_ranges
+from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import NO_COST, Option
 from planner.sizing.plan_row import PlanRow

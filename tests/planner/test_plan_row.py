@@ -13,7 +13,9 @@ import pytest
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import MAX_REPLICAS, PLAN
-from planner.planning.plan import load_routes, make_plan, read_plan, write_plan
+from planner.planning.plan import make_plan
+from planner.planning.plan_files import read_plan, write_plan
+from planner.planning.route_table import load_routes
 from planner.sizing.plan_row import PLAN_DECIMALS, PlanRow, plan_frame, plan_rows
 from tests.conftest import REPO, bundled_catalog
 

@@ -11,7 +11,8 @@ import pytest
 
 from planner.cli import main
 from planner.latency import simulate
-from planner.planning.plan import load_routes, make_plan, validate_routes
+from planner.planning.plan import make_plan
+from planner.planning.route_table import load_routes, validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import evaluate_option
 from planner.traffic.routes import Route

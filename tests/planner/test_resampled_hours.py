@@ -10,7 +10,7 @@ import pytest
 from fleetfacts.errors import InputError
 from fleetfacts.slo import judge
 from planner.latency import Fleet, predict
-from planner.planning.plan import load_routes
+from planner.planning.route_table import load_routes
 from planner.sizing import resampled
 from planner.sizing.resampled import resampled_hours
 from planner.traffic.workload import (
@@ -111,7 +111,8 @@ def test_the_plan_states_the_robustness_figure_the_bursts_and_the_three_sizings_
     import openpyxl
 
     from planner.planning.exports import minutes_frame, workbook_bytes
-    from planner.planning.plan import make_plan, plan_csv_text
+    from planner.planning.plan import make_plan
+    from planner.planning.plan_files import plan_csv_text
     from planner.sizing.assumptions import Assumptions
 
     routes = load_routes(ROUTES)

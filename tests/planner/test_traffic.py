@@ -12,7 +12,7 @@ import pytest
 from fleetfacts.errors import InputError
 from fleetfacts.schema import ROUTES, write_table
 from planner.cli import main
-from planner.planning.plan import load_routes
+from planner.planning.route_table import load_routes
 from planner.traffic import logs as traffic
 from planner.traffic import workload
 from tests.conftest import REPO
@@ -237,7 +237,7 @@ def test_log_errors_name_the_physical_line_across_blank_lines_and_quoted_newline
 
 
 def test_routes_errors_name_the_physical_line_after_comments_blank_lines_and_quoted_newlines(tmp_path):
-    from planner.planning.plan import load_routes
+    from planner.planning.route_table import load_routes
     routes = tmp_path / "routes.csv"
     routes.write_text("# our routes\n# second comment\n\n"
                       "name,model,traffic,rate_rps,input_len_mean,output_len_mean,ttft_slo_ms,notes\n"
