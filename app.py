@@ -927,7 +927,8 @@ def throughput_curves(result: PlanResult, routes: pd.DataFrame) -> None:
     fitted, points = throughput_data(model, shape[0], shape[1], mode, gpus, newest)
     st.caption("Lines: fitted iteration-time model (dashed where extrapolated) with its ~90% band. Points: "
                "circles measured by this project, squares published. Tokens/s are per GPU.")
-    show_chart(charts.throughput_chart(fitted, points, mode, legend_columns=legend_columns()))
+    show_chart(charts.throughput_chart(fitted, points, mode, legend_columns=legend_columns(),
+                                       compact=bool(st.session_state.compact)))
 
 
 def head_to_head() -> None:
@@ -964,8 +965,9 @@ def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
         return
     st.caption(f"Predicted mean TPOT vs tokens/s per GPU as concurrency rises, at {row['input_len_mean']:.0f} in / "
                f"{row['output_len_mean']:.0f} out. Thick: each engine's frontier; thin: each configuration. "
-               "Curves fitted without latency measurements say so in the tooltip.")
-    show_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"])))
+               "Dashed: a curve extrapolated or published, not measured. Curves fitted without latency "
+               "measurements say so in the tooltip.")
+    show_chart(charts.frontier_chart(table, float(row["tpot_slo_ms"]), compact=bool(st.session_state.compact)))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -207,9 +207,11 @@ def profile_points(profiles: pd.DataFrame, model: str, input_len: float, output_
 
 
 def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "offline",
-                     legend_columns: int = 2) -> alt.Chart:
+                     legend_columns: int = 2, compact: bool = False) -> alt.Chart:
     """Fitted lines (dashed where extrapolated) with interval bands inside the measured range,
-    and measured/published points."""
+    and measured/published points.  `compact` (a phone): the series legend only, its labels cut to the page (the
+    caption says what dashes and point shapes mean)."""
+    extra_legend = None if compact else legend()
     x_title = "batch size (requests submitted at once)" if mode == "offline" else "concurrency (requests in flight)"
     x = alt.X("load:Q", scale=alt.Scale(type="log"), title=x_title)
     top = Y_HEADROOM * max([*fitted["tok_s_per_gpu"], *points["tok_s_per_gpu"], 1.0])
@@ -217,7 +219,8 @@ def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "of
     engine_of = {**dict(zip(points["series"], points["engine"], strict=True)),
                  **dict(zip(fitted["series"], fitted["engine"], strict=True))}
     colour = alt.Color("series:N", title="engine / GPU / model", scale=series_scale(engine_of),
-                       legend=legend(orient="bottom", columns=legend_columns, labelLimit=360))
+                       legend=legend(orient="bottom", columns=legend_columns,
+                                     labelLimit=COMPACT_LEGEND_LIMIT if compact else 360))
     inside = fitted[fitted["provenance"] == "predicted"]  # extrapolated intervals would swamp the chart
     # Every layer carries the same colour encoding, legend included: a layer with legend=None
     # beside one with a legend makes Vega-Lite drop the series legend ('Conflicting legend property').
@@ -225,14 +228,14 @@ def throughput_chart(fitted: pd.DataFrame, points: pd.DataFrame, mode: str = "of
         x=x, y=alt.Y("low:Q", scale=alt.Scale(domain=[0, top], clamp=True)), y2="high:Q",
         color=colour, detail="series:N")
     line = alt.Chart(fitted).mark_line(strokeWidth=2).encode(
-        x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line", legend=legend()),
+        x=x, y=y, color=colour, strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="line", legend=extra_legend),
         detail="series:N",
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("load:Q", format=",.0f"),
                  alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
                  alt.Tooltip("low:Q", format=",.0f"), alt.Tooltip("high:Q", format=",.0f"),
                  alt.Tooltip("provenance:N")])
     marks = alt.Chart(points).mark_point(size=70, filled=True, opacity=0.95).encode(
-        x=x, y=y, color=colour, shape=alt.Shape("provenance:N", scale=_shape(), title="point"),
+        x=x, y=y, color=colour, shape=alt.Shape("provenance:N", scale=_shape(), title="point", legend=extra_legend),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("load:Q", format=",.0f"),
                  alt.Tooltip("tok_s_per_gpu:Q", format=",.0f", title="tok/s per GPU"),
                  alt.Tooltip("provenance:N"), alt.Tooltip("source:N")])
@@ -387,8 +390,10 @@ def _pareto(table: pd.DataFrame) -> pd.Series:
 FRONTIER_LINES = ("one configuration", "engine frontier")
 
 
-def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt.Chart:
-    """Thin lines per configuration, a thick line per engine along its frontier, the TPOT SLO as a rule."""
+def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None, compact: bool = False) -> alt.Chart:
+    """Thin lines per configuration, a thick line per engine along its frontier, the TPOT SLO as a rule.
+    `compact` (a phone): the engine legend only (the caption says what thin, thick and dashed mean)."""
+    extra_legend = None if compact else legend()
     x = alt.X("tok_s_per_gpu:Q", title="output tokens/s per GPU")
     y = alt.Y("tpot_ms:Q", title="mean TPOT, ms (lower is better)", scale=alt.Scale(type="log"))
     tooltip = [alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=",.0f"),
@@ -396,10 +401,12 @@ def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None) -> alt
                alt.Tooltip("tpot_ms:Q", format=".1f"), alt.Tooltip("provenance:N"), alt.Tooltip("latency_basis:N")]
     # One colour encoding (with its legend) in both layers, and a legend for what thin and thick mean.
     colour = engine_color(table["engine"])
-    width = alt.StrokeWidth("line:O", scale=alt.Scale(domain=list(FRONTIER_LINES), range=[1, 3]), title="line", legend=legend())
+    width = alt.StrokeWidth("line:O", scale=alt.Scale(domain=list(FRONTIER_LINES), range=[1, 3]), title="line",
+                          legend=extra_legend)
     configs = alt.Chart(table.assign(line=FRONTIER_LINES[0])).mark_line(opacity=0.35).encode(
         x=x, y=y, color=colour, strokeWidth=width, detail="series:N", order="concurrency:Q",
-        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is", legend=legend()), tooltip=tooltip)
+        strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is", legend=extra_legend),
+        tooltip=tooltip)
     front = alt.Chart(table[table["frontier"]].assign(line=FRONTIER_LINES[1])).mark_line(point=True).encode(
         x=x, y=y, color=colour, strokeWidth=width, detail="engine:N", order="tok_s_per_gpu:Q", tooltip=tooltip)
     layers = [configs, front]

@@ -498,3 +498,27 @@ def test_on_a_phone_a_long_route_name_neither_widens_the_page_nor_cuts_the_paret
         e.tagName + ' ' + (e.className.baseVal || '') + ' ' + (e.textContent || '').slice(0, 30)])
         .sort((a, b) => b[0] - a[0]).slice(0, 5)""")
     assert inner <= PHONE_PX[0] + 1, f"the Pareto chart reaches {inner:.0f} px: {far}"
+
+
+PHONE_CHART_TABS = ("Cost by option", "Minute by minute", "Break-even", "Sensitivity", "Throughput curves",
+                    "Engine head-to-head", "Latency vs throughput", "Pareto per route")
+
+
+def test_on_a_phone_no_chart_tab_draws_past_the_page(app_url, page):
+    """Issue 35, item 7: on a phone every chart tab's charts, legends included, stay inside 390 px."""
+    page.set_viewport_size({"width": PHONE_PX[0], "height": PHONE_PX[1]})
+    page.goto(f"{app_url}/?layout=phone")
+    page.get_by_text("What to buy: the optimised fleet").wait_for()
+    wait_idle(page)
+    too_wide = {}
+    for tab in PHONE_CHART_TABS:
+        open_tab(page, tab)
+        wait_idle(page)
+        page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+        page.wait_for_timeout(1500)  # vega-embed draws after the element appears
+        right = page.evaluate("""() => Math.max(0, ...[...document.querySelectorAll(
+            '[data-testid="stVegaLiteChart"] svg *')].filter(e => e.getBoundingClientRect().width > 0)
+            .map(e => e.getBoundingClientRect().right))""")
+        if right > PHONE_PX[0] + 1:
+            too_wide[tab] = round(right)
+    assert not too_wide, f"charts drawn past {PHONE_PX[0]} px: {too_wide}"
