@@ -316,7 +316,7 @@ def routes_section(inputs: Catalog) -> pd.DataFrame:
         if edits:
             st.caption("Edited here: " + "; ".join(f"{printable(r)} ({printable(c)})" for r, c in edits.items())
                        + ". Their notes describe the rows before the edit (marked so in the plan's files).")
-        edited = scenario.with_stale_notes_marked(st.session_state.routes_base, edited)
+        edited = scenario.with_stale_notes_marked(st.session_state.routes_base, edited, edits)
     routes = checked("routes", lambda: scenario.check_routes(edited, "routes table"))
     for warning in scenario.ignored_fields(routes):
         st.warning(warning)

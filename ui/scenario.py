@@ -177,10 +177,12 @@ def edits_by_route(base: pd.DataFrame, edited: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def with_stale_notes_marked(base: pd.DataFrame, edited: pd.DataFrame) -> pd.DataFrame:
+def with_stale_notes_marked(base: pd.DataFrame, edited: pd.DataFrame,
+                            changes: dict[str, str] | None = None) -> pd.DataFrame:
     """The edited routes table with each edited route's unchanged, non-empty notes prefixed by what was edited, so
-    a note written for the row before ("rate 5 req/s") is not read as describing the row now."""
-    changes = edits_by_route(base, edited)
+    a note written for the row before ("rate 5 req/s") is not read as describing the row now.  changes:
+    edits_by_route(base, edited), when the caller has it."""
+    changes = edits_by_route(base, edited) if changes is None else changes
     if not changes or "notes" not in edited.columns:
         return edited
     old_notes = {str(r.get("name")): r.get("notes") for r in _as_cells(base).to_dict("records")}

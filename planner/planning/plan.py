@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,8 +52,6 @@ from planner.sizing.sizing import LogRequests
 from planner.traffic.logs import burst_descriptors, burst_text
 from planner.traffic.routes import ALLOW_LISTS, Route
 from planner.traffic.workload import SIM_BATCH_SAMPLE, Requests, route_log_requests, route_requests
-
-log = logging.getLogger(__name__)
 
 SECONDS_PER_HOUR = 3600.0
 __all__ = ["PlanResult", "RouteMap", "make_plan", "plan_coverage", "plan_sources"]
@@ -146,23 +143,23 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     if log_note:
         plan_row = dataclasses.replace(plan_row, notes=_join(log_note, plan_row.notes))
     chosen = next((o for o in options if plan_row.ok and o.name == plan_row.option and o.window_checks), None)
-    timeline = _timeline(chosen, assumptions, log) if chosen is not None else None
-    if chosen is not None:
-        plan_row = _with_resampled_hours(plan_row, chosen, assumptions, log)
-        plan_row = _with_autoscaled(plan_row, chosen, assumptions, log)
+    if chosen is None:
+        return plan_row, [option.to_row() for option in options], None
+    requests = route_requests(chosen.route, log)  # the one load every view of the chosen fleet replays
+    timeline = _timeline(chosen, assumptions, requests)
+    plan_row = _with_resampled_hours(plan_row, chosen, assumptions, requests)
+    plan_row = _with_autoscaled(plan_row, chosen, assumptions, requests)
     return plan_row, [option.to_row() for option in options], timeline
 
 
-def _timeline(option: Option, a: Assumptions, log: LogRequests | None) -> pd.DataFrame:
+def _timeline(option: Option, a: Assumptions, requests: Requests) -> pd.DataFrame:
     """The chosen option's SLO windows at every replica count from the whole-log one (or one fewer) up to its own,
     each fleet priced: the minute-by-minute view and the cost-vs-breach trade-off (simulated here where the
     search did not)."""
     checks = dict(option.window_checks)
     fewest = max(1, min(option.replicas - 1, option.whole_log.replicas if option.whole_log else option.replicas))
-    requests = None
     for count in range(fewest, option.replicas + 1):
         if count not in checks:
-            requests = requests or route_requests(option.route, log)
             report = sizing.fleet_latency(option.curve, option.route, count, requests, a.router)
             checks[count] = report.check(option.route.targets(a.slo_attainment))
     costs = {n: option.resized(n, a, option.notes).cost.total_usd_per_month if n != option.replicas
@@ -170,10 +167,9 @@ def _timeline(option: Option, a: Assumptions, log: LogRequests | None) -> pd.Dat
     return window_timeline(sorted(checks.items()), option.replicas, costs)
 
 
-def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, log: LogRequests | None) -> PlanRow:
+def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, requests: Requests) -> PlanRow:
     """The plan row with how many hours drawn from the load's windows the recommended fleet holds, and the
     load's burst descriptors."""
-    requests = route_requests(option.route, log)
     if requests.arrival_s.size >= 2 and requests.arrival_s[-1] > requests.arrival_s[0]:
         row = dataclasses.replace(row, load_bursts=burst_text(burst_descriptors(requests.arrival_s)))
     own = sizing.fleet_latency(option.curve, option.route, option.replicas, requests, a.router)  # the search's
@@ -184,10 +180,10 @@ def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, log: Log
     return dataclasses.replace(row, resampled_hours=found.hours, holds_in_resampled_hours=found.holding)
 
 
-def _with_autoscaled(row: PlanRow, option: Option, a: Assumptions, log: LogRequests | None) -> PlanRow:
+def _with_autoscaled(row: PlanRow, option: Option, a: Assumptions, requests: Requests) -> PlanRow:
     """The plan row with the autoscaled option (planner.sizing.autoscaled); steady's figures, and a note saying
     so, when autoscaling cannot beat steady."""
-    found = autoscaled(option.curve, route_requests(option.route, log), option.replicas,
+    found = autoscaled(option.curve, requests, option.replicas,
                        option.route.targets(a.slo_attainment), a.scale_up_s, a.router)
     if found is None or row.windows_in_breach is None:
         return row

@@ -5,7 +5,6 @@ columns)."""
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,6 @@ from planner.planning.plan import PlanResult, plan_coverage
 from planner.planning.plan_pair import DIGEST_KEY, check_plan_pair, csv_digest
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_frame
-
-log = logging.getLogger(__name__)
 
 ASSUMPTIONS_PREFIX = "fleetplan-assumptions:"
 

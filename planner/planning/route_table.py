@@ -3,7 +3,6 @@ the per-traffic rules, each error naming the line and the column."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +18,6 @@ from fleetfacts.schema import (
 )
 from planner.traffic.routes import parse_diurnal
 
-log = logging.getLogger(__name__)
 
 def load_routes(path: str | Path) -> pd.DataFrame:
     """Load a ROUTES file and check the columns each traffic kind needs; raises InputError.

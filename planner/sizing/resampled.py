@@ -7,9 +7,9 @@ holds by the one verdict (fleetfacts.slo, part (a); attainment is judged on the 
 
 Simulating 200 hours through the fleet tier would cost 200 sizings, so each window is simulated behind the window
 before it only: what a fleet that holds still carries from earlier windows is what the last one left.  A window
-that breaks on an idle fleet breaks in every hour; one that holds behind each of the load's heaviest predecessors
-(most work left unfinished at their end) holds in every hour; the rest are simulated behind the predecessor each
-drawn hour gives them, memoised per pair.  tests/planner/test_resampled_hours.py checks this against drawn hours
+that breaks on an idle fleet breaks in every hour; one that holds behind the load's heaviest window (the most work
+left unfinished at its end) holds in every hour; the rest are simulated behind the predecessor each drawn hour
+gives them, memoised per pair.  tests/planner/test_resampled_hours.py checks this against drawn hours
 simulated end to end.
 """
 
