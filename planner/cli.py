@@ -159,7 +159,7 @@ def _assumption_arguments(p: argparse.ArgumentParser, pricing_help: str) -> None
     p.add_argument("--pricing-type", type=slug, choices=("on-demand", "reserved", "spot"), help=pricing_help)
     p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
     p.add_argument("--scale-up-s", type=float, metavar="S", help="seconds from a load rise until an added replica "
-                   "serves, for the autoscaled option (default 160: 30 s detection + 130 s vLLM start on the H200)")
+                   "serves, for the autoscaled option (default 160: 30 s detection + a 130 s vLLM start; 82-116 s recorded on the H200)")
     p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
     p.add_argument("--allow-prerelease", action="store_true", help="also recommend pre-release and development "
                    "engine builds (e.g. 0.20+main; not recommended by default)")

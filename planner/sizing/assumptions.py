@@ -37,7 +37,7 @@ ASSUMPTION_NOTES = {
     "router": "assumption: the load balancer in front of each route's replicas (least-outstanding or "
               "round-robin); the fleet simulation that sizes online routes routes by it, and `deploy` writes it",
     "scale_up_s": "assumption: seconds from a load rise until an added replica serves (30 s detection + the "
-                  "slowest vLLM start measured on the H200, 130 s); the autoscaled option's reaction time",
+                  "130 s vLLM start, above the 82-116 s recorded on the H200); the autoscaled option's reaction time",
     "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
                                 "(measured or transferred) rank behind those with one",
 }

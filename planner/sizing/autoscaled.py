@@ -6,8 +6,9 @@ route_requests), the way a Kubernetes HPA or KEDA scaler on the request rate act
 - every SYNC_S seconds it reads the arrival rate over the last DETECT_S seconds and wants
   ceil(rate / per-replica rate) replicas, between the floor and the steady fleet's count; the per-replica rate
   is what each steady replica carries in the load's busiest SLO window (what the plan showed it holds);
-- a replica it asks for takes arrivals `scale_up_s - DETECT_S` seconds later (the engine's start: vLLM 0.26 on
-  the H200 measured 85-130 s from `vllm serve` to ready, profiles/measured/h200/RUNS.md), and is billed from the
+- a replica it asks for takes arrivals `scale_up_s - DETECT_S` seconds later (the engine's start: `vllm serve` of
+  vLLM 0.26 on the H200 took 82, 98 and 116 s to ready in the recorded runs, benchmarks/roundtrip and
+  benchmarks/busiest-minute; 130 s is the planning figure RUNS.md uses, above every one of them), and is billed from the
   moment it is asked for;
 - it gives replicas back only when it has wanted fewer for SCALE_DOWN_S (the HPA's default stabilisation window);
   a replica given back takes no more arrivals and finishes what it holds.
@@ -36,7 +37,7 @@ SYNC_S = 15.0
 DETECT_S = 30.0
 # How long it must want fewer replicas before giving them back (the HPA's default scale-down stabilisation).
 SCALE_DOWN_S = 300.0
-# Default reaction time: the 30 s detection plus the slowest measured vLLM start on the H200 (130 s).
+# Default reaction time: the 30 s detection plus a 130 s vLLM start (recorded H200 starts: 82-116 s).
 DEFAULT_SCALE_UP_S = DETECT_S + 130.0
 # Autoscaling beats steady only when it saves at least this share of the steady fleet's GPU-hours.
 MIN_SAVING = 0.01
