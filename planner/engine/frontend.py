@@ -102,6 +102,8 @@ class FrontEnd:
         if not load.bin_requests.size:
             return np.zeros(load.request_rate.shape)
         work = self.per_request_s * load.bin_requests + self.per_output_token_s * load.bin_tokens
+        if not np.any(work > load.bin_s):
+            return np.zeros(load.request_rate.shape)  # no bin above capacity: nothing ever queues
         surplus = np.cumsum(work - load.bin_s)
         queued = surplus - np.minimum.accumulate(np.minimum(surplus, 0.0))   # V_k = max(0, V_k-1 + work_k - bin)
         before = np.concatenate([[0.0], queued])                             # at the start of each bin
@@ -183,8 +185,33 @@ def stream_load(arrival_s: np.ndarray, first_token_s: np.ndarray, end_s: np.ndar
     edges = start + bin_s * np.arange(int((float(ordered[-1]) - start) / bin_s) + 2)
     return StreamLoad((arrived(arrival) - arrived(arrival - window_s)) / window_s,
                       (streamed(arrival) - streamed(arrival - window_s)) / window_s,
-                      np.diff(arrived(edges)), np.diff(streamed(edges)),
+                      _in_bins(edges, ordered), _streamed_in_bins(edges, first, end, rate),
                       np.minimum(((arrival - start) / bin_s).astype(int), edges.size - 2), bin_s)
+
+
+# The per-bin figures are counted from the events' places among the edges (a bin per 50 ms far outnumbers the
+# requests), each a difference of the cumulative counts and ramps stream_load evaluates at the arrivals.
+
+def _in_bins(edges: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """How many of `times` fall in each bin [edges[k], edges[k+1])."""
+    k = np.searchsorted(edges, times, "right") - 1
+    return np.bincount(k[(k >= 0) & (k < edges.size - 1)], minlength=edges.size - 1).astype(float)
+
+
+def _streamed_in_bins(edges: np.ndarray, first: np.ndarray, end: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """Tokens streamed in each bin: the first tokens in it, plus every stream's rate over its overlap with it.
+
+    With A[m] the summed rate of the streams running at edge m, and a, b what starts (and ends, negated) at
+    edge m, rate and rate x time: tokens in bin m = width x A[m] + edges[m+1] x a[m+1] - b[m+1].
+    """
+    k = np.searchsorted(edges, np.concatenate([first, end]), "left")  # the first edge at or after each event
+    keep = k < edges.size
+    k, signed = k[keep], np.concatenate([rate, -rate])[keep]
+    times = np.concatenate([first, end])[keep]
+    a = np.bincount(k, signed, minlength=edges.size)
+    b = np.bincount(k, signed * times, minlength=edges.size)
+    running = np.cumsum(a)
+    return _in_bins(edges, first) + np.diff(edges) * running[:-1] + edges[1:] * a[1:] - b[1:]
 
 
 class _Ramp:

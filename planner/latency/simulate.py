@@ -651,7 +651,9 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     t, i, o = _check_requests(arrival_s, input_len, output_len)
     run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
     reps = [_Replica() for _ in range(int(replicas))]
-    assigned = (_route_jsq if router == "jsq" else _route_round_robin)(reps, run, active)
+    # One replica takes every arrival whatever the router: served in one pass, without routing each arrival.
+    one_queue = router != "jsq" or (replicas == 1 and active is None)
+    assigned = (_route_round_robin if one_queue else _route_jsq)(reps, run, active)
     front_end = getattr(curve, "front_end", None)
     if front_end is not None and front_end.adds_delay:
         _add_front_end(run, front_end, t, i, o, np.asarray(assigned))
@@ -847,20 +849,25 @@ def search_replicas(route: Route, curve: CurveLike, start: int, arrivals: np.nda
 
 
 def bisect_replicas(meets: Callable[[int], bool], start: int, ceiling: int) -> int | None:
-    """Smallest r in [1, ceiling] with meets(r), searching from `start`; None if meets(ceiling) is False."""
+    """Smallest r in [1, ceiling] with meets(r), searching from `start`; None if meets(ceiling) is False.
+
+    Steps of 1, 1, 2, 4, ... away from `start`, then bisection: a start near the answer (the usual case: a
+    screened count) costs few calls, and calls beyond the answer, which nothing else uses, stay rare.
+    """
+    step = 1
     if meets(start):
         low, high = 0, start  # meets(high); low fails (0 replicas always fails)
-        step = 1
         while high - step >= 1 and meets(high - step):
             high -= step
             step *= 2
         low = max(low, high - step)
     else:
-        low, high = start, min(start * 2, ceiling)
+        low, high = start, min(start + 1, ceiling)
         while not meets(high):
             if high >= ceiling:
                 return None
-            low, high = high, min(high * 2, ceiling)
+            low, high = high, min(high + step, ceiling)
+            step *= 2
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if meets(mid) else (mid, high)

@@ -195,6 +195,25 @@ def test_stream_load_bins_hold_each_bins_tokens():
     assert list(load.bin_requests[[0, bins // 2, bins]]) == [1, 1, 1] and load.bin_of.tolist() == [0, bins // 2, bins]
 
 
+def test_stream_load_bins_match_each_streams_overlap():
+    """Random streams, many ending after the last arrival's bin: each bin holds its first tokens plus every
+    stream's rate times its overlap with the bin (counted directly here)."""
+    rng = np.random.default_rng(11)
+    n = 60
+    arrival = np.sort(rng.uniform(0, 3, n))
+    first = arrival + rng.uniform(0.0, 0.3, n)
+    end = first + rng.uniform(0.0, 2.0, n)
+    out = rng.integers(1, 200, n).astype(float)
+    load = stream_load(arrival, first, end, out)
+    edges = arrival[0] + BACKLOG_BIN_S * np.arange(load.bin_tokens.size + 1)
+    rate = np.where(end > first, (out - 1) / np.maximum(end - first, 1e-300), 0.0)
+    overlap = np.clip(np.minimum(edges[1:, None], end) - np.maximum(edges[:-1, None], first), 0.0, None)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    firsts = np.sum((first >= lo) & (first < hi), axis=1)
+    assert load.bin_tokens == pytest.approx(firsts + overlap @ rate, abs=1e-9)
+    assert load.bin_requests.tolist() == np.sum((arrival >= lo) & (arrival < hi), axis=1).tolist()
+
+
 def test_prefill_scale_speeds_up_prefill_only():
     curve = ServedCurve()
     plain = simulate(curve, [0.0], [4000], [50])

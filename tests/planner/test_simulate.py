@@ -119,6 +119,19 @@ def test_round_robin_assigns_in_turn_and_jsq_avoids_busy_replicas():
     assert jsq.percentile_ms("e2e", 100) <= rr.percentile_ms("e2e", 100)
 
 
+@pytest.mark.parametrize("curve", [SimCurve(), SimCurve(async_scheduling=True), CurvedStepCurve()],
+                         ids=["affine", "async", "not-affine"])
+def test_one_replica_served_in_one_pass_equals_routing_each_arrival(curve):
+    """simulate() serves a one-replica fleet in one pass (every arrival goes there): the same outcome, request by
+    request, as the join-shortest-queue router bringing the replica up to each arrival."""
+    t, i, o = workload(n=2000, rate=30.0, cv=3.0)
+    one = sim.simulate(curve, t, i, o, 1, "jsq")
+    run = sim._Run(t.tolist(), i.tolist(), o.tolist(), sim.step_model(curve))
+    sim._route_jsq([sim._Replica()], run)
+    assert np.array_equal(one.ttft_s, np.asarray(run.ttft), equal_nan=True)
+    assert np.array_equal(one.e2e_s, np.asarray(run.e2e), equal_nan=True)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_jsq_beats_round_robin_on_mean_latency_with_heavy_tailed_outputs(seed):
     gen = np.random.default_rng(seed)
@@ -174,6 +187,24 @@ def test_search_finds_the_smallest_fleet_meeting_the_target():
         assert below.attainment < 0.99
     again = sim.search_replicas(Route.from_row(ROUTE), SimCurve(), start=found.replicas + 5, n_requests=3000)
     assert again.replicas == found.replicas and again.differs
+
+
+@pytest.mark.parametrize("answer", [1, 2, 5, 6, 9, 40, 64])
+@pytest.mark.parametrize("start", [1, 4, 5, 7, 30])
+def test_bisect_finds_the_fewest_and_looks_little_past_it(answer, start):
+    """Any start finds the smallest count that meets; from just below the answer it tries nothing above it (a
+    screened start is usually there, and a count above the answer serves nothing else)."""
+    asked: list[int] = []
+
+    def meets(r: int) -> bool:
+        asked.append(r)
+        return r >= answer
+
+    assert sim.bisect_replicas(meets, start, 64) == answer
+    if start in (answer - 1, answer):
+        assert max(asked) == answer
+    if start < answer:  # nothing up to a ceiling below the answer meets
+        assert sim.bisect_replicas(lambda r: r >= answer, start, answer - 1) is None
 
 
 def test_search_reports_an_unreachable_slo():
