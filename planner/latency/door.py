@@ -132,6 +132,9 @@ class Fleet:
     # An autoscaled fleet: per replica, when it takes arrivals (planner.latency.simulate.simulate's `active`);
     # simulated whole (no share), so at most SIM_MAX_REPLICAS replicas.
     active: tuple[tuple[float, float], ...] | None = None
+    # The first `prefix` requests also start other loads predicted on this fleet: simulated once (a hint, the
+    # report is the same; planner.latency.simulate.simulate's `prefix`).
+    prefix: int = 0
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
@@ -311,7 +314,7 @@ def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> Laten
     k = load.simulated
     requests = thin_requests(load.requests, k / load.replicas, seed=0)
     result = simulate(curve, requests.arrival_s, requests.input_len, requests.output_len, k, ROUTERS[load.router],
-                      active=load.active)
+                      active=load.active, prefix=load.prefix if k == load.replicas else 0)
     metrics = _percentiles(result, percentiles)
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s / k if result.makespan_s > 0 else math.nan

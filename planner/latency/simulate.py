@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -271,6 +271,14 @@ class _Replica:
         self.wake = 0.0              # nothing visible changes before this time unless a request is routed here
         self.busy_s = 0.0            # time spent in iterations, s
         self.started = 0.0           # when the last iteration started (async scheduling decided the next then), s
+
+    def copy(self) -> _Replica:
+        """An independent copy (its lists too)."""
+        twin = _Replica()
+        for name in self.__slots__:
+            setattr(twin, name, getattr(self, name))
+        twin.queue, twin.prefill, twin.heap = list(self.queue), deque(self.prefill), list(self.heap)
+        return twin
 
 
 @dataclass(eq=False)
@@ -509,31 +517,31 @@ def _takes(active: Active | None, r: int, t: float) -> bool:
     return active is None or active[r][0] <= t < active[r][1]
 
 
-def _route_round_robin(reps: list[_Replica], run: _Run, active: Active | None = None) -> list[int]:
+def _route_round_robin(reps: list[_Replica], run: _Run, active: Active | None = None, first: int = 0) -> list[int]:
+    """Arrivals from `first` on, each replica in turn (among those taking arrivals then, with `active`)."""
     count = len(reps)
     if active is None:
-        assigned = [i % count for i in range(len(run.arr))]
+        assigned = [i % count for i in range(first, len(run.arr))]
     else:
         assigned, turn = [], 0
-        for t in run.arr:
+        for t in run.arr[first:]:
             serving = [r for r in range(count) if _takes(active, r, t)] or [0]
             assigned.append(serving[turn % len(serving)])
             turn += 1
-    for i, r in enumerate(assigned):
+    for i, r in enumerate(assigned, start=first):
         reps[r].queue.append(i)
-    advance = _make_advance(run)
-    for rep in reps:
-        advance(rep, math.inf)
     return assigned
 
 
-def _route_jsq(reps: list[_Replica], run: _Run, active: Active | None = None) -> list[int]:
-    """Each arrival goes to the replica with the fewest outstanding requests (lowest index on ties) among those
-    taking arrivals then (`active`; every replica without it, the first when none does)."""
-    assigned = [0] * len(run.arr)
+def _route_jsq(reps: list[_Replica], run: _Run, active: Active | None = None, first: int = 0) -> list[int]:
+    """Arrivals from `first` on, each to the replica with the fewest outstanding requests (lowest index on ties)
+    among those taking arrivals then (`active`; every replica without it, the first when none does)."""
+    arr = run.arr
+    assigned = [0] * (len(arr) - first)
     index = {id(rep): r for r, rep in enumerate(reps)}
     advance = _make_advance(run)
-    for i, t in enumerate(run.arr):
+    for i in range(first, len(arr)):
+        t = arr[i]
         best, best_load = reps[0], math.inf
         for r, rep in enumerate(reps):
             if rep.wake <= t:
@@ -547,10 +555,53 @@ def _route_jsq(reps: list[_Replica], run: _Run, active: Active | None = None) ->
         best.queue.append(i)
         best.outstanding += 1
         best.wake = min(best.wake, t)
-        assigned[i] = index[id(best)]
-    for rep in reps:
-        advance(rep, math.inf)
+        assigned[i - first] = index[id(best)]
     return assigned
+
+
+def _router(router: str, replicas: int, active: Active | None) -> Callable[..., list[int]]:
+    # One replica takes every arrival whatever the router: served in one pass, without routing each arrival.
+    one_queue = router != "jsq" or (replicas == 1 and active is None)
+    return _route_round_robin if one_queue else _route_jsq
+
+
+# ---------------------------------------------------------------- a load's first requests, simulated once
+
+# Fleets' state right after the first requests of a load, kept for the next simulations of loads starting with the
+# same requests (planner.sizing.resampled judges every SLO window behind one window): they copy it instead of
+# simulating those requests again.  Results are the same either way.
+_PREFIXES: OrderedDict[tuple, tuple[_Run, list[_Replica], list[int]]] = OrderedDict()
+PREFIX_STATES = 8
+
+
+def _start(curve: CurveLike, t: np.ndarray, i: np.ndarray, o: np.ndarray, replicas: int, router: str,
+           prefix: int) -> tuple[_Run, list[_Replica], list[int]]:
+    """A run of these requests, its replicas and the first `prefix` requests' replicas: fresh, or (0 < prefix <
+    requests) as the prefix left them up to its last arrival, simulated once per curve, fleet and prefix."""
+    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
+    if not 0 < prefix < t.size:
+        return run, [_Replica() for _ in range(replicas)], []
+    key = (curve, replicas, router, t[:prefix].tobytes(), i[:prefix].tobytes(), o[:prefix].tobytes())
+    if key not in _PREFIXES:
+        _PREFIXES[key] = _prefix_state(run.model, t[:prefix], i[:prefix], o[:prefix], replicas, router)
+        if len(_PREFIXES) > PREFIX_STATES:
+            _PREFIXES.popitem(last=False)
+    head, reps, assigned = _PREFIXES[key]
+    run.ttft[:prefix], run.e2e[:prefix], run.done[:prefix] = head.ttft, head.e2e, head.done
+    return run, [rep.copy() for rep in reps], list(assigned)
+
+
+def _prefix_state(model: StepModel, t: np.ndarray, i: np.ndarray, o: np.ndarray, replicas: int,
+                  router: str) -> tuple[_Run, list[_Replica], list[int]]:
+    """The first requests routed and served up to the last of their arrivals (the iterations that start
+    before it: what comes later cannot change them)."""
+    run = _Run(t.tolist(), i.tolist(), o.tolist(), model)
+    reps = [_Replica() for _ in range(replicas)]
+    assigned = _router(router, replicas, None)(reps, run)
+    advance = _make_advance(run)
+    for rep in reps:
+        advance(rep, float(t[-1]))
+    return run, reps, assigned
 
 
 # ---------------------------------------------------------------- results
@@ -633,14 +684,17 @@ def _check_requests(arrival_s: Numbers, input_len: Numbers, output_len: Numbers
 
 
 def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_len: Numbers,
-             replicas: int = 1, router: str = "jsq", slo: Slo | None = None, active: Active | None = None) -> SimResult:
+             replicas: int = 1, router: str = "jsq", slo: Slo | None = None, active: Active | None = None,
+             prefix: int = 0) -> SimResult:
     """Simulate `replicas` replicas of `curve` serving the given requests.
 
     arrival_s: sorted arrival times, s; input_len / output_len: tokens per
     request (>= 1).  router: "jsq" (least outstanding requests) or
     "round-robin".  active: per replica, when it takes arrivals (an autoscaled
     fleet: a replica started later, or draining); a request it took is served
-    to the end.  Raises InputError on bad arguments.
+    to the end.  prefix: the first `prefix` requests start other loads
+    simulated on this fleet too; their simulation is kept and reused (the
+    result is the same; without `active`).  Raises InputError on bad arguments.
     """
     if active is not None and len(active) != replicas:
         raise InputError(f"active: expected one (from, until) per replica ({replicas}), got {len(active)}")
@@ -649,11 +703,11 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     if int(replicas) != replicas or replicas < 1:
         raise InputError(f"replicas: expected a whole number >= 1, got {replicas!r}")
     t, i, o = _check_requests(arrival_s, input_len, output_len)
-    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
-    reps = [_Replica() for _ in range(int(replicas))]
-    # One replica takes every arrival whatever the router: served in one pass, without routing each arrival.
-    one_queue = router != "jsq" or (replicas == 1 and active is None)
-    assigned = (_route_round_robin if one_queue else _route_jsq)(reps, run, active)
+    run, reps, assigned = _start(curve, t, i, o, int(replicas), router, prefix if active is None else 0)
+    assigned += _router(router, int(replicas), active)(reps, run, active, len(assigned))
+    advance = _make_advance(run)
+    for rep in reps:
+        advance(rep, math.inf)
     front_end = getattr(curve, "front_end", None)
     if front_end is not None and front_end.adds_delay:
         _add_front_end(run, front_end, t, i, o, np.asarray(assigned))

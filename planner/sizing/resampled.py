@@ -32,10 +32,6 @@ from planner.traffic.workload import (
     window_blocks,
 )
 
-# Empty windows after each pair of the pass behind the heaviest window: the fleet is idle again before the next.
-IDLE_GAP_WINDOWS = 2
-
-
 @dataclass(frozen=True)
 class Resampled:
     """In how many of `hours` resampled hours a fleet holds every SLO window of `window_s` seconds."""
@@ -109,11 +105,9 @@ class _PairJudge:
         return Requests(window.arrival_s[keep], window.input_len[keep], window.output_len[keep], window.source)
 
     def run_behind(self, before: Requests) -> list[bool]:
-        """Each window right behind `before` (a window's requests, behind an idle fleet): does it hold?"""
-        sequence: list[Requests | None] = []
-        for b in self.blocks:
-            sequence += [before, b] + [None] * IDLE_GAP_WINDOWS
-        return self._run(sequence)[0][1::IDLE_GAP_WINDOWS + 2]
+        """Each window right behind `before` (a window's requests, behind an idle fleet): does it hold?  (`before`
+        is simulated once for all of them.)"""
+        return [self._run([before, b], prefix=before.arrival_s.size)[0][-1] for b in self.blocks]
 
     def holds(self, before: int | None, block: int) -> bool:
         """Does window `block` hold behind window `before` (None: on an idle fleet)?"""
@@ -123,14 +117,14 @@ class _PairJudge:
             self._memo[key] = self._run(list(parts))[0][-1]
         return self._memo[key]
 
-    def _run(self, sequence: list[Requests | None]) -> tuple[list[bool], np.ndarray]:
-        """Per position of `sequence` (None: an empty window): does its window hold, and the seconds of work its
-        requests leave past its end."""
-        empty = Requests(np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), "")
-        load = joined_blocks([empty if b is None else b for b in sequence], self.window_s)
+    def _run(self, sequence: list[Requests], prefix: int = 0) -> tuple[list[bool], np.ndarray]:
+        """Per window of `sequence` laid end to end on an idle fleet: does it hold, and the seconds of work its
+        requests leave past its end (prefix: the first requests shared with other runs, a hint)."""
+        load = joined_blocks(sequence, self.window_s)
         if not load.arrival_s.size:
             return [True] * len(sequence), np.zeros(len(sequence))
-        report = predict(self.curve, Fleet(load, self.replicas, self.router), percentiles=(self.targets.percentile,))
+        report = predict(self.curve, Fleet(load, self.replicas, self.router, prefix=prefix),
+                         percentiles=(self.targets.percentile,))
         return self.judge(report, 0.0, len(sequence))
 
     def judge(self, report: LatencyReport, origin: float, windows: int) -> tuple[list[bool], np.ndarray]:

@@ -127,9 +127,30 @@ def test_one_replica_served_in_one_pass_equals_routing_each_arrival(curve):
     t, i, o = workload(n=2000, rate=30.0, cv=3.0)
     one = sim.simulate(curve, t, i, o, 1, "jsq")
     run = sim._Run(t.tolist(), i.tolist(), o.tolist(), sim.step_model(curve))
-    sim._route_jsq([sim._Replica()], run)
+    replica = sim._Replica()
+    sim._route_jsq([replica], run)
+    sim._make_advance(run)(replica, math.inf)
     assert np.array_equal(one.ttft_s, np.asarray(run.ttft), equal_nan=True)
     assert np.array_equal(one.e2e_s, np.asarray(run.e2e), equal_nan=True)
+
+
+@pytest.mark.parametrize("router", sim.ROUTERS)
+@pytest.mark.parametrize("curve", [SimCurve(), SimCurve(async_scheduling=True), CurvedStepCurve()],
+                         ids=["affine", "async", "not-affine"])
+def test_loads_sharing_their_first_requests_reuse_them_and_get_the_same_result(curve, router):
+    """Loads that start with the same requests (a window behind one window, as the resampled hours judge them):
+    the first requests are simulated once, and each load's outcome is what simulating it alone gives."""
+    t, i, o = workload(n=3000, rate=60.0, cv=2.0)
+    head = 1200
+    for start in (1500, 2100, 2999):  # different continuations behind the same first 1200 requests
+        rest = slice(start, None)
+        tt = np.concatenate([t[:head], t[rest] - t[start] + t[head - 1] + 0.01])
+        ii, oo = np.concatenate([i[:head], i[rest]]), np.concatenate([o[:head], o[rest]])
+        alone = sim.simulate(curve, tt, ii, oo, 3, router)
+        shared = sim.simulate(curve, tt, ii, oo, 3, router, prefix=head)
+        for name in ("ttft_s", "e2e_s", "replica", "completions"):
+            assert np.array_equal(getattr(alone, name), getattr(shared, name), equal_nan=True), (start, name)
+    assert sum(key[0] is curve and key[2] == router for key in sim._PREFIXES) == 1  # simulated once, reused twice
 
 
 @pytest.mark.parametrize("seed", range(3))
