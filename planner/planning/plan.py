@@ -46,7 +46,7 @@ from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import autoscaled
 from planner.sizing.options import OPTION_COLUMNS, Option, WholeLog, evaluate_option, option_label
-from planner.sizing.plan_row import PlanRow, plan_frame
+from planner.sizing.plan_row import PlanRow, plan_frame, whole_log_columns
 from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
 from planner.traffic.logs import burst_descriptors, burst_text
@@ -146,6 +146,8 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     if chosen is None:
         return plan_row, [option.to_row() for option in options], None
     requests = route_requests(chosen.route, log)  # the one load every view of the chosen fleet replays
+    chosen = dataclasses.replace(chosen, whole_log=_whole_log(chosen, assumptions, requests))
+    plan_row = dataclasses.replace(plan_row, **whole_log_columns(chosen))
     timeline = _timeline(chosen, assumptions, requests)
     plan_row = _with_resampled_hours(plan_row, chosen, assumptions, requests)
     plan_row = _with_autoscaled(plan_row, chosen, assumptions, requests)
@@ -301,7 +303,7 @@ def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests 
     option = dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
                                                                     search.check))
     around = tuple((n, c) for n, c in search.tried if n in (search.replicas, search.replicas - 1))
-    return dataclasses.replace(option, whole_log=_whole_log(option, a, requests), window_checks=around)
+    return dataclasses.replace(option, window_checks=around)
 
 
 def _whole_log(option: Option, a: Assumptions, requests: Requests) -> WholeLog:
