@@ -148,7 +148,8 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    "per route (engine, GPUs, $/month) and writes them to <out>.baseline-diff.csv")
     scale = p.add_mutually_exclusive_group()
     scale.add_argument("--workers", type=int, metavar="N", help="plan routes (and their simulation checks) in N "
-                       "local processes (default: one, in this process)")
+                       "local processes; 1: in this process (default on Linux: one process per route up to the "
+                       "usable CPUs; elsewhere: 1)")
     scale.add_argument("--ray", metavar="ADDRESS", help="plan routes as Ray tasks: a cluster address, auto, or "
                        "local (start Ray here); needs pip install '.[ray]'")
 
@@ -228,13 +229,14 @@ def _diff_path(out: str) -> Path:
 
 def _run_plan(args: argparse.Namespace) -> int:
     from planner.planning.exports import baseline_diff, format_diff, minutes_frame, workbook_bytes
-    from planner.planning.fanout import route_map
+    from planner.planning.fanout import auto_map, route_map
 
     inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
               "--assumptions-from": args.assumptions_from}
     refuse_overwriting_inputs(_plan_outputs(args), inputs)
     assumptions = _assumptions_from_args(args)
-    mapper = route_map(args.workers, args.ray)  # a bad flag or missing Ray fails before the curves are fitted
+    # A bad flag or missing Ray fails before the curves are fitted.
+    mapper = route_map(args.workers, args.ray) if args.workers is not None or args.ray else auto_map()
     routes = load_routes(args.routes)
     baseline = plan_rows(read_plan(args.baseline)[0]) if args.baseline else None
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer, models=routes["model"])

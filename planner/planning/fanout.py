@@ -2,14 +2,19 @@
 
 The CLI edge of planner/: `make_plan(..., map_routes=...)` takes a map function and stays pure;
 this module builds one.  `route_map(workers, ray)` -> the builtin map (one core), a process pool's map
-(`--workers N`), or a Ray map (`--ray ADDRESS|auto|local`).  Each returns results in input order, so the
-plan is the same whichever runs it.  Ray is imported only when asked for.
+(`--workers N`), or a Ray map (`--ray ADDRESS|auto|local`); `auto_map()` -> the CLI's default: a process per
+route up to the usable CPUs where forking is cheap and safe (Linux, a process without other threads, two routes
+or more), else this process.  Each returns results in input order, so the plan is the same whichever runs it.
+Ray is imported only when asked for.
 """
 
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
+import sys
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -39,6 +44,22 @@ def route_map(workers: int | None = None, ray: str | None = None) -> MapFn | Non
     return ProcessMap(workers)
 
 
+def auto_map() -> MapFn | None:
+    """The CLI's default map: local processes, one per route up to the usable CPUs, on Linux (fork: a worker
+    starts in milliseconds with the catalog already loaded); None (this process) elsewhere or on one CPU."""
+    cpus = usable_cpus()
+    if sys.platform != "linux" or cpus < 2:
+        return None
+    return ProcessMap(cpus, auto=True)
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def chunk_size(items: int, workers: int) -> int:
     return max(1, math.ceil(items / (workers * CHUNKS_PER_WORKER)))
 
@@ -54,15 +75,23 @@ def _call(item: Any) -> Any:
 
 
 class ProcessMap:
-    """map over a pool of `workers` local processes; the function (with the catalog) is sent once per process."""
+    """map over a pool of `workers` local processes; the function (with the catalog) is sent once per process.
 
-    def __init__(self, workers: int):
+    auto (the CLI's default, auto_map): forked workers, and this process instead for fewer than two items or
+    when this process runs other threads (a fork copies none of them, and a lock one of them holds stays held).
+    """
+
+    def __init__(self, workers: int, auto: bool = False):
         self.workers = workers
+        self.auto = auto
 
     def __call__(self, fn: Fn, items: Iterable[Any]) -> list[Any]:
         items = list(items)
+        if self.auto and (len(items) < 2 or threading.active_count() > 1):
+            return [fn(item) for item in items]
         workers = min(self.workers, len(items)) or 1
-        with ProcessPoolExecutor(workers, initializer=_install, initargs=(fn,)) as pool:
+        context = multiprocessing.get_context("fork") if self.auto else None
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_install, initargs=(fn,)) as pool:
             return list(pool.map(_call, items, chunksize=chunk_size(len(items), workers)))
 
 

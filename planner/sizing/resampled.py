@@ -32,6 +32,7 @@ from planner.traffic.workload import (
     window_blocks,
 )
 
+
 @dataclass(frozen=True)
 class Resampled:
     """In how many of `hours` resampled hours a fleet holds every SLO window of `window_s` seconds."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pandas as pd
 import pytest
 
 from planner.cli import main
+from planner.planning import fanout
 from planner.planning.fanout import ProcessMap, RayMap, chunk_size, route_map
 from planner.planning.plan import make_plan
 from planner.planning.route_table import load_routes
@@ -67,3 +69,26 @@ def test_bad_scale_flags_are_one_line_errors(tmp_path, monkeypatch, capsys, argv
     code = main(["plan", "--routes", str(ROUTES), "--out", str(tmp_path / "p.csv"), *argv])
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1
+
+
+def _pid(_item: object) -> int:
+    return os.getpid()
+
+
+def test_the_default_plans_routes_in_forked_processes_where_that_is_safe(monkeypatch):
+    """auto_map (plan's default): on Linux with two CPUs or more, a pool of forked processes; this process for one
+    route, or while this process runs other threads (a fork would copy a lock one of them holds)."""
+    monkeypatch.setattr(fanout, "usable_cpus", lambda: 2)
+    auto = fanout.auto_map()
+    if sys.platform != "linux":
+        assert auto is None
+        return
+    assert isinstance(auto, ProcessMap) and auto.workers == 2
+    here = os.getpid()
+    monkeypatch.setattr(fanout.threading, "active_count", lambda: 1)
+    assert here not in auto(_pid, range(4))
+    assert auto(_pid, [0]) == [here]
+    monkeypatch.setattr(fanout.threading, "active_count", lambda: 2)
+    assert auto(_pid, range(4)) == [here] * 4
+    monkeypatch.setattr(fanout, "usable_cpus", lambda: 1)
+    assert fanout.auto_map() is None
