@@ -9,8 +9,9 @@ Simulating 200 hours through the fleet tier would cost 200 sizings, so each wind
 before it only: what a fleet that holds still carries from earlier windows is what the last one left.  A window
 that breaks on an idle fleet breaks in every hour; one that holds behind the load's heaviest window (the most work
 left unfinished at its end) holds in every hour; the rest are simulated behind the predecessor each drawn hour
-gives them, memoised per pair.  tests/planner/test_resampled_hours.py checks this against drawn hours
-simulated end to end.
+gives them, memoised per pair.  The heaviest window is simulated once: each window behind it starts from a copy
+of the fleet it left (the simulator's `prefix`, the same result as simulating the pair whole).
+tests/planner/test_resampled_hours.py checks this against drawn hours simulated end to end.
 """
 
 from __future__ import annotations
