@@ -252,10 +252,11 @@ def _direct_closures(f: StepTimeFn) -> tuple[StepFn, JumpFn, StepsToFn]:
 class _Replica:
     """Mutable state of one replica (slots: the hot loop reads and writes these)."""
 
-    __slots__ = ("queue", "qhead", "clock", "prefill", "head_done", "heap", "steps", "b", "ctx", "kv",
+    __slots__ = ("index", "queue", "qhead", "clock", "prefill", "head_done", "heap", "steps", "b", "ctx", "kv",
                  "running", "outstanding", "wake", "busy_s", "started")
 
-    def __init__(self) -> None:
+    def __init__(self, index: int = 0) -> None:
+        self.index = index           # its place in the fleet
         self.queue: list[int] = []   # ids routed here, in arrival order
         self.qhead = 0               # first id not yet admitted
         self.clock = 0.0             # when the next iteration can start, s
@@ -536,9 +537,33 @@ def _route_round_robin(reps: list[_Replica], run: _Run, active: Active | None = 
 def _route_jsq(reps: list[_Replica], run: _Run, active: Active | None = None, first: int = 0) -> list[int]:
     """Arrivals from `first` on, each to the replica with the fewest outstanding requests (lowest index on ties)
     among those taking arrivals then (`active`; every replica without it, the first when none does)."""
+    if active is not None:
+        return _route_jsq_scheduled(reps, run, active, first)
+    arr, inf = run.arr, math.inf
+    assigned = [0] * (len(arr) - first)
+    advance = _make_advance(run)
+    for i in range(first, len(arr)):
+        t = arr[i]
+        best, best_load = reps[0], inf
+        for rep in reps:
+            if rep.wake <= t:
+                advance(rep, t)
+            if rep.outstanding < best_load:
+                best, best_load = rep, rep.outstanding
+                if not best_load:
+                    break  # nobody has fewer; the others are brought up to date later
+        best.queue.append(i)
+        best.outstanding = best_load + 1
+        if best.wake > t:
+            best.wake = t
+        assigned[i - first] = best.index
+    return assigned
+
+
+def _route_jsq_scheduled(reps: list[_Replica], run: _Run, active: Active, first: int) -> list[int]:
+    """_route_jsq among the replicas taking arrivals at each arrival's time (the first when none does)."""
     arr = run.arr
     assigned = [0] * (len(arr) - first)
-    index = {id(rep): r for r, rep in enumerate(reps)}
     advance = _make_advance(run)
     for i in range(first, len(arr)):
         t = arr[i]
@@ -546,16 +571,14 @@ def _route_jsq(reps: list[_Replica], run: _Run, active: Active | None = None, fi
         for r, rep in enumerate(reps):
             if rep.wake <= t:
                 advance(rep, t)
-            if active is not None and not active[r][0] <= t < active[r][1]:
-                continue
-            if rep.outstanding < best_load:
+            if active[r][0] <= t < active[r][1] and rep.outstanding < best_load:
                 best, best_load = rep, rep.outstanding
                 if best_load == 0:
-                    break  # nobody has fewer; the others are brought up to date later
+                    break
         best.queue.append(i)
         best.outstanding += 1
         best.wake = min(best.wake, t)
-        assigned[i - first] = index[id(best)]
+        assigned[i - first] = best.index
     return assigned
 
 
@@ -580,7 +603,7 @@ def _start(curve: CurveLike, t: np.ndarray, i: np.ndarray, o: np.ndarray, replic
     requests) as the prefix left them up to its last arrival, simulated once per curve, fleet and prefix."""
     run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
     if not 0 < prefix < t.size:
-        return run, [_Replica() for _ in range(replicas)], []
+        return run, [_Replica(r) for r in range(replicas)], []
     key = (curve, replicas, router, t[:prefix].tobytes(), i[:prefix].tobytes(), o[:prefix].tobytes())
     if key not in _PREFIXES:
         _PREFIXES[key] = _prefix_state(run.model, t[:prefix], i[:prefix], o[:prefix], replicas, router)
@@ -596,7 +619,7 @@ def _prefix_state(model: StepModel, t: np.ndarray, i: np.ndarray, o: np.ndarray,
     """The first requests routed and served up to the last of their arrivals (the iterations that start
     before it: what comes later cannot change them)."""
     run = _Run(t.tolist(), i.tolist(), o.tolist(), model)
-    reps = [_Replica() for _ in range(replicas)]
+    reps = [_Replica(r) for r in range(replicas)]
     assigned = _router(router, replicas, None)(reps, run)
     advance = _make_advance(run)
     for rep in reps:
