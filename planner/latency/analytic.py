@@ -12,6 +12,7 @@ tests/planner/test_one_door.py fails on a call around it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fleetfacts.errors import InputError
@@ -76,3 +77,15 @@ def analytic(curve: CurveLike, load: AnalyticLoad) -> AnalyticAnswer:
     else:
         prediction = curve.predict_concurrency(load.input_len, load.output_len, load.concurrency)
     return AnalyticAnswer(prediction, load)
+
+
+def service_time_s(curve: CurveLike, input_len: float, output_len: float) -> float:
+    """One request's end-to-end seconds on a full replica (the horizon unit of a fleet check): its prefill alone,
+    then output_len decode steps in a batch of the curve's max_batch at the mean context.  InputError when the
+    curve gives no finite positive time."""
+    batch = max(1, int(curve.max_batch(input_len, output_len)))
+    seconds = curve.step_time_s(1, 0.0, input_len, 0.0) + output_len * curve.step_time_s(batch,
+                                                                                       input_len + output_len / 2.0)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InputError(f"no finite service time predicted for {input_len:g} / {output_len:g} tokens")
+    return float(seconds)

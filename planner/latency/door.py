@@ -6,7 +6,9 @@ A load is one of
 - `Closed(concurrency)`: a fixed number of requests in flight (benchmark clients), steady state;
 - `Fleet(requests, replicas, router)`: a whole fleet behind its router serving a route's one load
   (planner.traffic.workload.route_requests): the tier that sizes online routes and is judged per SLO window
-  (`LatencyReport.check`, fleetfacts.slo).
+  (`LatencyReport.check`, fleetfacts.slo);
+- `Job(input_len, output_len, replicas, total_requests)`: a batch job, every request submitted at once and split
+  round robin: the report's `makespan_s` (when its last request ends) sizes batch routes.
 
 Open-loop and replayed loads run the event simulation (planner.latency.simulate: chunked prefill, KV admission, the
 fitted server front end) on one replica and report percentiles of the simulated requests; the tier says which
@@ -45,6 +47,7 @@ PREDICT_SEEDS = 3
 Z90 = 1.645
 TIER_SIMULATED, TIER_REPLAYED = "simulated", "replayed log"
 TIER_FLEET = "fleet simulated"
+TIER_JOB = "simulated job"
 # The load balancers a fleet can be planned behind, and the simulator's name for each.
 ROUTERS = {"least-outstanding": "jsq", "round-robin": "round-robin"}
 DEFAULT_ROUTER = "least-outstanding"
@@ -159,7 +162,27 @@ class Fleet:
         return f"{self.replicas} replicas ({self.router}{subset}) serving {self.requests.source}"
 
 
-Load = OpenLoop | Replay | Closed | Fleet
+@dataclass(frozen=True, eq=False)
+class Job:
+    """A batch job: total_requests requests (default: as many as given) submitted at t = 0 to `replicas` replicas,
+    round robin; input_len / output_len are its requests, or a sample of them when total_requests is larger.
+
+    Round-robin replicas are independent, so a fleet over SIM_MAX_REPLICAS is simulated as that many replicas with
+    their exact share of the requests; when even that share exceeds the sample, the makespan is scaled by
+    share / sample (throughput-bound: conservative when the sample is under a wave).  Memory stays bounded for any
+    job and fleet."""
+
+    input_len: np.ndarray
+    output_len: np.ndarray
+    replicas: int
+    total_requests: int | None = None
+
+    def describe(self) -> str:
+        total = len(self.input_len) if self.total_requests is None else self.total_requests
+        return f"a batch job of {total} requests on {self.replicas} replicas (round robin)"
+
+
+Load = OpenLoop | Replay | Closed | Fleet | Job
 
 
 @dataclass(frozen=True)
@@ -203,6 +226,7 @@ class LatencyReport:
     high: dict[str, float]
     in_flight_p99: float = math.nan
     results: tuple[SimResult, ...] = field(default=(), compare=False, repr=False)
+    makespan_s: float = math.nan  # a Job: seconds until its last request ends
 
     def value(self, metric: str, pct: float) -> float:
         """The metric (ttft, tpot, itl, e2e) at percentile pct, ms: a reported one, else from the requests."""
@@ -279,6 +303,8 @@ def predict(curve: CurveLike, load: Load, lengths: Lengths | None = None, percen
         return _replayed(curve, load, percentiles)
     if isinstance(load, Fleet):
         return _fleet(curve, load, percentiles)
+    if isinstance(load, Job):
+        return _job(curve, load, percentiles)
     if lengths is None:
         raise InputError(f"{load.describe()}: lengths are needed")
     if isinstance(load, Closed):
@@ -322,6 +348,21 @@ def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> Laten
     rate = Replay(load.requests.arrival_s, load.requests.input_len, load.requests.output_len).rate_rps
     return LatencyReport(load.describe(), rate, TIER_FLEET, latency_basis(curve), tok_s, metrics, low, high,
                          in_flight, (result,))
+
+
+def _job(curve: CurveLike, load: Job, percentiles: Sequence[float]) -> LatencyReport:
+    inp, out = np.asarray(load.input_len), np.asarray(load.output_len)
+    total = len(inp) if load.total_requests is None else int(load.total_requests)
+    simulated = min(int(load.replicas), SIM_MAX_REPLICAS)
+    share = total * simulated / load.replicas
+    n = max(1, min(len(inp), math.ceil(share)))
+    result = simulate(curve, np.zeros(n), inp[:n], out[:n], simulated, ROUTERS["round-robin"])
+    makespan = result.makespan_s * max(1.0, share / n)
+    metrics = _percentiles(result, percentiles)
+    low, high = _intervals(curve, metrics, [metrics])
+    tok_s = float(np.sum(result.output_len)) / result.makespan_s / simulated if result.makespan_s > 0 else math.nan
+    return LatencyReport(load.describe(), math.nan, TIER_JOB, latency_basis(curve), tok_s, metrics, low, high,
+                         math.nan, (result,), makespan)
 
 
 def _closed(curve: CurveLike, load: Closed, lengths: Lengths) -> LatencyReport:

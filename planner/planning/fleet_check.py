@@ -10,7 +10,7 @@ Traffic: a route with a request log (its `log` column) replays its one load (pla
 route_requests: the log's own timestamps, its busiest hour peak_to_mean times as busy), as the plan does,
 stretched only where an hour's rate is below the peak; any other route draws arrivals at the given rate with its
 arrival CV (a gamma renewal process) and lengths from its distributions.  A stream keeps the requests
-whose lengths fall in its bucket.  Like planner.traffic.workload.SteadyTraffic, a large deployment is represented by
+whose lengths fall in its bucket.  As the door's Fleet tier does, a large deployment is represented by
 k = min(R, SIM_MAX_REPLICAS) replicas fed a random k/R share of every stream.
 """
 
@@ -24,9 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck, judge
 from planner.engine.curves import CurveLike
-from planner.latency import simulate
+from planner.latency import Fleet, predict, service_time_s
+from planner.sizing.search import bisect_replicas
 from planner.traffic.routes import Route
 from planner.traffic.workload import (
     SIM_MAX_REPLICAS,
@@ -36,6 +38,7 @@ from planner.traffic.workload import (
     SIM_WARMUP_SERVICE_TIMES,
     THINNING_MARGIN,
     THINNING_SLACK,
+    Requests,
     route_log_requests,
     route_requests,
     thinned_gamma,
@@ -120,7 +123,8 @@ def _simulated_checks(curve: CurveLike, streams: Sequence[Stream], replicas: int
                       target: float) -> dict[str, SloCheck]:
     """Per route, the verdict of its worst stream (a route split over buckets holds only if each part does)."""
     t, i, o, owner, warmup = _requests(curve, streams, replicas, seed)
-    result = simulate.simulate(curve, t, i, o, min(replicas, SIM_MAX_REPLICAS))
+    fleet = Fleet(Requests(t, i, o, "the deployment's streams"), min(replicas, SIM_MAX_REPLICAS), "least-outstanding")
+    result = predict(curve, fleet).results[0]
     out: dict[str, SloCheck] = {}
     for index, stream in enumerate(streams):
         mine = owner == index
@@ -150,13 +154,16 @@ def smallest_fleet(curve: CurveLike, streams: Sequence[Stream], start: int, targ
             seen[r] = checks(curve, streams, r, seed, target)
         return all(c.ok for c in seen[r].values())
 
-    best = simulate.bisect_replicas(meets, start, SEARCH_CEILING_FACTOR * start)
+    best = bisect_replicas(meets, start, SEARCH_CEILING_FACTOR * start)
     return best, {name: c.attainment for name, c in seen[best if best is not None else max(seen)].items()}
 
 
 def _service_s(curve: CurveLike, route: Route) -> float:
     """One request's end-to-end seconds on a full replica (the horizon unit), as the route-by-route check."""
-    return simulate.service_time_s(route, curve)
+    try:
+        return service_time_s(curve, route.input_len, route.output_len)
+    except InputError as err:
+        raise InputError(f"route {route.name!r}: {err}") from None
 
 
 def _requests(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int

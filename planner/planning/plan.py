@@ -35,7 +35,6 @@ from fleetfacts.schema import (
 from fleetfacts.slo import SloCheck
 from fleetfacts.specs import bundled_gpu_specs
 from planner.engine.curves import BUNDLED_PROFILES_DIR, GroupKey
-from planner.latency import simulate
 from planner.planning.catalog import (
     Catalog,
     candidate_curves,
@@ -45,6 +44,7 @@ from planner.planning.route_table import validate_routes
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import autoscaled
+from planner.sizing.batch import cheapest_batch_fleet
 from planner.sizing.options import OPTION_COLUMNS, Option, WholeLog, evaluate_option, option_label
 from planner.sizing.plan_row import PlanRow, plan_frame, whole_log_columns
 from planner.sizing.resampled import resampled_hours
@@ -346,7 +346,7 @@ def _simulate_batch_option(option: Option, a: Assumptions) -> Option:
     gen = np.random.default_rng(0)
     sample = min(route.num_requests, SIM_BATCH_SAMPLE)
     lengths = (route.input.sample(sample, gen), route.output.sample(sample, gen))
-    fleet = simulate.cheapest_batch_fleet(option.curve, lengths, route.deadline_hours * SECONDS_PER_HOUR,
+    fleet = cheapest_batch_fleet(option.curve, lengths, route.deadline_hours * SECONDS_PER_HOUR,
                                           option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot",
                                           total_requests=route.num_requests)
     screened = option.replicas

@@ -20,8 +20,7 @@ import pandas as pd
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck
 from planner.engine.curves import Curve, CurveLike, GroupKey, find_curve
-from planner.latency import DEFAULT_ROUTER
-from planner.latency.simulate import METRICS, PERCENTILES, SimResult, batch_makespan
+from planner.latency import DEFAULT_ROUTER, Job, SimResult, predict
 from planner.sizing.plan_row import PlanRow
 from planner.sizing.sizing import fleet_latency
 from planner.traffic.routes import Route
@@ -32,6 +31,10 @@ from planner.traffic.workload import (
     route_requests,
     synthetic_requests,
 )
+
+# What `planner simulate` prints of each simulated route.
+SHOWN_METRICS = ("ttft", "tpot", "e2e")
+SHOWN_PERCENTILES = (50, 95, 99)
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,7 +121,7 @@ def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, 
         n = min(route.num_requests, SIM_BATCH_SAMPLE)
         inp = route.input.sample(n, seed)
         out = route.output.sample(n, seed + 1)
-        makespan = batch_makespan(curve, (inp, out), replicas, route.num_requests)
+        makespan = predict(curve, Job(inp, out, replicas, route.num_requests)).makespan_s
         deadline = route.deadline_hours * 3600.0
         note = "meets the deadline" if makespan <= deadline else "MISSES the deadline"
         return RouteSimulation(route.name, "batch", option, replicas, "lengths sampled from the route's quantiles",
@@ -167,8 +170,8 @@ def format_simulations(sims: Sequence[RouteSimulation]) -> list[str]:
         slo = s.check.targets.describe() if s.check is not None else "no SLO"
         lines += [head, f"  {r.n} requests, SLO: {slo}"
                   + (f", {r.rejected} rejected (longer than the KV cache)" if r.rejected else "")]
-        for metric in METRICS:
-            values = "  ".join(f"p{p} {r.percentile_ms(metric, p):9.1f}" for p in PERCENTILES)
+        for metric in SHOWN_METRICS:
+            values = "  ".join(f"p{p} {r.percentile_ms(metric, p):9.1f}" for p in SHOWN_PERCENTILES)
             lines.append(f"  {metric.upper():5s} ms  {values}")
         if s.check is not None:
             lines.append(f"  SLO verdict: {s.check.describe()}")

@@ -27,8 +27,8 @@ from fleetfacts.slo import SloCheck
 from planner.engine.curves import CurveLike
 from planner.latency import DEFAULT_ROUTER, PERCENTILES, Fleet, LatencyReport, Lengths, OpenLoop, Replay, predict
 from planner.latency.analytic import Offline, Steady, analytic
-from planner.latency.simulate import bisect_replicas
 from planner.sizing import queueing
+from planner.sizing.search import bisect_replicas
 from planner.traffic.routes import Route
 from planner.traffic.workload import LogRequests, Requests
 

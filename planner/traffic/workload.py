@@ -138,7 +138,7 @@ def rate_and_cv(times: np.ndarray) -> tuple[float, float]:
 # Synthetic requests of a fixed-count simulation (planner.planning.plan_check, tests): p99 rests on ~100 requests.
 DEFAULT_SIM_REQUESTS = 10_000
 
-# The sizing check simulates a horizon, not a request count (docs/planning.md, "Simulation check"):
+# The fleet check (planner.planning.fleet_check) simulates a horizon, not a request count:
 # Horizon: this many service times (one request's end-to-end time at the operating point): a fleet
 # over capacity builds a queue that grows every service time, so it fails well inside the horizon.
 SIM_SERVICE_TIMES = 30.0
@@ -234,69 +234,7 @@ def replay_requests(path: str | Path, routes: pd.DataFrame, fmt: str | None = No
     return out
 
 
-# ---------------------------------------------------------------- steady-state traffic for the sizing check
-
-@dataclass(frozen=True, eq=False)
-class FleetSample:
-    """The traffic one candidate fleet is simulated with.
-
-    requests: arrivals and lengths for `simulated` replicas (of `replicas`);
-    warmup_s: requests arriving before it are simulated but not measured.
-    """
-
-    requests: Requests
-    replicas: int
-    simulated: int
-    warmup_s: float
-
-    def describe(self) -> str:
-        subset = (f"{self.simulated} of {self.replicas} replicas with their share of the traffic, "
-                  if self.simulated < self.replicas else "")
-        span = float(self.requests.arrival_s[-1]) if self.requests.arrival_s.size else 0.0
-        return f"{subset}{span:.0f} s of arrivals, first {self.warmup_s:.0f} s not measured; {self.requests.source}"
-
-
-class SteadyTraffic:
-    """A route's synthetic traffic for simulating fleets to steady state.
-
-    A candidate fleet of R replicas is simulated as k = min(R, SIM_MAX_REPLICAS)
-    replicas fed a random k/R share of the route's peak-rate arrivals (exact
-    thinning of its gamma renewal process: each kept gap is the sum of a
-    geometric number of the route's gaps, itself gamma), for max(SIM_SERVICE_TIMES
-    service times, enough arrivals for SIM_MIN_MEASURED measured requests).
-    Lengths are drawn once and shared by every fleet.  service_s: one
-    request's end-to-end seconds at the operating point (> 0).
-    """
-
-    def __init__(self, route: Route, service_s: float, seed: int = 0) -> None:
-        if not (math.isfinite(service_s) and service_s > 0):
-            raise InputError(f"route {route.name!r}: service time must be a positive number of seconds, "
-                             f"got {service_s!r}")
-        self.route, self.service_s, self.seed = route, float(service_s), seed
-        gen = np.random.default_rng(seed)
-        self._input = route.input.sample(SIM_MAX_REQUESTS, gen)
-        self._output = route.output.sample(SIM_MAX_REQUESTS, gen)
-
-    def for_fleet(self, replicas: int) -> FleetSample:
-        """The simulated subset and its requests for a fleet of `replicas` (>= 1)."""
-        warmup = SIM_WARMUP_SERVICE_TIMES * self.service_s
-        per_replica = self.route.peak_rps / replicas
-        k = min(replicas, SIM_MAX_REPLICAS)
-        while k > 1 and per_replica * k * self._duration_s(per_replica * k, warmup) > SIM_MAX_REQUESTS:
-            k //= 2
-        rate = per_replica * k
-        duration = self._duration_s(rate, warmup)
-        count = min(SIM_MAX_REQUESTS, int(duration * rate * THINNING_MARGIN) + THINNING_SLACK)
-        times = thinned_gamma(self.route.peak_rps, self.route.arrival_cv, k / replicas, count, self.seed)
-        n = max(1, int(np.searchsorted(times, duration, side="right")))
-        source = (f"synthetic arrivals ({self.route.peak_rps:.4g} req/s peak, CV {self.route.arrival_cv:.3g}), "
-                  f"lengths sampled from the route's quantiles")
-        requests = Requests(times[:n], self._input[:n], self._output[:n], source)
-        return FleetSample(requests, replicas, k, warmup)
-
-    def _duration_s(self, rate: float, warmup: float) -> float:
-        return max(SIM_SERVICE_TIMES * self.service_s, warmup + SIM_MIN_MEASURED / rate)
-
+# ---------------------------------------------------------------- thinned arrivals (planner.planning.fleet_check)
 
 # Arrivals drawn for a horizon: its expected count times this, plus a few (a Poisson count rarely
 # exceeds its mean by 10% + 100); a short draw only ends the horizon a little early.

@@ -24,6 +24,7 @@ class SimCurve:
     max_num_batched_tokens: int = 8192
     request_overhead_s: float = 0.0
     async_scheduling: bool = False  # vLLM's: an arrival joins the iteration after next (planner.latency.simulate)
+    has_latency: bool = True  # as a curve fitted on latency rows (the door's reports name their basis)
 
     def step_time_s(self, batch: float, context: float, prefill_tokens: float = 0.0,
                     prefill_context: float = 0.0) -> float:

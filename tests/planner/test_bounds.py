@@ -13,8 +13,9 @@ import pytest
 from fleetfacts.errors import InputError
 from fleetfacts.schema import MAX_BATCH_REQUESTS, MAX_RATE_RPS
 from planner.cli import main
-from planner.latency import simulate
+from planner.latency import Fleet, Job, predict
 from planner.traffic import logs as traffic
+from planner.traffic.workload import SIM_MAX_REPLICAS, Requests
 from tests.planner.sim_fakes import SimCurve
 
 HEADER = "name,model,traffic,rate_rps,num_requests,deadline_hours,input_len_mean,output_len_mean,ttft_slo_ms\n"
@@ -48,20 +49,22 @@ def test_a_batch_job_at_the_bound_simulates_in_bounded_time_and_memory():
     sample = (gen.integers(100, 1000, 20_000), gen.integers(10, 300, 20_000))
     tracemalloc.start()
     started = time.perf_counter()
-    makespan = simulate.batch_makespan(SimCurve(), sample, replicas=1_000_000, total_requests=int(MAX_BATCH_REQUESTS))
-    small = simulate.batch_makespan(SimCurve(), sample, replicas=1_000, total_requests=int(MAX_BATCH_REQUESTS))
+    makespan = predict(SimCurve(), Job(*sample, replicas=1_000_000, total_requests=int(MAX_BATCH_REQUESTS))).makespan_s
+    small = predict(SimCurve(), Job(*sample, replicas=1_000, total_requests=int(MAX_BATCH_REQUESTS))).makespan_s
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert time.perf_counter() - started < 30 and peak < 500 * 2**20
     assert 0 < makespan < small  # a thousand times the replicas finish sooner
 
 
-def test_a_plan_fleet_of_millions_of_replicas_is_simulated_on_a_subset():
-    from planner.traffic.routes import Route
-    from tests.planner.test_simulate import ROUTE
-    route = Route.from_row({**ROUTE, "model": "m", "traffic": "online", "rate_rps": 1e6})
-    result, source = simulate.check_fleet(route, SimCurve(), 5_000_000)
-    assert result.replicas <= 16 and "of 5000000 replicas" in source
+def test_a_fleet_of_millions_of_replicas_is_simulated_on_a_subset():
+    """The door's fleet tier simulates SIM_MAX_REPLICAS replicas with their share of the requests."""
+    gen = np.random.default_rng(0)
+    t = np.sort(gen.uniform(0, 1, 2_000_000))
+    report = predict(SimCurve(), Fleet(Requests(t, gen.integers(10, 200, t.size), gen.integers(2, 20, t.size), "r"),
+                                       1_000_000))
+    assert report.results[0].replicas == SIM_MAX_REPLICAS and 0 < report.results[0].n < 200
+    assert f"{SIM_MAX_REPLICAS} of them simulated with their share" in report.load
 
 
 def test_dev_zero_is_not_read_as_a_log():

@@ -1,8 +1,11 @@
 """Issue 36, item 3: a curve's closed-form latency is taken through the door's analytic tier
-(planner.latency.analytic) everywhere outside planner/engine and planner/latency; this fails on a call around it."""
+(planner.latency.analytic) everywhere outside planner/engine and planner/latency, and nothing outside
+planner/latency imports the simulator (the one-latency-door import contract covers the packages; this covers
+app.py and measure/ too); each check fails on a call around the door."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -31,6 +34,29 @@ def bypasses(paths: list[Path], root: Path = ROOT) -> list[str]:
             if BYPASS.search(line.split("#", 1)[0]):
                 out.append(f"{relative}:{number}: {line.strip()}")
     return out
+
+
+def simulator_imports(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """Where a module outside planner/latency imports planner.latency.simulate (however spelled)."""
+    out = []
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith("planner/latency/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import | ast.ImportFrom) else []
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if (module == "planner.latency.simulate" or (module == "planner.latency" and "simulate" in names)
+                    or any(n.startswith("planner.latency.simulate") for n in names if module is None)):
+                out.append(f"{relative}:{node.lineno}")
+    return out
+
+
+def test_nothing_outside_the_latency_room_imports_the_simulator(tmp_path):
+    assert simulator_imports(sources()) == []
+    probe = tmp_path / "app.py"
+    probe.write_text("import os\nfrom planner.latency import (\n    predict,\n    simulate,\n)\n", encoding="utf-8")
+    assert simulator_imports([probe], tmp_path) == ["app.py:2"]
 
 
 def test_no_closed_form_prediction_goes_around_the_door():

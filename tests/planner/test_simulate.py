@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from fleetfacts.errors import InputError
+from planner.latency import Job, predict
 from planner.latency import simulate as sim
-from planner.traffic.routes import Route, Slo
+from planner.sizing.batch import cheapest_batch_fleet
+from planner.sizing.search import bisect_replicas
+from planner.traffic.routes import Slo
 from planner.traffic.workload import gamma, poisson
 from tests.planner.sim_fakes import CurvedStepCurve, MoeCurve, SimCurve
 
@@ -198,18 +201,6 @@ def test_bad_arguments_raise_input_error(bad):
         sim.simulate(SimCurve(), **args)
 
 
-def test_search_finds_the_smallest_fleet_meeting_the_target():
-    found = sim.search_replicas(Route.from_row(ROUTE), SimCurve(), start=1, n_requests=3000, attainment_target=0.99)
-    assert found.feasible and found.replicas >= 1
-    tried = dict(found.tried)
-    assert tried[found.replicas] >= 0.99
-    if found.replicas > 1:
-        below = sim.check_replicas(Route.from_row(ROUTE), SimCurve(), found.replicas - 1, n_requests=3000)
-        assert below.attainment < 0.99
-    again = sim.search_replicas(Route.from_row(ROUTE), SimCurve(), start=found.replicas + 5, n_requests=3000)
-    assert again.replicas == found.replicas and again.differs
-
-
 @pytest.mark.parametrize("answer", [1, 2, 5, 6, 9, 40, 64])
 @pytest.mark.parametrize("start", [1, 4, 5, 7, 30])
 def test_bisect_finds_the_fewest_and_looks_little_past_it(answer, start):
@@ -221,33 +212,44 @@ def test_bisect_finds_the_fewest_and_looks_little_past_it(answer, start):
         asked.append(r)
         return r >= answer
 
-    assert sim.bisect_replicas(meets, start, 64) == answer
+    assert bisect_replicas(meets, start, 64) == answer
     if start in (answer - 1, answer):
         assert max(asked) == answer
     if start < answer:  # nothing up to a ceiling below the answer meets
-        assert sim.bisect_replicas(lambda r: r >= answer, start, answer - 1) is None
+        assert bisect_replicas(lambda r: r >= answer, start, answer - 1) is None
 
 
-def test_search_reports_an_unreachable_slo():
-    route = ROUTE | {"tpot_slo_ms": 1.0}  # below one decode step: no fleet meets it
-    found = sim.search_replicas(Route.from_row(route), SimCurve(), start=2, n_requests=500, max_replicas=16)
-    assert not found.feasible and found.attainment < 0.99
+def makespan(curve, lengths, replicas: int, total: int | None = None) -> float:
+    return predict(curve, Job(lengths[0], lengths[1], replicas, total)).makespan_s
 
 
 def test_batch_makespan_and_cheapest_fleet():
     gen = np.random.default_rng(0)
     lengths = (gen.integers(100, 2000, 3000), gen.integers(50, 400, 3000))
-    one, four = sim.batch_makespan(SimCurve(), lengths, 1), sim.batch_makespan(SimCurve(), lengths, 4)
+    one, four = makespan(SimCurve(), lengths, 1), makespan(SimCurve(), lengths, 4)
     assert four < one
     deadline = one / 3
-    fleet = sim.cheapest_batch_fleet(SimCurve(), lengths, deadline, usd_per_gpu_hour=2.0, tp=2)
+    fleet = cheapest_batch_fleet(SimCurve(), lengths, deadline, usd_per_gpu_hour=2.0, tp=2)
     assert fleet.feasible and fleet.wall_s <= deadline
-    assert sim.batch_makespan(SimCurve(), lengths, fleet.replicas - 1) > deadline
+    assert makespan(SimCurve(), lengths, fleet.replicas - 1) > deadline
     assert fleet.usd_per_job == pytest.approx(fleet.replicas * 2 * fleet.wall_s / 3600 * 2.0)
-    spot = sim.cheapest_batch_fleet(SimCurve(), lengths, deadline, 2.0, tp=2, spot=True, preemption_overhead=0.5)
+    spot = cheapest_batch_fleet(SimCurve(), lengths, deadline, 2.0, tp=2, spot=True, preemption_overhead=0.5)
     assert spot.replicas >= fleet.replicas and spot.wall_s == pytest.approx(spot.makespan_s * 1.5)
-    late = sim.cheapest_batch_fleet(SimCurve(), lengths, 1e-3, 2.0, max_replicas=8)
+    late = cheapest_batch_fleet(SimCurve(), lengths, 1e-3, 2.0, max_replicas=8)
     assert not late.feasible and "deadline" in late.reason
+
+
+def test_a_job_is_its_requests_submitted_at_once_and_reports_when_the_last_ends():
+    """The door's Job tier: makespan = the last request's end of the simulated job; a fleet over the simulated
+    replicas simulates their exact share, a job over its sample scales the sample's makespan."""
+    gen = np.random.default_rng(1)
+    inp, out = gen.integers(100, 2000, 500), gen.integers(50, 400, 500)
+    report = predict(SimCurve(), Job(inp, out, 2))
+    direct = sim.simulate(SimCurve(), np.zeros(500), inp, out, 2, "round-robin")
+    assert report.tier == "simulated job" and report.makespan_s == pytest.approx(direct.makespan_s)
+    assert report.value("e2e", 99) == pytest.approx(direct.percentile_ms("e2e", 99))
+    doubled = predict(SimCurve(), Job(inp, out, 2, total_requests=1000))
+    assert doubled.makespan_s == pytest.approx(2 * report.makespan_s)
 
 
 def test_real_fitted_curve_single_request_latency():
