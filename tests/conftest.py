@@ -44,9 +44,8 @@ def bundled_catalog(transfer: str = "auto"):
 def cli_fits_bundled_once() -> Iterator[None]:
     """In-process `planner.cli.main` runs on the bundled data get bundled_catalog() instead of fitting it again;
     a run given --profiles, --prices or --ops loads those as usual."""
-    import planner.cli
-
-    real = planner.cli.load_inputs
+    from planner.commands import fleet, plan, traffic
+    from planner.planning.catalog import load_inputs as real
 
     def load_inputs(profiles_dir=None, prices=None, ops=None, transfer="auto", models=None):
         if profiles_dir is None and prices is None and ops is None:
@@ -54,7 +53,8 @@ def cli_fits_bundled_once() -> Iterator[None]:
         return real(profiles_dir, prices, ops, transfer=transfer, models=models)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(planner.cli, "load_inputs", load_inputs)
+        for command in (plan, fleet, traffic):  # the commands that load the catalog
+            patch.setattr(command, "load_inputs", load_inputs)
         yield
 
 

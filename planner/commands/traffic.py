@@ -1,0 +1,111 @@
+"""`python -m planner traffic` (routes from a request log) and `simulate` (a plan's fleets simulated: SLO verdict and
+latency percentiles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from fleetfacts.errors import InputError
+from fleetfacts.schema import ROUTES, slug, terminal_safe, write_table
+from planner.commands.base import Command, refuse_overwriting_inputs, register
+from planner.latency import ROUTERS
+from planner.planning.catalog import load_inputs
+from planner.planning.plan_files import read_plan
+from planner.planning.route_table import load_routes
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.plan_row import plan_rows
+from planner.traffic.logs import log_to_routes
+from planner.traffic.workload import replay_requests
+
+
+def _traffic_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log", required=True, metavar="FILE", help="request log: Azure trace CSV, or generic CSV/JSONL")
+    p.add_argument("--format", choices=("azure", "generic"), type=slug, help="log format (default: detected)")
+    p.add_argument("--route", help="route name for a log without a route column (default: the file name)")
+    p.add_argument("--model", type=slug, help="model slug for routes whose log names none (default 'unknown')")
+    p.add_argument("--out", required=True, metavar="ROUTES.csv", help="where to write the routes CSV")
+    p.add_argument("--ttft-slo-ms", type=float, help="TTFT target to write into every route")
+    p.add_argument("--tpot-slo-ms", type=float, help="TPOT target to write into every route")
+    p.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+
+
+def _run_traffic(args: argparse.Namespace) -> int:
+
+    refuse_overwriting_inputs({"--out": args.out}, {"--log": args.log})
+    routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,
+                                  ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms)
+    # The plan replays the log each route came from (its bursts, not a gamma stand-in with the same CV).
+    routes["log"] = os.path.relpath(Path(args.log).resolve(), Path(args.out).resolve().parent)
+    write_table(routes, args.out, ROUTES)
+    print(terminal_safe("\n".join(lines)))
+    if (routes["model"] == "unknown").any():
+        print("note: the log does not name the model: set the 'model' column (or pass --model)")
+    if routes[["ttft_slo_ms", "tpot_slo_ms", "e2e_slo_ms"]].isna().all(axis=1).any():
+        print("note: no SLO given: fill ttft_slo_ms / tpot_slo_ms before planning (or pass --ttft-slo-ms)")
+    print(terminal_safe(f"routes written to {args.out}"))
+    return 0
+
+
+def _simulate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--routes", required=True, help="routes CSV the plan was made from")
+    p.add_argument("--plan", required=True, help="plan CSV (written by `plan`)")
+    p.add_argument("--log", metavar="FILE", help="replay this request log instead of each route's own load (a "
+                   "route's `log`, else synthetic arrivals)")
+    p.add_argument("--format", choices=("azure", "generic"), type=slug, help="log format (default: detected)")
+    p.add_argument("--route", help="route a log without a route column feeds (default: the only online route)")
+    p.add_argument("--router", choices=tuple(ROUTERS), help="load balancer (default: the plan's assumption)")
+    p.add_argument("--seed", type=int, default=0, help="seed for synthetic arrivals and lengths")
+    p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
+    p.add_argument("--json", action="store_true", help="print one JSON list of per-route records")
+    p.add_argument("--replica-out", metavar="FILE.csv", help="write the requests the router sent to one replica of "
+                   "--route (the one that took the most in the busiest SLO window), at the planned load's times, "
+                   "with the simulation's TTFT and TPOT per request: what `measure verify --assigned` replays on "
+                   "one GPU")
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    from planner.planning.plan_check import format_simulations, simulate_plan
+
+    routes = load_routes(args.routes)
+    frame, assumptions = read_plan(args.plan)
+    a = assumptions or Assumptions()
+    logs = {}
+    if args.log:  # replayed as the route's own log would be (planner.traffic.workload.route_requests)
+        for name, r in replay_requests(args.log, routes, args.format, args.route).items():
+            logs[name] = (r.arrival_s, (r.input_len, r.output_len))
+    sims = simulate_plan(routes, plan_rows(frame), load_inputs(args.profiles).curves, logs, seed=args.seed,
+                         router=args.router or a.router, attainment=a.slo_attainment)
+    if args.replica_out:
+        _write_replica_requests(sims, args.route, args.replica_out)
+    if args.json:
+        print(json.dumps([s.record() for s in sims], allow_nan=False, default=str))
+    else:
+        print(terminal_safe("\n".join(format_simulations(sims))) or "no planned route to simulate")
+    return 0
+
+
+def _write_replica_requests(sims: list, route: str | None, out: str) -> None:
+    from planner.planning.plan_check import replica_requests
+
+    online = [s for s in sims if s.result is not None]
+    chosen = [s for s in online if s.route == route] if route else online
+    if len(chosen) != 1:
+        names = ", ".join(repr(s.route) for s in online) or "none"
+        raise InputError(f"--replica-out needs --route naming one planned online route (planned online: {names})")
+    frame = replica_requests(chosen[0])
+    frame.to_csv(out, index=False)
+    print(terminal_safe(f"{len(frame)} requests of replica {int(frame['replica'].iloc[0])} of route "
+                        f"{chosen[0].route!r} written to {out}"), file=sys.stderr)
+
+
+register(Command("traffic", "derive routes (rate, busiest-hour peak_to_mean, burstiness, lengths) from a request "
+                 "log, and print their burst descriptors", _traffic_arguments, _run_traffic))
+
+
+register(Command("simulate", "simulate a plan's fleets: SLO attainment and latency percentiles",
+                 _simulate_arguments, _run_simulate))
