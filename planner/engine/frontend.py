@@ -119,11 +119,13 @@ class FrontEnd:
         return (1.0 - math.sqrt(min(self.service_s / LOAD_WINDOW_S, 1.0))) ** 2
 
     def mean_delay_s(self, input_len: float, rate_rps: float, output_len_mean: float) -> float:
-        """Delay (s) of a request with a prompt of `input_len` tokens in steady state; inf when saturated."""
-        rho = self.utilisation(rate_rps, output_len_mean)
-        if rho >= 1.0:
+        """Delay (s) of a request with a prompt of `input_len` tokens in steady state (the analytic tier's): the
+        simulator's delay (`delays_s`, the one model) on a load that has lasted at this rate; inf when saturated,
+        where the simulated backlog grows without bound."""
+        if self.utilisation(rate_rps, output_len_mean) >= 1.0:
             return math.inf
-        return self.fixed_s + self.per_prompt_token_s * input_len + self.service_s * rho / (1.0 - rho)
+        load = StreamLoad.steady(np.array([float(rate_rps)]), np.array([float(rate_rps) * output_len_mean]))
+        return float(self.delays_s(np.array([float(input_len)]), load)[0])
 
     def transferred(self, label: str) -> FrontEnd:
         """This model, labelled as borrowed by another option."""

@@ -113,6 +113,20 @@ def test_validate_latency_predicts_held_out_rows():
     assert summary["throughput_median"] < 0.05
 
 
+@pytest.mark.parametrize("rate", [5.0, 15.0, 19.0, 21.5])
+def test_the_analytic_tier_and_the_simulator_share_one_front_end_model(rate):
+    """Issue 36, item 2: the steady-state delay the closed forms add (mean_delay_s) is the simulator's
+    per-request delay (delays_s) on a load that has lasted at that rate, also above the utilisation a 4 s load
+    can build (where an M/M/1 mean would keep growing: 19 req/s here is rho 0.88 and 21.5 is 0.97)."""
+    fe = FrontEnd(0.004, 2e-6, 0.02, 1e-4, 0.045)
+    steady = StreamLoad.steady(np.array([rate]), np.array([rate * 250]))
+    assert fe.utilisation(rate, 250) < 1.0
+    assert fe.mean_delay_s(1000, rate, 250) == pytest.approx(fe.delays_s(np.array([1000.0]), steady)[0], rel=1e-12)
+    simulated = np.mean(fe.delays_s(np.full(4, 1000.0), stream_load(np.arange(4) / rate, np.arange(4) / rate,
+                                                                   np.arange(4) / rate, np.ones(4))))
+    assert simulated <= fe.mean_delay_s(1000, rate, 250)  # a load just started has built less
+
+
 def test_a_saturated_front_end_queues_for_as_long_as_the_overload_lasts():
     """Steady state: infinite.  In a run: the backlog grows by (load - 1) x time, so TTFT grows with the
     run's length instead of being invented or capped."""
