@@ -585,7 +585,7 @@ def option_costs_table(options: pd.DataFrame, plan: pd.DataFrame,
                 "recommended", "passed_over", "provenance", "price_source"]]
 
 
-# Why a feasible option cheaper than the recommendation ranks behind it (planner.planning.plan._rank_key).
+# Why a feasible option cheaper than the recommendation ranks behind it (planner.planning.sim_check.rank_key).
 UNVERIFIED_REASON = ("passed over: its TTFT/TPOT rest on no latency measurement, and options with one rank first "
                      "(allow_unverified_latency ranks by cost)")
 

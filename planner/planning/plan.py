@@ -41,19 +41,24 @@ from planner.planning.catalog import (
     group_loo_error,
 )
 from planner.planning.route_table import validate_routes
+from planner.planning.sim_check import (
+    batch_simulation_check,
+    join_notes,
+    online_simulation_check,
+    ranked,
+    whole_log_alternative,
+)
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import autoscaled
-from planner.sizing.batch import cheapest_batch_fleet
-from planner.sizing.options import OPTION_COLUMNS, Option, WholeLog, evaluate_option, option_label
+from planner.sizing.options import OPTION_COLUMNS, Option, evaluate_option, option_label
 from planner.sizing.plan_row import PlanRow, plan_frame, whole_log_columns
 from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
 from planner.traffic.logs import burst_descriptors, burst_text
 from planner.traffic.routes import ALLOW_LISTS, Route
-from planner.traffic.workload import SIM_BATCH_SAMPLE, Requests, route_log_requests, route_requests
+from planner.traffic.workload import Requests, route_log_requests, route_requests
 
-SECONDS_PER_HOUR = 3600.0
 __all__ = ["PlanResult", "RouteMap", "make_plan", "plan_coverage", "plan_sources"]
 
 # ---------------------------------------------------------------- catalog
@@ -84,14 +89,6 @@ class PlanResult:
     def plan(self) -> pd.DataFrame:
         """The rows as a PLAN DataFrame (planner.sizing.plan_row.plan_frame), for the app's tables."""
         return plan_frame(self.rows)
-
-
-# Simulation check: keep simulating the cheapest unchecked option until the SIM_CHECK_TOP cheapest
-# (after re-pricing) are all simulated, at most SIM_CHECK_MAX per route (each simulates a few fleets).
-SIM_CHECK_TOP = 2
-SIM_CHECK_MAX = 8
-# Rounding slack when turning a utilisation back into a replica count.
-CAP_TOLERANCE = 1e-9
 
 
 # map(fn, routes) -> results in the same order: the builtin map, or a pool's map chosen at the CLI edge.
@@ -136,17 +133,17 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions, log)
                for curve in curves]
     if check_by_simulation and route.traffic == "online":
-        options = _online_simulation_check(route, options, assumptions, log)
+        options = online_simulation_check(route, options, assumptions, log)
     elif check_by_simulation and route.traffic == "batch":
-        options = _batch_simulation_check(route, options, assumptions)
+        options = batch_simulation_check(route, options, assumptions)
     plan_row = _plan_row(route, options, catalog, assumptions, held_back, log)
     if log_note:
-        plan_row = dataclasses.replace(plan_row, notes=_join(log_note, plan_row.notes))
+        plan_row = dataclasses.replace(plan_row, notes=join_notes(log_note, plan_row.notes))
     chosen = next((o for o in options if plan_row.ok and o.name == plan_row.option and o.window_checks), None)
     if chosen is None:
         return plan_row, [option.to_row() for option in options], None
     requests = route_requests(chosen.route, log)  # the one load every view of the chosen fleet replays
-    chosen = dataclasses.replace(chosen, whole_log=_whole_log(chosen, assumptions, requests))
+    chosen = dataclasses.replace(chosen, whole_log=whole_log_alternative(chosen, assumptions, requests))
     plan_row = dataclasses.replace(plan_row, **whole_log_columns(chosen))
     timeline = _timeline(chosen, assumptions, requests)
     plan_row = _with_resampled_hours(plan_row, chosen, assumptions, requests)
@@ -192,13 +189,13 @@ def _with_autoscaled(row: PlanRow, option: Option, a: Assumptions, requests: Req
     if not found.beats_steady:
         return dataclasses.replace(row, autoscaled_floor=row.replicas, autoscaled_usd_per_month=row.total_usd_per_month,
                                    autoscaled_windows_in_breach=row.windows_in_breach,
-                                   notes=_join(row.notes, found.describe()))
+                                   notes=join_notes(row.notes, found.describe()))
     assert found.check is not None
     c = option.cost
     usd = c.total_usd_per_month - c.gpu_usd_per_month * (1.0 - found.cost_ratio)  # only GPU-hours change
     return dataclasses.replace(row, autoscaled_floor=found.floor, autoscaled_usd_per_month=usd,
                                autoscaled_windows_in_breach=found.check.windows_in_breach,
-                               notes=_join(row.notes, found.describe()))
+                               notes=join_notes(row.notes, found.describe()))
 
 
 def window_timeline(checks: Sequence[tuple[int, SloCheck]], recommended: int,
@@ -243,134 +240,13 @@ def _route_log(route: Route) -> tuple[LogRequests | None, str]:
                       "arrival CV instead")
 
 
-def _cheapest_unsimulated(options: list[Option], a: Assumptions) -> Option | None:
-    """The best-ranked feasible option not yet simulated, if it is among the SIM_CHECK_TOP best; else None."""
-    return next((o for o in _ranked(options, a)[:SIM_CHECK_TOP] if not o.simulated), None)
-
-
-def _ranked(options: list[Option], a: Assumptions) -> list[Option]:
-    """Feasible options in the order the plan prefers them (_rank_key)."""
-    return sorted((o for o in options if o.feasible), key=lambda o: _rank_key(o, a))
-
-
-def _rank_key(option: Option, a: Assumptions) -> tuple:
-    """Cheapest first; for an online route, options whose latency rests on no measurement go last
-    unless the assumptions allow them (their TTFT is the engine model's alone, and optimistic)."""
-    unverified = (option.route.traffic == "online" and not a.allow_unverified_latency
-                  and option.latency_basis == "unverified")
-    return (unverified, option.total_usd_per_month, option.sizing.gpus, option.name)
-
-
-def _online_simulation_check(route: Route, options: list[Option], a: Assumptions,
-                             replay: LogRequests | None) -> list[Option]:
-    """Check the cheapest feasible online options by simulating their whole fleet (SLO attainment); an
-    option it adds replicas to is re-priced and its latency re-predicted there (the others unchanged)."""
-    if route.slo.empty:
-        return options
-    options = list(options)
-    for _ in range(SIM_CHECK_MAX):
-        option = _cheapest_unsimulated(options, a)
-        if option is None:
-            break  # the cheapest options (after re-pricing) have all been simulated
-        options[options.index(option)] = _simulate_online_option(option, a, replay)
-    return options
-
-
-def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests | None) -> Option:
-    """The option's replica count from the fleet simulation of the route's one load (planner.traffic.workload.
-    route_requests) behind the assumed router, judged by the one SLO verdict (fleetfacts.slo: every window and the
-    attainment target), searched from its latency sizing and never below the utilisation cap's floor; the option
-    is re-priced at that count and reports that fleet's latency and verdict."""
-    screened = option.replicas
-    requests = route_requests(option.route, replay)
-    search = sizing.search_fleet(option.curve, option.route, requests, screened, a.slo_attainment, a.router,
-                                 floor=_cap_floor(option, a))
-    option = dataclasses.replace(option, simulated=True, sized_replicas=screened,
-                                 sim_attainment=search.check.attainment)
-    if search.replicas is None:
-        tried = max(r for r, _ in search.tried)
-        return dataclasses.replace(
-            option, feasible=False, sizing=sizing.with_latency(option.sizing, search.report, option.route, search.check),
-            reason=f"simulation: no fleet up to {tried} replicas meets the SLO ({search.check.describe()})")
-    option = dataclasses.replace(option, sim_replicas=search.replicas)
-    notes = option.notes
-    if search.replicas != screened:
-        notes = _join(notes, f"one replica's share needs {screened} replicas; the fleet simulation "
-                             f"({a.router}) needs {search.replicas} to hold the SLO in every "
-                             f"{option.route.slo_window_s:g} s window ({requests.source})")
-        option = option.resized(search.replicas, a, notes,
-                                utilisation=option.utilisation * screened / search.replicas)
-    option = dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
-                                                                    search.check))
-    around = tuple((n, c) for n, c in search.tried if n in (search.replicas, search.replicas - 1))
-    return dataclasses.replace(option, window_checks=around)
-
-
-def _whole_log(option: Option, a: Assumptions, requests: Requests) -> WholeLog:
-    """The option sized on the whole run's percentile alone (one window as long as the load, no attainment
-    target), as other planners size, priced, with the SLO windows that fleet breaks (on the same simulations: a whole-run count is at most the
-    per-window one)."""
-    route = option.route
-    whole = sizing.search_fleet(option.curve, dataclasses.replace(route, slo_window_s=0.0), requests,
-                                option.replicas, 0.0, a.router, floor=1, ceiling=option.replicas)
-    count = whole.replicas or option.replicas
-    check = sizing.fleet_latency(option.curve, route, count, requests, a.router).check(route.targets(a.slo_attainment))
-    cost = option.resized(count, a, option.notes).cost.total_usd_per_month if count != option.replicas \
-        else option.cost.total_usd_per_month
-    return WholeLog(count, cost, check.windows_in_breach, check.windows)
-
-
-def _cap_floor(option: Option, a: Assumptions) -> int:
-    """The fewest replicas keeping the option's peak utilisation within the cap (a simulation never goes below)."""
-    peak = option.sizing.peak_utilisation
-    if not (math.isfinite(peak) and peak > 0):
-        return 1
-    # The tolerance keeps the screened count itself when its utilisation sits exactly on the cap.
-    return max(1, math.ceil(option.replicas * peak / a.utilisation_cap - CAP_TOLERANCE))
-
-
-def _batch_simulation_check(route: Route, options: list[Option], a: Assumptions) -> list[Option]:
-    """Re-size the cheapest batch options by simulating the whole job (all requests at t = 0)."""
-    options = list(options)
-    for _ in range(SIM_CHECK_MAX):
-        option = _cheapest_unsimulated(options, a)
-        if option is None:
-            break
-        options[options.index(option)] = _simulate_batch_option(option, a)
-    return options
-
-
-def _simulate_batch_option(option: Option, a: Assumptions) -> Option:
-    """cheapest_batch_fleet on lengths sampled from the route's distributions; re-price with its makespan."""
-    route = option.route
-    gen = np.random.default_rng(0)
-    sample = min(route.num_requests, SIM_BATCH_SAMPLE)
-    lengths = (route.input.sample(sample, gen), route.output.sample(sample, gen))
-    fleet = cheapest_batch_fleet(option.curve, lengths, route.deadline_hours * SECONDS_PER_HOUR,
-                                          option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot",
-                                          total_requests=route.num_requests)
-    screened = option.replicas
-    option = dataclasses.replace(option, simulated=True, sized_replicas=screened,
-                                 sim_replicas=fleet.replicas if fleet.feasible else math.nan)
-    if not fleet.feasible:
-        return dataclasses.replace(option, feasible=False, reason=f"simulation: {fleet.reason}")
-    hours = fleet.wall_s / SECONDS_PER_HOUR
-    notes = _join(option.notes, f"simulated job: {fleet.replicas} replicas finish in {hours:.2f} h "
-                                f"(deadline {route.deadline_hours:g} h; the screen sized {screened})")
-    return option.resized(fleet.replicas, a, notes, job_hours=hours)
-
-
-def _join(*parts: object) -> str:
-    return "; ".join(str(p) for p in parts if isinstance(p, str) and p)
-
-
 # ---------------------------------------------------------------- choosing
 
 def _plan_row(route: Route, options: list[Option], catalog: Catalog, a: Assumptions,
               held_back: list[str] | None = None, log: LogRequests | None = None) -> PlanRow:
-    """The plan row of a route from its options: the best-ranked feasible one (_rank_key), its runner-up,
+    """The plan row of a route from its options: the best-ranked feasible one (rank_key), its runner-up,
     its ranges."""
-    feasible = _ranked(options, a)
+    feasible = ranked(options, a)
     if not feasible:
         return PlanRow.infeasible(route.name, route.traffic, route.model,
                                   _infeasible_reason(route, options, catalog, a, held_back))
@@ -382,14 +258,14 @@ def _plan_row(route: Route, options: list[Option], catalog: Catalog, a: Assumpti
                               max_model_len=_max_model_len(route, log), profile=_profile_files(route, best.key, catalog))
     held = (f"{len(held_back)} pre-release engine build(s) not considered ({', '.join(held_back)}; allow_prerelease)"
             if held_back else "")
-    return dataclasses.replace(row, notes=_join(row.notes, held, runner_up_caveat(row)))
+    return dataclasses.replace(row, notes=join_notes(row.notes, held, runner_up_caveat(row)))
 
 
 def runner_up_caveat(row: PlanRow) -> str:
     """For a plan row whose runner-up costs less than the recommendation (negative savings_usd_per_month):
     'runner-up X is $Y/month cheaper but its latency is unverified (...)'; '' otherwise.
 
-    _rank_key puts a cheaper feasible option behind for that one reason: an online route's option with no
+    rank_key puts a cheaper feasible option behind for that one reason: an online route's option with no
     latency measurement behind it, while allow_unverified_latency is off.
     """
     savings = row.savings_usd_per_month

@@ -543,7 +543,7 @@ def test_a_failed_simulation_check_says_so_in_the_cards_the_caption_and_the_down
         raise RuntimeError("simulator down")
 
     st.cache_data.clear()  # plans checked by earlier tests would hide the failure
-    monkeypatch.setattr(planner.planning.plan, "_online_simulation_check", broken)
+    monkeypatch.setattr(planner.planning.plan, "online_simulation_check", broken)
     try:
         at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
     finally:

@@ -1,0 +1,146 @@
+"""The plan's simulation check of a route's cheapest options: an online option sized on the latency door's fleet tier
+(the route's one load, every SLO window), a batch option on the Job tier; and the option ranking it re-ranks with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from planner.sizing import sizing
+from planner.sizing.assumptions import Assumptions
+from planner.sizing.batch import cheapest_batch_fleet
+from planner.sizing.options import Option, WholeLog
+from planner.sizing.sizing import LogRequests
+from planner.traffic.routes import Route
+from planner.traffic.workload import SECONDS_PER_HOUR, SIM_BATCH_SAMPLE, Requests, route_requests
+
+# Simulation check: keep simulating the cheapest unchecked option until the SIM_CHECK_TOP cheapest
+# (after re-pricing) are all simulated, at most SIM_CHECK_MAX per route (each simulates a few fleets).
+SIM_CHECK_TOP = 2
+SIM_CHECK_MAX = 8
+# Rounding slack when turning a utilisation back into a replica count.
+CAP_TOLERANCE = 1e-9
+
+
+def _cheapest_unsimulated(options: list[Option], a: Assumptions) -> Option | None:
+    """The best-ranked feasible option not yet simulated, if it is among the SIM_CHECK_TOP best; else None."""
+    return next((o for o in ranked(options, a)[:SIM_CHECK_TOP] if not o.simulated), None)
+
+
+def ranked(options: list[Option], a: Assumptions) -> list[Option]:
+    """Feasible options in the order the plan prefers them (rank_key)."""
+    return sorted((o for o in options if o.feasible), key=lambda o: rank_key(o, a))
+
+
+def rank_key(option: Option, a: Assumptions) -> tuple:
+    """Cheapest first; for an online route, options whose latency rests on no measurement go last
+    unless the assumptions allow them (their TTFT is the engine model's alone, and optimistic)."""
+    unverified = (option.route.traffic == "online" and not a.allow_unverified_latency
+                  and option.latency_basis == "unverified")
+    return (unverified, option.total_usd_per_month, option.sizing.gpus, option.name)
+
+
+def online_simulation_check(route: Route, options: list[Option], a: Assumptions,
+                             replay: LogRequests | None) -> list[Option]:
+    """Check the cheapest feasible online options by simulating their whole fleet (SLO attainment); an
+    option it adds replicas to is re-priced and its latency re-predicted there (the others unchanged)."""
+    if route.slo.empty:
+        return options
+    options = list(options)
+    for _ in range(SIM_CHECK_MAX):
+        option = _cheapest_unsimulated(options, a)
+        if option is None:
+            break  # the cheapest options (after re-pricing) have all been simulated
+        options[options.index(option)] = _simulate_online_option(option, a, replay)
+    return options
+
+
+def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests | None) -> Option:
+    """The option's replica count from the fleet simulation of the route's one load (planner.traffic.workload.
+    route_requests) behind the assumed router, judged by the one SLO verdict (fleetfacts.slo: every window and the
+    attainment target), searched from its latency sizing and never below the utilisation cap's floor; the option
+    is re-priced at that count and reports that fleet's latency and verdict."""
+    screened = option.replicas
+    requests = route_requests(option.route, replay)
+    search = sizing.search_fleet(option.curve, option.route, requests, screened, a.slo_attainment, a.router,
+                                 floor=_cap_floor(option, a))
+    option = dataclasses.replace(option, simulated=True, sized_replicas=screened,
+                                 sim_attainment=search.check.attainment)
+    if search.replicas is None:
+        tried = max(r for r, _ in search.tried)
+        return dataclasses.replace(
+            option, feasible=False, sizing=sizing.with_latency(option.sizing, search.report, option.route, search.check),
+            reason=f"simulation: no fleet up to {tried} replicas meets the SLO ({search.check.describe()})")
+    option = dataclasses.replace(option, sim_replicas=search.replicas)
+    notes = option.notes
+    if search.replicas != screened:
+        notes = join_notes(notes, f"one replica's share needs {screened} replicas; the fleet simulation "
+                             f"({a.router}) needs {search.replicas} to hold the SLO in every "
+                             f"{option.route.slo_window_s:g} s window ({requests.source})")
+        option = option.resized(search.replicas, a, notes,
+                                utilisation=option.utilisation * screened / search.replicas)
+    option = dataclasses.replace(option, sizing=sizing.with_latency(option.sizing, search.report, option.route,
+                                                                    search.check))
+    around = tuple((n, c) for n, c in search.tried if n in (search.replicas, search.replicas - 1))
+    return dataclasses.replace(option, window_checks=around)
+
+
+def whole_log_alternative(option: Option, a: Assumptions, requests: Requests) -> WholeLog:
+    """The option sized on the whole run's percentile alone (one window as long as the load, no attainment
+    target), as other planners size, priced, with the SLO windows that fleet breaks (on the same simulations: a whole-run count is at most the
+    per-window one)."""
+    route = option.route
+    whole = sizing.search_fleet(option.curve, dataclasses.replace(route, slo_window_s=0.0), requests,
+                                option.replicas, 0.0, a.router, floor=1, ceiling=option.replicas)
+    count = whole.replicas or option.replicas
+    check = sizing.fleet_latency(option.curve, route, count, requests, a.router).check(route.targets(a.slo_attainment))
+    cost = option.resized(count, a, option.notes).cost.total_usd_per_month if count != option.replicas \
+        else option.cost.total_usd_per_month
+    return WholeLog(count, cost, check.windows_in_breach, check.windows)
+
+
+def _cap_floor(option: Option, a: Assumptions) -> int:
+    """The fewest replicas keeping the option's peak utilisation within the cap (a simulation never goes below)."""
+    peak = option.sizing.peak_utilisation
+    if not (math.isfinite(peak) and peak > 0):
+        return 1
+    # The tolerance keeps the screened count itself when its utilisation sits exactly on the cap.
+    return max(1, math.ceil(option.replicas * peak / a.utilisation_cap - CAP_TOLERANCE))
+
+
+def batch_simulation_check(route: Route, options: list[Option], a: Assumptions) -> list[Option]:
+    """Re-size the cheapest batch options by simulating the whole job (all requests at t = 0)."""
+    options = list(options)
+    for _ in range(SIM_CHECK_MAX):
+        option = _cheapest_unsimulated(options, a)
+        if option is None:
+            break
+        options[options.index(option)] = _simulate_batch_option(option, a)
+    return options
+
+
+def _simulate_batch_option(option: Option, a: Assumptions) -> Option:
+    """cheapest_batch_fleet on lengths sampled from the route's distributions; re-price with its makespan."""
+    route = option.route
+    gen = np.random.default_rng(0)
+    sample = min(route.num_requests, SIM_BATCH_SAMPLE)
+    lengths = (route.input.sample(sample, gen), route.output.sample(sample, gen))
+    fleet = cheapest_batch_fleet(option.curve, lengths, route.deadline_hours * SECONDS_PER_HOUR,
+                                          option.cost.usd_per_gpu_hour, option.tp, spot=a.pricing_type == "spot",
+                                          total_requests=route.num_requests)
+    screened = option.replicas
+    option = dataclasses.replace(option, simulated=True, sized_replicas=screened,
+                                 sim_replicas=fleet.replicas if fleet.feasible else math.nan)
+    if not fleet.feasible:
+        return dataclasses.replace(option, feasible=False, reason=f"simulation: {fleet.reason}")
+    hours = fleet.wall_s / SECONDS_PER_HOUR
+    notes = join_notes(option.notes, f"simulated job: {fleet.replicas} replicas finish in {hours:.2f} h "
+                                f"(deadline {route.deadline_hours:g} h; the screen sized {screened})")
+    return option.resized(fleet.replicas, a, notes, job_hours=hours)
+
+
+def join_notes(*parts: object) -> str:
+    return "; ".join(str(p) for p in parts if isinstance(p, str) and p)
