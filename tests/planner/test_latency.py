@@ -181,13 +181,18 @@ def _streamed_brute_force(arrival, first, end, out, window, steps=20000):
     return (at(arrival) - at(arrival - window)) / window
 
 
+def random_streams(seed: int, n: int, span_s: float, first_s: tuple[float, float], length_s: tuple[float, float],
+                   out: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """n requests over span_s: (arrival, first token, end, output tokens), drawn with `seed`."""
+    rng = np.random.default_rng(seed)
+    arrival = np.sort(rng.uniform(0, span_s, n))
+    first = arrival + rng.uniform(*first_s, n)
+    return arrival, first, first + rng.uniform(*length_s, n), rng.integers(*out, n).astype(float)
+
+
 def test_stream_load_counts_what_the_replica_streamed_in_the_window():
-    rng = np.random.default_rng(3)
     n = 40
-    arrival = np.sort(rng.uniform(0, 10, n))
-    first = arrival + rng.uniform(0.01, 0.2, n)
-    end = first + rng.uniform(0.5, 3.0, n)
-    out = rng.integers(2, 300, n).astype(float)
+    arrival, first, end, out = random_streams(3, n, 10.0, (0.01, 0.2), (0.5, 3.0), (2, 300))
     first[5] = end[5] = np.nan                       # a rejected request streams nothing
     load = stream_load(arrival, first, end, out, window_s=2.0)
     assert load.token_rate == pytest.approx(_streamed_brute_force(arrival, first, end, out, 2.0), rel=0.02, abs=2.0)
@@ -212,12 +217,7 @@ def test_stream_load_bins_hold_each_bins_tokens():
 def test_stream_load_bins_match_each_streams_overlap():
     """Random streams, many ending after the last arrival's bin: each bin holds its first tokens plus every
     stream's rate times its overlap with the bin (counted directly here)."""
-    rng = np.random.default_rng(11)
-    n = 60
-    arrival = np.sort(rng.uniform(0, 3, n))
-    first = arrival + rng.uniform(0.0, 0.3, n)
-    end = first + rng.uniform(0.0, 2.0, n)
-    out = rng.integers(1, 200, n).astype(float)
+    arrival, first, end, out = random_streams(11, 60, 3.0, (0.0, 0.3), (0.0, 2.0), (1, 200))
     load = stream_load(arrival, first, end, out)
     edges = arrival[0] + BACKLOG_BIN_S * np.arange(load.bin_tokens.size + 1)
     rate = np.where(end > first, (out - 1) / np.maximum(end - first, 1e-300), 0.0)
