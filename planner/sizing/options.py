@@ -168,28 +168,34 @@ class Option:
                        utilisation=self.utilisation if utilisation is None else utilisation,
                        cost=option_cost(self.route, sized, self.tp, self.price, self.ops, assumptions))
 
+    def shared_columns(self) -> dict[str, Any]:
+        """The columns an options row and a plan row recommending this option both carry (one field map): engine
+        build, size, throughput, latency, utilisation, cost, basis and notes."""
+        key, s, c = self.key, self.sizing, self.cost
+        return {
+            "engine": key.engine, "engine_version": key.engine_version, "engine_config": key.config, "gpu": key.gpu,
+            "precision": key.precision, "tp": key.tp, "replicas": s.replicas, "gpus": s.gpus,
+            "in_flight_p99": s.concurrency, "replica_output_tok_per_s": s.replica_tok_s,
+            "replica_output_tok_per_s_low": s.replica_tok_s_low, "replica_output_tok_per_s_high": s.replica_tok_s_high,
+            "ttft_pred_ms": s.ttft_ms, "tpot_pred_ms": s.tpot_ms, "e2e_pred_ms": s.e2e_ms,
+            **latency_columns(self.route, s), "utilisation": self.utilisation,
+            "gpu_usd_per_month": c.gpu_usd_per_month, "eng_usd_per_month": c.eng_usd_per_month,
+            "total_usd_per_month": c.total_usd_per_month, "usd_per_1m_output_tok": c.usd_per_1m_output_tok,
+            "provenance": s.provenance, "latency_basis": self.latency_basis, "price_source": c.price_source,
+            "notes": self.notes,
+        }
+
     def to_row(self) -> dict[str, Any]:
         """The option as a row of the options table (OPTION_COLUMNS; the simulation columns only once simulated)."""
-        key, s, c = self.key, self.sizing, self.cost
+        s, c = self.sizing, self.cost
         row: dict[str, Any] = {
-            "route": self.route.name, "option": self.name, "engine": key.engine,
-            "engine_version": key.engine_version, "engine_config": key.config, "gpu": key.gpu,
-            "precision": key.precision, "tp": key.tp,
-            "replicas": s.replicas, "gpus": s.gpus, "in_flight_p99": s.concurrency,
-            "replica_output_tok_per_s": s.replica_tok_s, "replica_output_tok_per_s_low": s.replica_tok_s_low,
-            "replica_output_tok_per_s_high": s.replica_tok_s_high, "ttft_pred_ms": s.ttft_ms,
-            "tpot_pred_ms": s.tpot_ms, "e2e_pred_ms": s.e2e_ms, "utilisation": self.utilisation,
+            "route": self.route.name, "option": self.name, **self.shared_columns(),
             "peak_utilisation": s.peak_utilisation, "job_hours": s.job_hours, "miss_ratio": s.miss_ratio,
-            "provenance": s.provenance, "data_source": self.data_source, "latency_basis": self.latency_basis,
-            "notes": self.notes,
-            "usd_per_gpu_hour": c.usd_per_gpu_hour, "gpu_usd_per_month": c.gpu_usd_per_month,
+            "data_source": self.data_source, "usd_per_gpu_hour": c.usd_per_gpu_hour,
             "usd_per_update": c.usd_per_update, "update_usd_per_month": c.update_usd_per_month,
-            "adoption_usd_per_month": c.adoption_usd_per_month, "eng_usd_per_month": c.eng_usd_per_month,
-            "fixed_usd_per_month": c.fixed_usd_per_month, "total_usd_per_month": c.total_usd_per_month,
-            "usd_per_1m_output_tok": c.usd_per_1m_output_tok, "price_source": c.price_source,
+            "adoption_usd_per_month": c.adoption_usd_per_month, "fixed_usd_per_month": c.fixed_usd_per_month,
             "feasible": self.feasible, "priced": self.price is not None, "reason": self.reason,
         }
-        row.update(latency_columns(self.route, s))
         if self.simulated:
             row.update(sized_replicas=self.sized_replicas, sim_replicas=self.sim_replicas,
                        sim_attainment=self.sim_attainment)

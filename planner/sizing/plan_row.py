@@ -23,7 +23,7 @@ import pandas as pd
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PLAN, typed_cell, validate_frame
-from planner.sizing.options import LATENCY_INTERVAL_COLUMNS, Option, latency_columns, option_name
+from planner.sizing.options import LATENCY_INTERVAL_COLUMNS, Option, option_name
 from planner.sizing.sizing import Sizing
 
 NAN = math.nan
@@ -113,20 +113,10 @@ class PlanRow:
     def recommending(cls, option: Option) -> PlanRow:
         """The row recommending `option` for its route (status ok): its engine build, size, throughput,
         latency, cost, basis and notes; the plan's own columns (runner-up, ranges, ...) blank."""
-        route, key, s, c = option.route, option.key, option.sizing, option.cost
-        return cls(
-            route=route.name, status="ok", traffic=route.traffic, model=route.model, engine=key.engine,
-            engine_version=key.engine_version, engine_config=key.config, gpu=key.gpu, precision=key.precision,
-            tp=key.tp, replicas=s.replicas, gpus=s.gpus, in_flight_p99=s.concurrency,
-            replica_output_tok_per_s=s.replica_tok_s, replica_output_tok_per_s_low=s.replica_tok_s_low,
-            replica_output_tok_per_s_high=s.replica_tok_s_high, ttft_pred_ms=s.ttft_ms, tpot_pred_ms=s.tpot_ms,
-            e2e_pred_ms=s.e2e_ms, **latency_columns(route, s), utilisation=option.utilisation,
-            gpu_usd_per_month=c.gpu_usd_per_month, eng_usd_per_month=c.eng_usd_per_month,
-            total_usd_per_month=c.total_usd_per_month, usd_per_1m_output_tok=c.usd_per_1m_output_tok,
-            sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas), **window_columns(s),
-            **whole_log_columns(option),
-            provenance=s.provenance,
-            latency_basis=option.latency_basis, price_source=c.price_source, notes=option.notes)
+        route = option.route
+        return cls(route=route.name, status="ok", traffic=route.traffic, model=route.model, **option.shared_columns(),
+                   sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas),
+                   **window_columns(option.sizing), **whole_log_columns(option))
 
     @classmethod
     def infeasible(cls, route: str, traffic: str, model: str, reason: str) -> PlanRow:
