@@ -42,7 +42,8 @@ from fleetfacts.schema import ROUTES  # noqa: E402
 from planner.engine.transfer_check import TRANSFER_MODES  # noqa: E402
 from planner.planning.catalog import Catalog, load_inputs  # noqa: E402
 from planner.planning.fanout import ProcessMap  # noqa: E402
-from planner.planning.fleet import ALL_LEVERS, NO_LEVERS, FleetResult, Levers, make_fleet  # noqa: E402
+from planner.planning.fleet import FleetResult, make_fleet  # noqa: E402
+from planner.planning.fleet_units import ALL_LEVERS, NO_LEVERS, Levers  # noqa: E402
 from planner.planning.plan import PlanResult, make_plan  # noqa: E402
 from planner.planning.route_table import load_routes  # noqa: E402
 from planner.sizing.assumptions import Assumptions  # noqa: E402

@@ -11,7 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from planner.planning.exports import markdown_text, printable
-from planner.planning.fleet import FleetResult, Levers
+from planner.planning.fleet import FleetResult
+from planner.planning.fleet_units import Levers
 from planner.planning.plan import PlanResult, fleet_tradeoff, plan_coverage
 from planner.sizing.plan_row import plan_rows
 from ui import answer, charts, scenario, tables

@@ -21,7 +21,8 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import DEFAULT_CONFIG
 from planner.engine.curves import GroupKey
 from planner.planning.catalog import Catalog, load_inputs
-from planner.planning.fleet import FleetResult, Levers
+from planner.planning.fleet import FleetResult
+from planner.planning.fleet_units import Levers
 from planner.planning.plan import PlanResult
 from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions

@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from fleetfacts.errors import FleetplanError, InputError
-from planner.planning.fleet import FleetResult, Levers, fleet_csv_text, lever_steps
+from planner.planning.fleet import FleetResult, fleet_csv_text, lever_steps
 from planner.planning.fleet_size import check_fleet_size
+from planner.planning.fleet_units import Levers
 from ui import answer, charts, scenario, tables
 from ui.page_answer import fleet_note
 from ui.page_base import input_key, log, optimised_fleet, route_cards, show_chart, slugify

@@ -42,7 +42,8 @@ from fleetfacts.schema import (
 from planner.engine.curves import engine_label
 from planner.planning.catalog import Catalog
 from planner.planning.exports import printable
-from planner.planning.fleet import FleetResult, Levers, waterfall_fleets, waterfall_table
+from planner.planning.fleet import FleetResult, waterfall_fleets, waterfall_table
+from planner.planning.fleet_units import Levers
 from planner.planning.plan import PlanResult, make_plan, plan_coverage
 from planner.planning.plan_files import plan_csv_text
 from planner.planning.route_table import validate_routes

@@ -57,7 +57,8 @@ def parse_quotas(items: list[str]) -> dict[str, int]:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    from planner.planning.fleet import Levers, fleet_csv_text, format_fleet, make_fleet
+    from planner.planning.fleet import fleet_csv_text, format_fleet, make_fleet
+    from planner.planning.fleet_units import Levers
     summary_path = Path(args.out).with_name(Path(args.out).stem + ".summary.json")
     refuse_overwriting_inputs({"--out": args.out, "--out (summary)": summary_path},
                               {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops,

@@ -25,47 +25,43 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import FLEET, csv_cell, validate_frame
-from planner.engine.curves import Curve
 from planner.planning import fleet_check
-from planner.planning.catalog import Catalog, candidate_curves
-from planner.planning.fleet_check import Bucket, Stream
+from planner.planning.catalog import Catalog
+from planner.planning.fleet_check import Stream
+from planner.planning.fleet_program import Choice, Prices, ProgramVars, build_program, choice_price, per_update_usd
 from planner.planning.fleet_size import check_fleet_size
+from planner.planning.fleet_units import (
+    DEFAULT_LEVERS,
+    NO_LEVERS,
+    Candidate,
+    Levers,
+    Tier,
+    Unit,
+    candidate_loads,
+    own_tier,
+    period_rates,
+    route_units,
+)
 from planner.planning.plan import PlanResult, make_plan
 from planner.planning.route_table import validate_routes
-from planner.sizing import costs, sizing
+from planner.sizing import costs
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import option_name
 from planner.sizing.plan_row import PlanRow
-from planner.traffic.logs import diurnal_profile, read_log
-from planner.traffic.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
+from planner.traffic.routes import HOURS_PER_DAY, Route
 
 log = logging.getLogger(__name__)
 
-# GPU mix: prompts and outputs each split at this quantile of the route's lengths (4 buckets a route).
-MIX_SPLIT_QUANTILE = 0.5
-# Lengths drawn per route to form its buckets (their shares and length quantiles).
-MIX_SAMPLE = 20_000
-# Per unit and SLO tier, the candidates kept: the cheapest per unit of load (the program's size).
-CANDIDATES_PER_TIER = 3
-# HiGHS stops at this relative gap or time; the gap reached is reported with the fleet.
-MIP_REL_GAP = 0.002
 SOLVE_TIME_LIMIT_S = 60.0
-# assumption: cold start of an engine whose engine-ops row gives none (minutes).
-COLD_START_MIN_UNKNOWN = 15.0
-# Rounding slack when reading binary / integer values back from the solver.
-INTEGRALITY_SLACK = 1e-6
 SHARED, KEPT, BATCH = "shared", "route-by-route", "batch"
 # A deployment the optimiser built (as a shared one) that ended up serving one route: labelled so, not "shared".
 ONE_ROUTE = "one route"
@@ -75,286 +71,16 @@ class FleetInfeasibleError(FleetplanError):
     """No fleet meets every route within the quotas; the message says which quota binds."""
 
 
-@dataclass(frozen=True)
-class Levers:
-    """What the fleet may do beyond the route-by-route plan (engineering is always counted once).
-
-    share: routes of one model may share a deployment; mix: a route's length buckets may go to
-    different GPUs/engines; autoscale: replicas follow each route's hourly profile; pricing: reserved
-    GPUs for the base load, on-demand for the rest (online), spot for batch jobs.
-    """
-
-    share: bool = True
-    mix: bool = False
-    autoscale: bool = False
-    pricing: bool = True
-
-    def describe(self) -> str:
-        on = [name for name in ("share", "mix", "autoscale", "pricing") if getattr(self, name)]
-        return "+".join(on) or "none"
-
-
-NO_LEVERS = Levers(share=False, mix=False, autoscale=False, pricing=False)
-ALL_LEVERS = Levers(share=True, mix=True, autoscale=True, pricing=True)
-
-
 # ---------------------------------------------------------------- SLO tiers
-
-@dataclass(frozen=True)
-class Tier:
-    """The SLO a shared deployment holds for every request it serves."""
-
-    slo: Slo
-    percentile: float
-
-    def admits(self, route: Route) -> bool:
-        """Does holding this tier meet the route's own SLO (every target as strict, percentile as high)?"""
-        if self.percentile < route.slo_percentile:
-            return False
-        pairs = ((self.slo.ttft_ms, route.slo.ttft_ms), (self.slo.tpot_ms, route.slo.tpot_ms),
-                 (self.slo.e2e_ms, route.slo.e2e_ms))
-        return all(mine is not None and mine <= theirs for mine, theirs in pairs if theirs is not None)
-
-    def label(self) -> str:
-        return f"p{self.percentile:g} {self.slo.describe()}"
-
-
-def _strictest(routes: Iterable[Route]) -> Tier:
-    routes = list(routes)
-
-    def least(values: Iterable[float | None]) -> float | None:
-        given = [v for v in values if v is not None]
-        return min(given) if given else None
-    slo = Slo(least(r.slo.ttft_ms for r in routes), least(r.slo.tpot_ms for r in routes),
-              least(r.slo.e2e_ms for r in routes))
-    return Tier(slo, max(r.slo_percentile for r in routes))
-
-
-def _own(route: Route) -> Tier:
-    return Tier(route.slo, route.slo_percentile)
 
 
 # ---------------------------------------------------------------- units: what is assigned
 
-@dataclass(frozen=True, eq=False)
-class Unit:
-    """A route's traffic, or one length bucket of it: `share` of its requests, `rps` in each period."""
-
-    route: Route
-    bucket: Bucket
-    share: float
-    sized: Route  # the unit as a route: its lengths and share of the rate (for the closed-form capacity)
-    rps: np.ndarray
-
-    @property
-    def label(self) -> str:
-        return f"{self.route.name}[{self.bucket.label()}]" if not self.bucket.whole else self.route.name
-
-
-def hourly_multipliers(route: Route) -> np.ndarray:
-    """24 rate multipliers scaled so the busiest hour is 1: the route's `diurnal`, else its log's hourly
-    profile when the log spans a day, else flat."""
-    profile = route.diurnal if route.diurnal is not None else _log_profile(route.log)
-    if profile is None:
-        return np.ones(HOURS_PER_DAY)
-    values = np.asarray(profile, dtype=float)
-    return values / values.max()
-
-
-@lru_cache(maxsize=64)
-def _log_profile(path: str) -> tuple[float, ...] | None:
-    if not path:
-        return None
-    log_ = read_log(path)
-    t = log_.requests["t_s"].to_numpy(float)
-    return diurnal_profile(t, log_.start, log_.span_s)
-
-
-def period_rates(route: Route, periods: int) -> np.ndarray:
-    """The route's request rate in each period: its peak (rate x peak_to_mean) shaped by its hourly
-    profile (24 periods), or the peak (one period, always-on)."""
-    if periods == 1:
-        return np.array([route.peak_rps])
-    return route.peak_rps * hourly_multipliers(route)
-
-
-def route_units(route: Route, mix: bool, periods: int) -> list[Unit]:
-    """The route as one unit; with the mix, also up to four bucket units (prompts and outputs split at their
-    medians), which the program may serve instead of the whole route (`_assignment_rows`)."""
-    rates = period_rates(route, periods)
-    whole = Unit(route, Bucket(), 1.0, route, rates)
-    if not mix:
-        return [whole]
-    buckets = _buckets(route, rates)
-    return [whole, *buckets] if len(buckets) > 1 else [whole]
-
-
-def _buckets(route: Route, rates: np.ndarray) -> list[Unit]:
-    gen = np.random.default_rng(0)
-    inp, out = route.input.sample(MIX_SAMPLE, gen), route.output.sample(MIX_SAMPLE, gen)
-    cut_in, cut_out = (float(np.quantile(v, MIX_SPLIT_QUANTILE)) for v in (inp, out))
-    in_ranges = [(0.0, cut_in), (cut_in, math.inf)] if inp.max() > cut_in else [(0.0, math.inf)]
-    out_ranges = [(0.0, cut_out), (cut_out, math.inf)] if out.max() > cut_out else [(0.0, math.inf)]
-    units = []
-    for in_low, in_high in in_ranges:
-        for out_low, out_high in out_ranges:
-            bucket = Bucket(in_low, in_high, out_low, out_high)
-            mine = bucket.holds(inp, out)
-            share = float(mine.mean())
-            if share > 0:
-                sized = replace(route, rate_rps=route.rate_rps * share, input=_lengths(inp[mine]),
-                                output=_lengths(out[mine]))
-                units.append(Unit(route, bucket, share, sized, rates * share))
-    return units
-
-
-def _lengths(sample: np.ndarray) -> LengthDistribution:
-    p50, p95, p99 = (float(np.percentile(sample, p)) for p in (50, 95, 99))
-    return LengthDistribution(float(sample.mean()), p50, p95, p99)
-
 
 # ---------------------------------------------------------------- candidates: what serves
 
-@dataclass(frozen=True, eq=False)
-class Candidate:
-    """A fitted curve serving one model at one SLO tier (owner: the one route it serves when not shared)."""
-
-    curve: Curve
-    tier: Tier
-    owner: str
-    peak: costs.Price
-    base: costs.Price | None
-    ops: costs.EngineOps
-    cold_start_min: float
-
-    @property
-    def tp(self) -> int:
-        return self.curve.key.tp
-
-
-def _capacity_rps(curve: Curve, unit: Unit, tier: Tier, policy: sizing.Policy) -> float:
-    """Requests/s one replica serves of the unit's requests within the tier's SLOs and the utilisation cap
-    (0 = cannot): the rate at which the latency door says its latency meets them (the plan's sizing model)."""
-    route = replace(unit.sized, slo=tier.slo, slo_percentile=tier.percentile)
-    return sizing.sustainable_rps(curve, route, policy)
-
-
-def _prices(catalog: Catalog, gpu: str, a: Assumptions, levers: Levers) -> tuple[costs.Price | None,
-                                                                                  costs.Price | None]:
-    """(price of the varying part, price of the reserved base or None): with the pricing lever on-demand
-    and reserved (when it is cheaper), else the assumptions' pricing type for all of it."""
-    book = catalog.price_book
-    if not levers.pricing:
-        return book.find(gpu, a.provider, a.pricing_type), None
-    peak = book.find(gpu, a.provider, "on-demand")
-    base = book.find(gpu, a.provider, "reserved")
-    if peak is None:
-        return base, None
-    return peak, base if base is not None and base.usd_per_gpu_hour < peak.usd_per_gpu_hour else None
-
-
-def _cold_start_min(ops_df: pd.DataFrame, ops: costs.EngineOps) -> float:
-    rows = ops_df[(ops_df["engine"] == ops.engine) & (ops_df["versions"].fillna("").astype(str) == ops.versions)]
-    value = float(rows["cold_start_min"].iloc[0]) if len(rows) else math.nan
-    return COLD_START_MIN_UNKNOWN if math.isnan(value) else value
-
-
-def _usable(curve: Curve, route: Route, a: Assumptions) -> bool:
-    return a.allow_unverified_latency or curve.has_latency or getattr(curve, "latency_basis", "") == "transferred"
-
-
-def candidate_loads(units: list[Unit], catalog: Catalog, a: Assumptions, levers: Levers
-                    ) -> tuple[list[Candidate], dict[tuple[int, int], np.ndarray]]:
-    """Candidates and the load each unit puts on each, in replicas per period (unit k, candidate j)."""
-    tiers = _tiers(units, levers)
-    candidates: dict[tuple, Candidate] = {}
-    loads: dict[tuple[int, int], np.ndarray] = {}
-    index: dict[tuple, int] = {}
-    for k, unit in enumerate(units):
-        curves = _route_curves(unit.route, catalog, a)
-        scored = []
-        for tier in tiers[(unit.route.model, unit.route.name if not levers.share else "")]:
-            if not tier.admits(unit.route):
-                continue
-            per_tier = []
-            for curve in curves:
-                candidate = _candidate(curve, tier, "" if levers.share else unit.route.name, catalog, a, levers)
-                if candidate is None:
-                    continue
-                mu = _capacity_rps(curve, unit, tier, a.policy)
-                if mu > 0:
-                    load = unit.rps / mu   # mu is within the utilisation cap already
-                    per_tier.append((float(load.max()) * candidate.tp * _unit_price(candidate), candidate, load))
-            per_tier.sort(key=lambda item: item[0])
-            scored += per_tier[:CANDIDATES_PER_TIER]
-        for _, candidate, load in scored:
-            key = (candidate.curve.key, candidate.tier, candidate.owner)
-            if key not in index:
-                index[key] = len(index)
-                candidates[key] = candidate
-            loads[(k, index[key])] = load
-    return list(candidates.values()), loads
-
-
-def _unit_price(c: Candidate) -> float:
-    return min(c.peak.usd_per_gpu_hour, c.base.usd_per_gpu_hour if c.base else math.inf)
-
-
-def _tiers(units: list[Unit], levers: Levers) -> dict[tuple[str, str], list[Tier]]:
-    """Per (model, owner): the SLO tiers candidates are built at (shared: each route's own SLO and the
-    strictest of the model's routes; not shared: the route's own)."""
-    out: dict[tuple[str, str], list[Tier]] = {}
-    routes = {u.route.name: u.route for u in units}
-    for route in routes.values():
-        if not levers.share:
-            out[(route.model, route.name)] = [_own(route)]
-            continue
-        same = [r for r in routes.values() if r.model == route.model]
-        tiers = out.setdefault((route.model, ""), [])
-        for tier in (_own(route), _strictest(same)):
-            if tier not in tiers:
-                tiers.append(tier)
-    return out
-
-
-def _route_curves(route: Route, catalog: Catalog, a: Assumptions) -> list[Curve]:
-    curves = candidate_curves(route, catalog, a.allow_prerelease)[0]
-    verified = [c for c in curves if _usable(c, route, a)]
-    return verified or curves
-
-
-def _candidate(curve: Curve, tier: Tier, owner: str, catalog: Catalog, a: Assumptions,
-               levers: Levers) -> Candidate | None:
-    key = curve.key
-    peak, base = _prices(catalog, key.gpu, a, levers)
-    if peak is None:
-        return None
-    try:
-        ops = catalog.ops_book.find(key.engine, key.engine_version)
-    except costs.CostLookupError:
-        return None
-    return Candidate(curve, tier, owner, peak, base, ops, _cold_start_min(catalog.ops_df, ops))
-
 
 # ---------------------------------------------------------------- the kept options (route-by-route)
-
-@dataclass(frozen=True)
-class Choice:
-    """A whole-route option from the route-by-route plan (online: kept as planned; batch: a checked option)."""
-
-    route: str
-    model: str
-    kind: str
-    row: Mapping[str, Any]
-    ops: costs.EngineOps
-
-    @property
-    def gpu_usd_per_month(self) -> float:
-        return float(self.row["gpu_usd_per_month"])
-
-    @property
-    def gpus(self) -> int:
-        return int(self.row["gpus"])
 
 
 def _kept_choices(baseline: PlanResult, catalog: Catalog) -> list[Choice]:
@@ -386,195 +112,6 @@ def _batch_choices(routes: pd.DataFrame, baseline: PlanResult, catalog: Catalog,
 
 
 # ---------------------------------------------------------------- the program
-
-class _Program:
-    """Variables (cost, bounds, integrality) and sparse constraint rows for scipy.optimize.milp."""
-
-    def __init__(self) -> None:
-        self.cost: list[float] = []
-        self.low: list[float] = []
-        self.high: list[float] = []
-        self.integer: list[int] = []
-        self.entries: list[tuple[int, int, float]] = []
-        self.row_low: list[float] = []
-        self.row_high: list[float] = []
-
-    def var(self, cost: float, high: float = math.inf, integer: bool = True) -> int:
-        self.cost.append(cost)
-        self.low.append(0.0)
-        self.high.append(high)
-        self.integer.append(1 if integer else 0)
-        return len(self.cost) - 1
-
-    def binary(self, cost: float) -> int:
-        return self.var(cost, 1.0)
-
-    def row(self, terms: Iterable[tuple[int, float]], low: float, high: float) -> None:
-        r = len(self.row_low)
-        self.entries += [(r, col, coef) for col, coef in terms]
-        self.row_low.append(low)
-        self.row_high.append(high)
-
-    def solve(self, time_limit_s: float) -> Any:
-        rows, cols, vals = zip(*self.entries, strict=True) if self.entries else ((), (), ())
-        matrix = coo_matrix((vals, (rows, cols)), shape=(len(self.row_low), len(self.cost))).tocsr()
-        return milp(np.array(self.cost), integrality=np.array(self.integer),
-                    bounds=Bounds(np.array(self.low), np.array(self.high)),
-                    constraints=[LinearConstraint(matrix, np.array(self.row_low), np.array(self.row_high))],
-                    options={"time_limit": time_limit_s, "mip_rel_gap": MIP_REL_GAP, "disp": False})
-
-
-@dataclass(frozen=True)
-class Prices:
-    """How a month is billed: hours in it, and the periods replicas may change in."""
-
-    hours_per_month: float
-    periods: int
-
-    def reserved_usd(self, tp: int, price: costs.Price) -> float:
-        """One reserved replica for the month."""
-        return tp * price.usd_per_gpu_hour * self.hours_per_month
-
-    def period_usd(self, tp: int, price: costs.Price) -> float:
-        """One on-demand replica for one period every day of the month (always-on: the month)."""
-        return tp * price.usd_per_gpu_hour * self.hours_per_month / self.periods
-
-    def start_usd(self, tp: int, price: costs.Price, cold_start_min: float) -> float:
-        """Starting one replica ahead of its hour every day: its cold start, billed."""
-        return tp * price.usd_per_gpu_hour * cold_start_min / 60.0 * self.hours_per_month / HOURS_PER_DAY
-
-
-@dataclass
-class _Vars:
-    x: dict[tuple[int, int], int] = field(default_factory=dict)
-    kept: dict[int, int] = field(default_factory=dict)
-    batch: dict[int, int] = field(default_factory=dict)
-    reserved: dict[int, int] = field(default_factory=dict)
-    on_demand: dict[tuple[int, int], int] = field(default_factory=dict)
-    starts: dict[tuple[int, int], int] = field(default_factory=dict)
-
-
-def _build(units: list[Unit], candidates: list[Candidate], loads: dict[tuple[int, int], np.ndarray],
-           kept: list[Choice], batch: list[Choice], prices: Prices, quotas: Mapping[str, int],
-           a: Assumptions, updates: Mapping[str, float]) -> tuple[_Program, _Vars]:
-    p, v = _Program(), _Vars()
-    for k_j in loads:
-        v.x[k_j] = p.binary(0.0)
-    for i, choice in enumerate(kept):
-        v.kept[i] = p.binary(choice.gpu_usd_per_month)
-    for i, choice in enumerate(batch):
-        v.batch[i] = p.binary(choice.gpu_usd_per_month)
-    for j, c in enumerate(candidates):
-        if c.base is not None:
-            v.reserved[j] = p.var(prices.reserved_usd(c.tp, c.base))
-        for h in range(prices.periods):
-            v.on_demand[(j, h)] = p.var(prices.period_usd(c.tp, c.peak))
-            if prices.periods > 1:
-                v.starts[(j, h)] = p.var(prices.start_usd(c.tp, c.peak, c.cold_start_min), integer=False)
-    _assignment_rows(p, v, units, kept, batch)
-    _capacity_rows(p, v, candidates, loads, prices.periods)
-    _quota_rows(p, v, candidates, kept, batch, prices.periods, quotas)
-    _engineering(p, v, units, candidates, kept, batch, a, updates)
-    return p, v
-
-
-def _assignment_rows(p: _Program, v: _Vars, units: list[Unit], kept: list[Choice], batch: list[Choice]) -> None:
-    """Each route served once: kept on its own option, whole by a candidate, or (mix) split, every bucket
-    then served by a candidate."""
-    kept_of = {c.route: v.kept[i] for i, c in enumerate(kept)}
-    split = {u.route.name: p.binary(0.0) for u in units if not u.bucket.whole}
-    columns: dict[int, list[int]] = {}
-    for (k, _), col in v.x.items():
-        columns.setdefault(k, []).append(col)
-    for k, unit in enumerate(units):
-        terms = [(col, 1.0) for col in columns.get(k, [])]
-        name = unit.route.name
-        if unit.bucket.whole:
-            terms.append((kept_of[name], 1.0))
-            if name in split:
-                terms.append((split[name], 1.0))
-            p.row(terms, 1.0, 1.0)
-        else:
-            p.row([*terms, (split[name], -1.0)], 0.0, 0.0)
-    for route in {c.route for c in batch}:
-        p.row([(v.batch[i], 1.0) for i, c in enumerate(batch) if c.route == route], 1.0, 1.0)
-
-
-def _capacity_rows(p: _Program, v: _Vars, candidates: list[Candidate], loads: dict[tuple[int, int], np.ndarray],
-                   periods: int) -> None:
-    by_candidate: dict[int, list[tuple[int, np.ndarray]]] = {}
-    for (k, j), load in loads.items():
-        by_candidate.setdefault(j, []).append((v.x[(k, j)], load))
-    for j in range(len(candidates)):
-        for h in range(periods):
-            terms = [(col, float(load[h])) for col, load in by_candidate.get(j, [])]
-            terms.append((v.on_demand[(j, h)], -1.0))
-            if j in v.reserved:
-                terms.append((v.reserved[j], -1.0))
-            p.row(terms, -math.inf, 0.0)
-            if periods > 1:  # a replica started this hour was started ahead, for its cold start
-                before = v.on_demand[(j, (h - 1) % periods)]
-                p.row([(v.on_demand[(j, h)], 1.0), (before, -1.0), (v.starts[(j, h)], -1.0)], -math.inf, 0.0)
-
-
-def _quota_rows(p: _Program, v: _Vars, candidates: list[Candidate], kept: list[Choice], batch: list[Choice],
-                periods: int, quotas: Mapping[str, int]) -> None:
-    for gpu, quota in quotas.items():
-        fixed = [(v.kept[i], float(c.gpus)) for i, c in enumerate(kept) if c.row["gpu"] == gpu]
-        fixed += [(v.batch[i], float(c.gpus)) for i, c in enumerate(batch) if c.row["gpu"] == gpu]
-        for h in range(periods):
-            terms = list(fixed)
-            for j, c in enumerate(candidates):
-                if c.curve.key.gpu == gpu:
-                    terms.append((v.on_demand[(j, h)], float(c.tp)))
-                    if j in v.reserved:
-                        terms.append((v.reserved[j], float(c.tp)))
-            p.row(terms, -math.inf, float(quota))
-
-
-def _engineering(p: _Program, v: _Vars, units: list[Unit], candidates: list[Candidate], kept: list[Choice],
-                 batch: list[Choice], a: Assumptions, updates: Mapping[str, float]) -> None:
-    """Engineering in the objective: update work once per (engine-ops row, model) at the update rate of the
-    busiest route it serves, builds once per GPU type too, adoption once per engine-ops row."""
-    work: dict[tuple, dict[str, list[int]]] = {}  # (ops, model[, gpu]) -> route -> choice columns
-    for (k, j), col in v.x.items():
-        c = candidates[j]
-        _use(work, c.ops, units[k].route.model, units[k].route.name, c.curve.key.gpu, c.peak.usd_per_gpu_hour, col)
-    for i, choice in enumerate(kept):
-        _use(work, choice.ops, choice.model, choice.route, choice.row["gpu"], _row_price(choice), v.kept[i])
-    for i, choice in enumerate(batch):
-        _use(work, choice.ops, choice.model, choice.route, choice.row["gpu"], _row_price(choice), v.batch[i])
-    adoption: dict[costs.EngineOps, int] = {}
-    for key, by_route in work.items():
-        ops, per_update = key[0], _per_update_usd(key, a)
-        cost = p.var(1.0, integer=False)
-        for route, cols in by_route.items():
-            used = p.binary(0.0)
-            p.row([(col, 1.0) for col in cols] + [(used, -float(len(cols)))], -math.inf, 0.0)
-            p.row([(used, updates[route] * per_update), (cost, -1.0)], -math.inf, 0.0)
-            if len(key) == 2 and a.adoption_amortise_months > 0:
-                if ops not in adoption:
-                    adoption[ops] = p.binary(ops.adoption_hours * a.engineer_usd_per_hour
-                                             / a.adoption_amortise_months)
-                p.row([(used, 1.0), (adoption[ops], -1.0)], -math.inf, 0.0)
-
-
-def _per_update_usd(key: tuple, a: Assumptions) -> float:
-    """(ops, model): engineer work per update; (ops, model, gpu, price): build GPU-hours per update."""
-    ops = key[0]
-    if len(key) == 2:
-        return ops.engineer_hours_per_update * a.engineer_usd_per_hour
-    return ops.build_gpu_hours_per_update * key[3]
-
-
-def _use(work: dict, ops: costs.EngineOps, model: str, route: str, gpu: str, price: float, col: int) -> None:
-    work.setdefault((ops, model), {}).setdefault(route, []).append(col)
-    if ops.build_gpu_hours_per_update > 0:
-        work.setdefault((ops, model, gpu, price), {}).setdefault(route, []).append(col)
-
-
-def _row_price(choice: Choice) -> float:
-    return float(choice.row["usd_per_gpu_hour"])
 
 
 # ---------------------------------------------------------------- the fleet chosen
@@ -625,7 +162,7 @@ def _checked_quotas(quotas: Mapping[str, int], catalog: Catalog) -> dict[str, in
 
 
 def make_fleet(routes_df: pd.DataFrame, catalog: Catalog, assumptions: Assumptions | None = None,
-               levers: Levers = Levers(), quotas: Mapping[str, int] | None = None,
+               levers: Levers = DEFAULT_LEVERS, quotas: Mapping[str, int] | None = None,
                baseline: PlanResult | None = None, check: bool = True,
                time_limit_s: float = SOLVE_TIME_LIMIT_S) -> FleetResult:
     """The cheapest fleet meeting every planned route's SLOs and deadlines (see the module doc).
@@ -690,7 +227,7 @@ class _Search:
     size: str = ""  # the last program's size
 
     def solve(self) -> tuple[list[Deployment], Any]:
-        program, v = _build(self.units, self.candidates, self.loads, self.kept, self.batch, self.prices,
+        program, v = build_program(self.units, self.candidates, self.loads, self.kept, self.batch, self.prices,
                             self.quotas, self.a, self.updates)
         started = time.perf_counter()
         solved = program.solve(self.time_limit_s)
@@ -758,7 +295,7 @@ def _infeasible_message(solved: Any, quotas: Mapping[str, int]) -> str:
     return f"the fleet program found no solution ({solved.message})"
 
 
-def _read_solution(x: np.ndarray, v: _Vars, units: list[Unit], candidates: list[Candidate], kept: list[Choice],
+def _read_solution(x: np.ndarray, v: ProgramVars, units: list[Unit], candidates: list[Candidate], kept: list[Choice],
                    batch: list[Choice], periods: int) -> list[Deployment]:
     def on(col: int) -> bool:
         return x[col] > 0.5
@@ -880,7 +417,7 @@ def _deployment_ops(d: Deployment) -> tuple[costs.EngineOps, str, float]:
     if d.candidate is not None:
         return d.candidate.ops, d.candidate.curve.key.gpu, d.candidate.peak.usd_per_gpu_hour
     assert d.choice is not None
-    return d.choice.ops, str(d.choice.row["gpu"]), _row_price(d.choice)
+    return d.choice.ops, str(d.choice.row["gpu"]), choice_price(d.choice)
 
 
 def _served_routes(d: Deployment, units: list[Unit]) -> list[str]:
@@ -905,12 +442,12 @@ def engineering_rows(fleet: list[Deployment], units: list[Unit], a: Assumptions,
         ops, model = key[0], key[1]
         if len(key) == 2:
             rows.append({"item": "model updates", "engine": ops.engine, "versions": ops.versions, "model": model,
-                         "gpu": "", "usd_per_month": u * _per_update_usd(key, a),
+                         "gpu": "", "usd_per_month": u * per_update_usd(key, a),
                          "basis": f"{u:g} updates/month x {ops.engineer_hours_per_update:g} engineer-h x "
                                   f"${a.engineer_usd_per_hour:g}/h ({ops.source})"})
         elif ops.build_gpu_hours_per_update > 0:
             rows.append({"item": "builds", "engine": ops.engine, "versions": ops.versions, "model": model,
-                         "gpu": key[2], "usd_per_month": u * _per_update_usd(key, a),
+                         "gpu": key[2], "usd_per_month": u * per_update_usd(key, a),
                          "basis": f"{u:g} updates/month x {ops.build_gpu_hours_per_update:g} GPU-h x "
                                   f"${key[3]:g}/GPU-h"})
     if a.adoption_amortise_months > 0:
@@ -1021,7 +558,7 @@ def _kind_and_slo(tier: Tier, routes: list[Route]) -> tuple[str, str]:
     route, that route's own, with the stricter tier it was sized at when there is one."""
     if len({r.name for r in routes}) > 1:
         return SHARED, tier.label()
-    own = _own(routes[0])
+    own = own_tier(routes[0])
     stricter = "" if own == tier else f" (sized at the stricter {tier.label()})"
     return ONE_ROUTE, own.label() + stricter
 
@@ -1153,7 +690,6 @@ def fleet_csv_text(result: FleetResult) -> str:
     """The fleet as a plain CSV (header on line 1), formula-safe as the plan CSV (a route named '=...' gets a
     leading apostrophe; fleetfacts.schema.unescape_formula reads it back), one line per deployment."""
     return result.deployments.astype(object).map(csv_cell).to_csv(index=False, lineterminator="\n")
-
 
 
 def format_fleet(result: FleetResult) -> list[str]:

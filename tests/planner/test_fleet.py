@@ -12,7 +12,8 @@ import pytest
 from fleetfacts.errors import InputError
 from fleetfacts.schema import FLEET
 from planner.cli import main
-from planner.planning.fleet import ALL_LEVERS, NO_LEVERS, FleetInfeasibleError, Levers, Tier, make_fleet, route_units
+from planner.planning.fleet import FleetInfeasibleError, make_fleet
+from planner.planning.fleet_units import ALL_LEVERS, NO_LEVERS, Levers, Tier, route_units
 from planner.planning.plan import make_plan
 from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions

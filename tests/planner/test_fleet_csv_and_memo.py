@@ -12,8 +12,9 @@ import pytest
 from fleetfacts.schema import unescape_formula
 from planner.planning import fleet_check
 from planner.planning.catalog import load_inputs
-from planner.planning.fleet import NO_LEVERS, fleet_csv_text, make_fleet
+from planner.planning.fleet import fleet_csv_text, make_fleet
 from planner.planning.fleet_check import Stream, attainment
+from planner.planning.fleet_units import NO_LEVERS
 from planner.planning.route_table import validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.traffic.routes import Route

@@ -7,15 +7,8 @@ import pandas as pd
 import pytest
 
 from planner.planning import fleet
-from planner.planning.fleet import (
-    ALL_LEVERS,
-    NO_LEVERS,
-    WATERFALL_COLUMNS,
-    Levers,
-    lever_steps,
-    lever_waterfall,
-    make_fleet,
-)
+from planner.planning.fleet import WATERFALL_COLUMNS, lever_steps, lever_waterfall, make_fleet
+from planner.planning.fleet_units import ALL_LEVERS, NO_LEVERS, Levers
 from planner.planning.plan import make_plan
 from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
