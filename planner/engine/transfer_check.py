@@ -34,11 +34,11 @@ from planner.engine.transfer import (
     Calibration,
     GroupData,
     Transfer,
-    architecture,
     build_transfer,
     calibrate_engine,
     group_data,
 )
+from planner.engine.transfer_physics import architecture
 
 # GPU pairs predicted from each other's tables alone (source, target).
 GPU_PAIRS = (("h200", "h100"), ("h100", "h200"))

@@ -11,13 +11,14 @@ import pytest
 from fleetfacts.specs import bundled_gpu_specs, bundled_model_specs
 from planner.engine import transfer as T
 from planner.engine import transfer_check as C
+from planner.engine import transfer_physics as P
 from planner.engine.curves import Caps, NoCurveError, Observation, Range, load_profiles, offline_features
 
 GPUS, MODELS = bundled_gpu_specs(), bundled_model_specs()
 
 
-def target(model="llama-3.1-8b", gpu="h200", precision="bf16", tp=1, engine="vllm") -> T.Target:
-    return T.Target(engine, MODELS[model], GPUS[gpu], precision, tp)
+def target(model="llama-3.1-8b", gpu="h200", precision="bf16", tp=1, engine="vllm") -> P.Target:
+    return P.Target(engine, MODELS[model], GPUS[gpu], precision, tp)
 
 
 @pytest.fixture(scope="module")
@@ -29,18 +30,18 @@ def bundled():
 # ---------------------------------------------------------------- physics
 
 def test_physics_scales_with_the_datasheet_and_the_architecture():
-    base = T.physics_matrix(target())
-    faster = T.physics_matrix(target(gpu="h100"))
-    w, kv, flops = T._C["weights"], T._C["kv"], T._C["decode_flops"]
+    base = P.physics_matrix(target())
+    faster = P.physics_matrix(target(gpu="h100"))
+    w, kv, flops = P.COEF_INDEX["weights"], P.COEF_INDEX["kv"], P.COEF_INDEX["decode_flops"]
     # weights and KV reads scale with 1/bandwidth (H100 3.35 vs H200 4.8 TB/s), FLOPs with 1/peak (same)
     assert faster[0, w] / base[0, w] == pytest.approx(4.8 / 3.35)
     assert faster[2, kv] / base[2, kv] == pytest.approx(4.8 / 3.35)
     assert faster[1, flops] == pytest.approx(base[1, flops])
-    tp2 = T.physics_matrix(target(tp=2))
+    tp2 = P.physics_matrix(target(tp=2))
     assert tp2[0, w] == pytest.approx(base[0, w] / 2) and tp2[1, flops] == pytest.approx(base[1, flops] / 2)
-    assert base[1, T._C["tp_bytes"]] == 0 and tp2[1, T._C["tp_bytes"]] > 0 and tp2[0, T._C["tp_latency"]] > 0
-    moe = T.physics_matrix(target(model="mixtral-8x7b"))
-    assert moe[1, T._C["expert_tokens"]] == 32 * 2 and base[1, T._C["expert_tokens"]] == 0
+    assert base[1, P.COEF_INDEX["tp_bytes"]] == 0 and tp2[1, P.COEF_INDEX["tp_bytes"]] > 0 and tp2[0, P.COEF_INDEX["tp_latency"]] > 0
+    moe = P.physics_matrix(target(model="mixtral-8x7b"))
+    assert moe[1, P.COEF_INDEX["expert_tokens"]] == 32 * 2 and base[1, P.COEF_INDEX["expert_tokens"]] == 0
 
 
 def test_a_quantised_checkpoint_keeps_its_lm_head_in_16_bits():
@@ -48,11 +49,11 @@ def test_a_quantised_checkpoint_keeps_its_lm_head_in_16_bits():
     head = llama.vocab_size * llama.hidden_size
     body = llama.params - 2 * head  # untied: the embedding table and the LM head
     bf16, fp8 = target(), target(precision="fp8")
-    assert T.read_weight_bytes(bf16) == pytest.approx(2 * (body + head))
-    assert T.read_weight_bytes(fp8) == pytest.approx(body + 2 * head)
-    assert T.resident_weight_bytes(fp8) == pytest.approx(body + 2 * 2 * head)
-    w, flops, prefill = T._C["weights"], T._C["decode_flops"], T._C["prefill_flops"]
-    p16, p8 = T.physics_matrix(bf16), T.physics_matrix(fp8)
+    assert P.read_weight_bytes(bf16) == pytest.approx(2 * (body + head))
+    assert P.read_weight_bytes(fp8) == pytest.approx(body + 2 * head)
+    assert P.resident_weight_bytes(fp8) == pytest.approx(body + 2 * 2 * head)
+    w, flops, prefill = P.COEF_INDEX["weights"], P.COEF_INDEX["decode_flops"], P.COEF_INDEX["prefill_flops"]
+    p16, p8 = P.physics_matrix(bf16), P.physics_matrix(fp8)
     assert p16[1, flops] / 2 < p8[1, flops] < p16[1, flops]        # the LM head still runs at the bf16 rate
     assert p8[3, prefill] == pytest.approx(p16[3, prefill] / 2)     # prefill: no LM head per token...
     assert p8[5, prefill] == pytest.approx(p16[5, prefill]) and p8[5, prefill] > 0  # one row per prompt, 16 bits
@@ -64,14 +65,14 @@ def test_a_native_mxfp4_checkpoint_stores_its_experts_in_4_bits():
     Hopper, 8-bit ones on Blackwell (TensorRT-LLM's gpt-oss deployment guide)."""
     oss = MODELS["gpt-oss-120b"]
     assert oss.native_quant == "mxfp4"
-    assert T.resident_weight_bytes(target("gpt-oss-20b", "h100", "fp8")) < 16e9  # "runs within 16 GB" (model card)
-    big = T.resident_weight_bytes(target("gpt-oss-120b", "h100", "fp8"))
+    assert P.resident_weight_bytes(target("gpt-oss-20b", "h100", "fp8")) < 16e9  # "runs within 16 GB" (model card)
+    big = P.resident_weight_bytes(target("gpt-oss-120b", "h100", "fp8"))
     assert 55e9 < big < 80 * 2**30                                     # "fits on a single 80 GB GPU"
-    assert big == pytest.approx(T.resident_weight_bytes(target("gpt-oss-120b", "b200", "fp4")))
-    assert T.gemm_path(target("gpt-oss-120b", "h200", "fp8")) == "mxfp4-bf16"
-    assert T.gemm_path(target("gpt-oss-120b", "b200", "fp4")) == "mxfp4-fp8"
-    assert T.gemm_path(target("qwen3-30b-a3b", "b200", "fp4")) == "fp4"
-    assert T.gemm_path(target("llama-3.1-8b", "a100", "bf16")) == "16bit"
+    assert big == pytest.approx(P.resident_weight_bytes(target("gpt-oss-120b", "b200", "fp4")))
+    assert P.gemm_path(target("gpt-oss-120b", "h200", "fp8")) == "mxfp4-bf16"
+    assert P.gemm_path(target("gpt-oss-120b", "b200", "fp4")) == "mxfp4-fp8"
+    assert P.gemm_path(target("qwen3-30b-a3b", "b200", "fp4")) == "fp4"
+    assert P.gemm_path(target("llama-3.1-8b", "a100", "bf16")) == "16bit"
 
 
 @pytest.mark.parametrize("model", ["llama-3.2-1b", "qwen2.5-32b", "llama-3.1-70b", "mixtral-8x7b", "gpt-oss-20b",
@@ -79,32 +80,32 @@ def test_a_native_mxfp4_checkpoint_stores_its_experts_in_4_bits():
 @pytest.mark.parametrize("precision", ["bf16", "fp8", "fp4"])
 def test_a_faster_gpu_never_gives_a_slower_step(model, precision):
     """More bandwidth, more FLOPs or a faster link never make any term of any step slower."""
-    coef = np.linspace(0.5, 2.0, T.N_COEF)
+    coef = np.linspace(0.5, 2.0, P.N_COEF)
     base = target(model, "h200", precision, 2, "trtllm")
-    theta = T.physics_matrix(base) @ coef
+    theta = P.physics_matrix(base) @ coef
     g = base.gpu
     for faster in (dataclasses.replace(g, mem_bandwidth_tb_s=g.mem_bandwidth_tb_s * 1.5),
                    dataclasses.replace(g, bf16_dense_tflops=g.bf16_dense_tflops * 2, fp8_dense_tflops=g.fp8_dense_tflops * 2),
                    dataclasses.replace(g, nvlink_gb_s=g.nvlink_gb_s * 2)):
-        quicker = T.physics_matrix(dataclasses.replace(base, gpu=faster)) @ coef
+        quicker = P.physics_matrix(dataclasses.replace(base, gpu=faster)) @ coef
         assert (quicker <= theta * (1 + 1e-12)).all()
-    assert (T.physics_matrix(base) >= 0).all()
+    assert (P.physics_matrix(base) >= 0).all()
 
 
 def test_trtllm_bench_caps_follow_the_tool():
     """trtllm-bench: batch from the requests the KV cache holds at ISL+OSL (rounded up, 64..4096), token
     budget batch x (1 + ISL/OSL) rounded (2048..32768); more memory never gives a smaller batch."""
-    small = T.trtllm_bench_caps(target("llama-3.1-70b", "h100", "fp8", 1, "trtllm"), 2048, 2048)
-    big = T.trtllm_bench_caps(target("llama-3.1-70b", "h200", "fp8", 1, "trtllm"), 2048, 2048)
+    small = P.trtllm_bench_caps(target("llama-3.1-70b", "h100", "fp8", 1, "trtllm"), 2048, 2048)
+    big = P.trtllm_bench_caps(target("llama-3.1-70b", "h200", "fp8", 1, "trtllm"), 2048, 2048)
     assert 64 <= small.max_num_seqs <= big.max_num_seqs <= 4096
     assert small.max_num_seqs % 32 == 0 and big.max_num_seqs % 32 == 0
-    short = T.trtllm_bench_caps(target("llama-3.1-8b", "b200", "fp4", 1, "trtllm"), 128, 128)
+    short = P.trtllm_bench_caps(target("llama-3.1-8b", "b200", "fp4", 1, "trtllm"), 128, 128)
     assert short.max_num_seqs == 4096 and short.max_batched_tokens == 8192  # 4096 x (1 + 1)
-    long_in = T.trtllm_bench_caps(target("llama-3.1-8b", "b200", "fp4", 1, "trtllm"), 2048, 128)
+    long_in = P.trtllm_bench_caps(target("llama-3.1-8b", "b200", "fp4", 1, "trtllm"), 2048, 128)
     assert 8192 < long_in.max_batched_tokens < 32768 and long_in.max_batched_tokens % 1024 == 0
-    assert T.trtllm_bench_caps(target("llama-3.2-1b", "b200", "fp4", 1, "trtllm"), 4096, 128).max_batched_tokens == 32768
-    assert T._bench_round_batch(10) == 64 and T._bench_round_batch(300) == 384 and T._bench_round_batch(1025) == 1280
-    assert T._bench_round_tokens(100) == 2048 and T._bench_round_tokens(5000) == 5120
+    assert P.trtllm_bench_caps(target("llama-3.2-1b", "b200", "fp4", 1, "trtllm"), 4096, 128).max_batched_tokens == 32768
+    assert P._bench_round_batch(10) == 64 and P._bench_round_batch(300) == 384 and P._bench_round_batch(1025) == 1280
+    assert P._bench_round_tokens(100) == 2048 and P._bench_round_tokens(5000) == 5120
 
 
 def test_published_rows_without_a_request_count_are_saturated_maxima(bundled):
@@ -117,8 +118,8 @@ def test_published_rows_without_a_request_count_are_saturated_maxima(bundled):
 def test_tp_without_an_interconnect_figure_is_refused():
     no_link = dataclasses.replace(GPUS["l40s"], nvlink_gb_s=None, pcie_gb_s=None)
     with pytest.raises(NoCurveError, match="no interconnect bandwidth"):
-        T.physics_matrix(T.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 2))
-    assert T.physics_matrix(T.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 1)).shape == (T.N_PARAMS, T.N_COEF)
+        P.physics_matrix(P.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 2))
+    assert P.physics_matrix(P.Target("vllm", MODELS["llama-3.1-8b"], no_link, "bf16", 1)).shape == (T.N_PARAMS, P.N_COEF)
 
 
 # ---------------------------------------------------------------- calibration: parameter recovery
@@ -130,14 +131,14 @@ def synthetic_groups(coef: np.ndarray, rng: np.random.Generator, noise: float) -
     for model, gpu, tp in [("llama-3.1-8b", "h200", 1), ("qwen2.5-7b", "h100", 1), ("llama-3.1-70b", "h200", 4),
                            ("qwen2.5-32b", "h100", 2), ("mixtral-8x7b", "h200", 2), ("llama-3.2-3b", "a100", 1)]:
         t = target(model, gpu, "bf16", tp, "trtllm")
-        theta = T.physics_matrix(t) @ coef
+        theta = P.physics_matrix(t) @ coef
         obs = []
         for i, (n, inp, out) in enumerate([(1, 128, 128), (8, 512, 256), (64, 1000, 1000), (256, 2048, 128),
                                            (1024, 128, 2048), (16, 5000, 500), (4096, 500, 2000)]):
             phi = offline_features(caps, n, inp, out)
             seconds = float(phi @ theta) * float(np.exp(rng.normal(0, noise)))
             obs.append(Observation(phi, seconds, 1.0, "throughput", i))
-        design = np.array([(o.phi @ T.physics_matrix(t)) / o.seconds for o in obs])
+        design = np.array([(o.phi @ P.physics_matrix(t)) / o.seconds for o in obs])
         key = T.GroupKey("trtllm", "1.0", gpu, model, "bf16", tp)
         groups.append(T.GroupData(key, t, caps, tuple(obs), design, Range((128, 5000), (128, 2048), (1, 4096)), None))
     return groups
@@ -145,17 +146,17 @@ def synthetic_groups(coef: np.ndarray, rng: np.random.Generator, noise: float) -
 
 def test_calibration_recovers_known_coefficients(monkeypatch):
     monkeypatch.setattr(T, "PRIOR_WEIGHT", 1e-9)  # the priors only decide what the data cannot
-    truth = np.zeros(T.N_COEF)
+    truth = np.zeros(P.N_COEF)
     for name, value in {"weights": 1.3, "step": 2e-5, "tp_latency": 1e-5, "decode_flops": 2.2, "seq": 3e-7,
                         "tp_bytes": 1.1, "kv": 1.4, "prefill_flops": 1.8, "attn_flops": 2.5,
                         "request": 2e-4, "expert_tokens": 2e-7}.items():
-        truth[T._C[name]] = value
+        truth[P.COEF_INDEX[name]] = value
     groups = synthetic_groups(truth, np.random.default_rng(0), 0.01)
     cal = T.calibrate(groups, "trtllm")
     predicted = [float(o.phi @ cal.theta(g.target)) / o.seconds for g in groups for o in g.obs]
     np.testing.assert_allclose(predicted, 1.0, rtol=0.04)  # 1% noise
     for name in ("weights", "decode_flops", "prefill_flops"):  # the well-identified physical ones
-        assert cal.coef[T._C[name]] == pytest.approx(truth[T._C[name]], rel=0.1), name
+        assert cal.coef[P.COEF_INDEX[name]] == pytest.approx(truth[P.COEF_INDEX[name]], rel=0.1), name
 
 
 def level_groups(coef: np.ndarray, factors: dict[str, float], rng: np.random.Generator) -> list[T.GroupData]:
@@ -168,14 +169,14 @@ def level_groups(coef: np.ndarray, factors: dict[str, float], rng: np.random.Gen
         t = target(model, gpu, "bf16", 1, "trtllm")
         c = coef.copy()
         for name in ("decode_flops", "prefill_flops"):
-            c[T._C[name]] *= factors[t.gpu.arch]
-        theta = T.physics_matrix(t) @ c
+            c[P.COEF_INDEX[name]] *= factors[t.gpu.arch]
+        theta = P.physics_matrix(t) @ c
         obs = []
         for i, (n, inp, out) in enumerate([(1, 128, 128), (8, 512, 256), (64, 1000, 1000), (256, 2048, 128),
                                            (1024, 128, 2048), (16, 5000, 500), (4096, 500, 2000)]):
             phi = offline_features(caps, n, inp, out)
             obs.append(Observation(phi, float(phi @ theta) * float(np.exp(rng.normal(0, 0.01))), 1.0, "throughput", i))
-        design = np.array([(o.phi @ T.physics_matrix(t)) / o.seconds for o in obs])
+        design = np.array([(o.phi @ P.physics_matrix(t)) / o.seconds for o in obs])
         groups.append(T.GroupData(T.GroupKey("trtllm", "1.0", gpu, model, "bf16", 1), t, caps, tuple(obs), design,
                                   Range((128, 5000), (128, 2048), (1, 4096)), None))
     return groups
@@ -186,16 +187,16 @@ def test_calibration_recovers_per_generation_efficiencies(monkeypatch):
     generations: the engine-wide value and the effects share one scale)."""
     monkeypatch.setattr(T, "PRIOR_WEIGHT", 1e-9)
     monkeypatch.setattr(T, "EFFECT_SD", {**T.EFFECT_SD, "arch": 10.0})  # no shrinkage: recovery, not pooling
-    truth = np.zeros(T.N_COEF)
+    truth = np.zeros(P.N_COEF)
     for name, value in {"weights": 1.3, "step": 2e-5, "decode_flops": 2.0, "seq": 3e-7, "kv": 1.4,
                         "prefill_flops": 1.8, "attn_flops": 2.5, "request": 2e-4}.items():
-        truth[T._C[name]] = value
+        truth[P.COEF_INDEX[name]] = value
     factors = {"ampere": 0.8, "hopper": 1.0, "blackwell": 1.3}
     groups = level_groups(truth, factors, np.random.default_rng(1))
     cal = T.calibrate(groups, "trtllm")
     by_arch = {g.target.gpu.arch: cal.coef_for(g.target) for g in groups}
     for arch in ("ampere", "blackwell"):
-        ratio = by_arch[arch][T._C["prefill_flops"]] / by_arch["hopper"][T._C["prefill_flops"]]
+        ratio = by_arch[arch][P.COEF_INDEX["prefill_flops"]] / by_arch["hopper"][P.COEF_INDEX["prefill_flops"]]
         assert ratio == pytest.approx(factors[arch], rel=0.05), arch
     predicted = [float(o.phi @ cal.theta(g.target)) / o.seconds for g in groups for o in g.obs]
     np.testing.assert_allclose(predicted, 1.0, rtol=0.05)
@@ -203,17 +204,17 @@ def test_calibration_recovers_per_generation_efficiencies(monkeypatch):
 
 def test_shrinkage_pulls_a_thinly_seen_level_toward_the_engine(monkeypatch):
     """A generation seen in one table moves less than its data alone would say; more spread, more move."""
-    truth = np.zeros(T.N_COEF)
+    truth = np.zeros(P.N_COEF)
     for name, value in {"weights": 1.3, "step": 2e-5, "decode_flops": 2.0, "kv": 1.4, "prefill_flops": 1.8,
                         "attn_flops": 2.5}.items():
-        truth[T._C[name]] = value
+        truth[P.COEF_INDEX[name]] = value
     groups = level_groups(truth, {"ampere": 1.0, "hopper": 1.0, "blackwell": 1.6}, np.random.default_rng(2))
     groups = [g for g in groups if g.key.model != "llama-3.2-3b"]  # one Blackwell table left
     moved = {}
     for sd in (0.05, 0.3, 3.0):
         monkeypatch.setattr(T, "EFFECT_SD", {**T.EFFECT_SD, "arch": sd})
-        effect = T.calibrate(groups, "trtllm").effects.get(("arch", "blackwell"), np.zeros(T.N_COEF))
-        moved[sd] = float(effect[T._C["decode_flops"]] + effect[T._C["prefill_flops"]])
+        effect = T.calibrate(groups, "trtllm").effects.get(("arch", "blackwell"), np.zeros(P.N_COEF))
+        moved[sd] = float(effect[P.COEF_INDEX["decode_flops"]] + effect[P.COEF_INDEX["prefill_flops"]])
     assert 0 < moved[0.05] < moved[0.3] < moved[3.0]
 
 
@@ -222,8 +223,8 @@ def test_calibration_with_tp1_data_only_borrows_the_tp_costs(bundled):
     vllm = T.calibrate_engine(data, "vllm")
     trt = T.calibrate_engine(data, "trtllm")
     assert set(vllm.borrowed) == {"tp_latency from trtllm", "tp_bytes from trtllm"}
-    assert vllm.coef[T._C["tp_bytes"]] == trt.coef[T._C["tp_bytes"]]
-    assert 0.5 < 1 / vllm.coef[T._C["weights"]] <= 1.2  # a physical share of datasheet bandwidth
+    assert vllm.coef[P.COEF_INDEX["tp_bytes"]] == trt.coef[P.COEF_INDEX["tp_bytes"]]
+    assert 0.5 < 1 / vllm.coef[P.COEF_INDEX["weights"]] <= 1.2  # a physical share of datasheet bandwidth
     with pytest.raises(NoCurveError, match="no sglang profile"):
         T.calibrate(data, "sglang")
 
@@ -266,8 +267,8 @@ def test_a_transferred_moe_option_on_vllms_default_fused_moe_config_says_so_and_
     untuned = transfer.curve("vllm", qwen3, GPUS["h100"], "bf16", 1)
     assert "no tuned fused-MoE config for E=128, N=768 on h100" in untuned.note
     # Each decoded sequence costs more there: the H200's untuned MoE profiles put a positive price on it.
-    assert transfer.calibrations["vllm"].coef[T._C["untuned_pairs"]] > 0
-    assert T.physics_matrix(target("qwen3-30b-a3b", gpu="h100"))[1, T._C["untuned_pairs"]] > 0
+    assert transfer.calibrations["vllm"].coef[P.COEF_INDEX["untuned_pairs"]] > 0
+    assert P.physics_matrix(target("qwen3-30b-a3b", gpu="h100"))[1, P.COEF_INDEX["untuned_pairs"]] > 0
 
 
 # ---------------------------------------------------------------- validation
@@ -431,44 +432,44 @@ def test_plan_offers_transferred_options_only_where_no_profile_covers_them():
 # ---------------------------------------------------------------- MoE physics and calibration
 
 def test_an_moe_step_reads_its_experts_in_proportion_to_the_experts_touched():
-    moe, dense = T.physics_matrix(target("qwen3-30b-a3b")), T.physics_matrix(target("llama-3.1-8b"))
-    w = T._C["weights"]
+    moe, dense = P.physics_matrix(target("qwen3-30b-a3b")), P.physics_matrix(target("llama-3.1-8b"))
+    w = P.COEF_INDEX["weights"]
     assert dense[7, w] == 0.0 and moe[7, w] > 0.0
     # The routed experts are most of a 30B-A3B model's bytes; the rest (attention, LM head) is read every step.
     assert moe[7, w] > 5 * moe[0, w]
-    assert moe[0, w] + moe[7, w] == pytest.approx(T.read_weight_bytes(target("qwen3-30b-a3b"))
+    assert moe[0, w] + moe[7, w] == pytest.approx(P.read_weight_bytes(target("qwen3-30b-a3b"))
                                                   / (GPUS["h200"].mem_bandwidth_tb_s * 1e12))
     assert T.transfer_caps(T.calibrate_engine(T.group_data(load_profiles()), "vllm"),
                            target("qwen3-30b-a3b")).expert_share == pytest.approx(8 / 128)
 
 
 def test_a_sequence_beyond_the_cuda_graphs_costs_a_fixed_amount_and_per_routed_expert():
-    g, graph, expert_graph = 6, T._C["graph"], T._C["expert_graph"]
-    dense, moe = T.physics_matrix(target("llama-3.1-8b")), T.physics_matrix(target("qwen3-30b-a3b"))
+    g, graph, expert_graph = 6, P.COEF_INDEX["graph"], P.COEF_INDEX["expert_graph"]
+    dense, moe = P.physics_matrix(target("llama-3.1-8b")), P.physics_matrix(target("qwen3-30b-a3b"))
     assert dense[g, graph] == moe[g, graph] == 1.0 and dense[g, expert_graph] == 0.0
     qwen3 = MODELS["qwen3-30b-a3b"]
     assert moe[g, expert_graph] == qwen3.num_layers * qwen3.experts_per_token
     # Tensor parallelism splits the routed pairs across GPUs, as it splits their other per-pair work.
-    assert T.physics_matrix(target("qwen3-30b-a3b", tp=2))[g, expert_graph] == pytest.approx(moe[g, expert_graph] / 2)
+    assert P.physics_matrix(target("qwen3-30b-a3b", tp=2))[g, expert_graph] == pytest.approx(moe[g, expert_graph] / 2)
     assert "expert_graph" in T.MOE_COEFS  # learnt from MoE profiles only (vLLM), zero until some are pooled
 
 
 def test_an_moe_model_pays_a_per_step_cost_that_does_not_grow_with_its_layers():
-    fixed, per_layer = T._C["moe_fixed"], T._C["moe_step"]
-    dense, qwen3, olmoe = (T.physics_matrix(target(m)) for m in ("llama-3.1-8b", "qwen3-30b-a3b", "olmoe-1b-7b"))
+    fixed, per_layer = P.COEF_INDEX["moe_fixed"], P.COEF_INDEX["moe_step"]
+    dense, qwen3, olmoe = (P.physics_matrix(target(m)) for m in ("llama-3.1-8b", "qwen3-30b-a3b", "olmoe-1b-7b"))
     assert dense[0, fixed] == 0.0 and qwen3[0, fixed] == olmoe[0, fixed] == 1.0
     assert qwen3[0, per_layer] == 3 * olmoe[0, per_layer]  # 48 vs 16 layers: the per-layer term scales, this one not
     assert "moe_fixed" in T.MOE_COEFS
 
 
 def test_vllm_decode_pays_per_routed_pair_on_its_default_fused_moe_config_only():
-    a, untuned, pairs = 1, T._C["untuned_pairs"], T._C["expert_tokens"]
-    olmoe, qwen3 = T.physics_matrix(target("olmoe-1b-7b")), T.physics_matrix(target("qwen3-30b-a3b"))
+    a, untuned, pairs = 1, P.COEF_INDEX["untuned_pairs"], P.COEF_INDEX["expert_tokens"]
+    olmoe, qwen3 = P.physics_matrix(target("olmoe-1b-7b")), P.physics_matrix(target("qwen3-30b-a3b"))
     assert olmoe[a, untuned] == olmoe[a, pairs] > 0.0  # no tuned H200 file for E=64, N=1024
     assert qwen3[a, untuned] == 0.0 < qwen3[a, pairs]  # a tuned file for E=128, N=768
-    assert not T.physics_matrix(target("olmoe-1b-7b"))[3, untuned]  # decode only: prefill's large batches are not it
-    assert not T.physics_matrix(target("olmoe-1b-7b", engine="trtllm"))[:, untuned].any()  # vLLM's kernel only
-    assert not T.physics_matrix(target("llama-3.1-8b"))[:, untuned].any()
+    assert not P.physics_matrix(target("olmoe-1b-7b"))[3, untuned]  # decode only: prefill's large batches are not it
+    assert not P.physics_matrix(target("olmoe-1b-7b", engine="trtllm"))[:, untuned].any()  # vLLM's kernel only
+    assert not P.physics_matrix(target("llama-3.1-8b"))[:, untuned].any()
     assert "untuned_pairs" in T.MOE_COEFS
 
 
@@ -477,9 +478,9 @@ def test_vllm_moe_profiles_calibrate_only_the_moe_coefficients(bundled):
     dense = [d for d in data if not (d.key.engine == "vllm" and d.target.model.is_moe)]
     assert len(dense) < len(data)  # the bundled data has vLLM MoE profiles
     pooled, dense_only = T.calibrate_engine(data, "vllm"), T.calibrate_engine(dense, "vllm")
-    shared = [i for name, i in T._C.items() if name not in T.MOE_COEFS]
+    shared = [i for name, i in P.COEF_INDEX.items() if name not in T.MOE_COEFS]
     np.testing.assert_allclose(pooled.coef[shared], dense_only.coef[shared])
-    assert any(pooled.coef[T._C[name]] > 0 for name in T.MOE_COEFS) and len(pooled.groups) > len(dense_only.groups)
+    assert any(pooled.coef[P.COEF_INDEX[name]] > 0 for name in T.MOE_COEFS) and len(pooled.groups) > len(dense_only.groups)
 
 
 def test_each_moe_model_is_also_predicted_from_the_other_moe_models(bundled):
