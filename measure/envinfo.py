@@ -1,9 +1,11 @@
 """The environment record written into env.json with each run of a sweep.
 
 Engine and version, torch and CUDA versions, NVIDIA driver, GPU name and
-memory (nvidia-smi), engine arguments, the command line (API keys removed),
-date, selected environment variables (never ones that look like secrets),
-and the host name only when asked for.
+memory (nvidia-smi), the host CPU (model and logical cores: a decode batch
+beyond the engine's CUDA graphs waits on the host launching kernels, so its
+speed follows the CPU), engine arguments, the command line (API keys
+removed), date, selected environment variables (never ones that look like
+secrets), and the host name only when asked for.
 """
 
 from __future__ import annotations
@@ -86,6 +88,18 @@ def _to_int(text: str) -> int | None:
         return None
 
 
+def cpu_info(cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """The host CPU: its model name (Linux's /proc/cpuinfo, else what platform reports; None when neither says)
+    and its logical cores."""
+    model = None
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), None)
+    except OSError:
+        pass
+    return {"model": model or platform.processor() or None, "logical_cores": os.cpu_count()}
+
+
 def recorded_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items())
             if k.startswith(RECORDED_ENV_PREFIXES) and not any(m in k.upper() for m in SECRET_MARKERS)}
@@ -104,6 +118,7 @@ def environment_record(engine: str, engine_version: str | None, engine_args: dic
         "gpus": [{"name": g["name"], "memory_mib": g["memory_mib"]} for g in gpus],
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "cpu": cpu_info(),
         "fleetplan_measure": _module_version("measure"),
         "engine_args": engine_args,
         "command": command_line(argv),

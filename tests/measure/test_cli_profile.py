@@ -49,6 +49,7 @@ def test_full_run_writes_valid_profile_and_env(fake_vllm, shapes, tmp_path, caps
     assert run["engine_args"] == {"gpu_memory_utilization": 0.9} and run["kv_cache_tokens"] == 16000
     assert run["cuda_graph_max_batch"] == 512
     assert run["effective_engine_args"]["load_format"] == "dummy" and "python -m measure profile" in run["command"]
+    assert run["cpu"]["logical_cores"] >= 1 and run["cpu"]["model"]  # beyond-graph steps follow the host CPU
     assert "skipped 1 point" in capsys.readouterr().err
 
 
@@ -251,3 +252,13 @@ def test_dummy_weights_on_a_collapsing_router_make_every_row_suspect_and_resume_
     assert [r["status"] for r in got] == ["suspect" if collapses else "ok"] * 3
     assert all(("same experts" in r["notes"]) == collapses for r in got)
     assert main([*argv, "--resume"]) == EXIT_OK and len(rows(out)) == 3  # measured: not redone
+
+
+def test_the_cpu_record_reads_the_model_name_and_survives_a_missing_cpuinfo(tmp_path):
+    from measure.envinfo import cpu_info
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n")
+    assert cpu_info(str(cpuinfo))["model"] == "Intel(R) Xeon(R) Platinum 8480+"
+    missing = cpu_info(str(tmp_path / "absent"))
+    assert missing["logical_cores"] >= 1 and "model" in missing
