@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -89,19 +88,18 @@ def _high_rate_routes(rate_rps: float) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("rate_rps", [1000.0, 1e5])
-def test_a_high_rate_route_is_never_simulated_below_the_analytical_count_or_above_the_cap(bundled, rate_rps):
+def test_a_high_rate_route_is_never_simulated_below_the_screened_count_or_above_the_cap(bundled, rate_rps):
+    """At these rates the screen's count is the utilisation cap's floor, which the fleet search never goes below.
+    (How long a 1e5 req/s route takes is benchmarks/plan_scale.py's to say, not a test's.)"""
     inputs, _ = bundled
     a = Assumptions()
-    started = time.perf_counter()
     simulated = make_plan(_high_rate_routes(rate_rps), inputs, a, check_by_simulation=True)
-    elapsed = time.perf_counter() - started
-    analytical = make_plan(_high_rate_routes(rate_rps), inputs, a, check_by_simulation=False).plan
+    screened = make_plan(_high_rate_routes(rate_rps), inputs, a, check_by_simulation=False).plan
     row = simulated.plan.iloc[0]
-    assert row.status == "ok" and row.replicas >= analytical.replicas.iloc[0]
+    assert row.status == "ok" and row.replicas >= screened.replicas.iloc[0]
     checked = simulated.options[simulated.options.sim_replicas.notna() & simulated.options.feasible]
     assert len(checked) >= 1
     assert (checked.peak_utilisation <= a.utilisation_cap + 1e-9).all()
-    assert elapsed < 60, f"planning a {rate_rps:g} req/s route took {elapsed:.0f} s"
 
 
 def test_the_check_fails_an_overloaded_fleet_because_it_simulates_many_service_times(bundled):
