@@ -10,6 +10,7 @@ Ray is imported only when asked for.
 
 from __future__ import annotations
 
+import logging
 import math
 import multiprocessing
 import os
@@ -17,6 +18,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from fleetfacts.errors import InputError
@@ -29,6 +31,8 @@ LOCAL = "local"
 
 Fn = Callable[[Any], Any]
 MapFn = Callable[[Fn, Iterable[Any]], list[Any]]
+
+log = logging.getLogger(__name__)
 
 _WORKER_FN: Fn | None = None  # set once per pool process by _install (the function and its catalog)
 
@@ -89,8 +93,16 @@ class ProcessMap:
         items = list(items)
         if self.auto and (len(items) < 2 or threading.active_count() > 1):
             return [fn(item) for item in items]
+        if not self.auto:
+            return self._pooled(fn, items, None)
+        try:
+            return self._pooled(fn, items, multiprocessing.get_context("fork"))
+        except (OSError, BrokenProcessPool) as err:  # no processes here (a sandbox, a worker killed): this one
+            log.warning("planning the routes in this process: the worker processes failed (%s)", err)
+            return [fn(item) for item in items]
+
+    def _pooled(self, fn: Fn, items: list[Any], context: Any) -> list[Any]:
         workers = min(self.workers, len(items)) or 1
-        context = multiprocessing.get_context("fork") if self.auto else None
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_install, initargs=(fn,)) as pool:
             return list(pool.map(_call, items, chunksize=chunk_size(len(items), workers)))
 

@@ -92,3 +92,17 @@ def test_the_default_plans_routes_in_forked_processes_where_that_is_safe(monkeyp
     assert auto(_pid, range(4)) == [here] * 4
     monkeypatch.setattr(fanout, "usable_cpus", lambda: 1)
     assert fanout.auto_map() is None
+
+
+def test_the_default_falls_back_to_this_process_when_no_worker_can_start(monkeypatch, caplog):
+    """A sandbox without fork (or a worker killed mid-plan): plan's default map plans here, and says so."""
+    def no_processes(*args, **kwargs):
+        raise PermissionError("fork refused")
+
+    monkeypatch.setattr(fanout, "ProcessPoolExecutor", no_processes)
+    monkeypatch.setattr(fanout.threading, "active_count", lambda: 1)
+    with caplog.at_level("WARNING"):
+        assert ProcessMap(2, auto=True)(_pid, range(3)) == [os.getpid()] * 3
+    assert "worker processes failed" in caplog.text
+    with pytest.raises(PermissionError):  # --workers N asked for processes: no silent fallback
+        ProcessMap(2)(_pid, range(3))
