@@ -152,7 +152,7 @@ SIM_MAX_REPLICAS = 16
 # Requests per simulation at most (~1 s each with the affine step model): the subset shrinks to fit.
 SIM_MAX_REQUESTS = 200_000
 # Requests sampled for a batch job's simulation at most: ~1,250 per simulated replica, several waves of
-# a full batch; a larger job's makespan is scaled from it (planner.latency.simulate.batch_makespan).
+# a full batch; a larger job's makespan is scaled from it (the latency door's Job: planner.latency.door.Job).
 SIM_BATCH_SAMPLE = 20_000
 
 
