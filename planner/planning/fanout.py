@@ -14,6 +14,7 @@ import logging
 import math
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -71,6 +72,9 @@ def chunk_size(items: int, workers: int) -> int:
 def _install(fn: Fn) -> None:
     global _WORKER_FN
     _WORKER_FN = fn
+    # Ctrl-C reaches the whole process group: the parent stops the pool and says so in one line; a worker would
+    # print a KeyboardInterrupt traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _call(item: Any) -> Any:
@@ -104,7 +108,11 @@ class ProcessMap:
     def _pooled(self, fn: Fn, items: list[Any], context: Any) -> list[Any]:
         workers = min(self.workers, len(items)) or 1
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_install, initargs=(fn,)) as pool:
-            return list(pool.map(_call, items, chunksize=chunk_size(len(items), workers)))
+            try:
+                return list(pool.map(_call, items, chunksize=chunk_size(len(items), workers)))
+            except KeyboardInterrupt:  # the routes not started are dropped; those running finish, then all stop
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
 
 
 def _apply_chunk(fn: Fn, chunk: list[Any]) -> list[Any]:

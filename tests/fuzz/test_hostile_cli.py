@@ -10,7 +10,10 @@ import dataclasses
 import errno
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -414,6 +417,41 @@ def test_ctrl_c_during_plan_is_one_line_and_keeps_the_old_plan(synthetic, tmp_pa
     err = capsys.readouterr().err
     assert err.startswith("interrupted: plan stopped") and err.count("\n") == 1 and "Traceback" not in err
     assert plan_path.read_bytes() == before
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (Linux's /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="plan's default worker processes are Linux's")
+def test_ctrl_c_while_routes_plan_in_worker_processes_is_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, the workers planning the routes included: one line,
+    exit 130, no plan written, and no worker's traceback."""
+    out = tmp_path / "plan.csv"
+    # A worker per route: the batch route's is done in a moment and waits for work when the Ctrl-C comes.
+    plan = subprocess.Popen([sys.executable, "-m", "planner", "plan", "--routes", str(REPO / "examples" / "routes.csv"),
+                             "--out", str(out), "--workers", "4"], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while not _children(plan.pid):
+        assert plan.poll() is None, "plan ended before its worker processes started"
+        assert time.monotonic() < deadline, "no worker process in 180 s"
+        time.sleep(0.02)
+    time.sleep(0.5)  # the workers are planning routes now (each takes a second or more)
+    os.killpg(plan.pid, signal.SIGINT)
+    err = plan.communicate(timeout=180)[1]
+    assert plan.returncode == 130
+    assert err.strip().splitlines() == ["interrupted: plan stopped; no output was half-written"]
+    assert not out.exists()
 
 
 # ------------------------------------------------------------------ 9. --strict stops at an unreadable JSON line
