@@ -14,12 +14,7 @@ import numpy as np
 
 from fleetfacts.moe_configs import vllm_moe_config_tuned
 from fleetfacts.roofline import GIB, kv_cache_tokens
-from fleetfacts.specs import (
-    GpuSpec,
-    ModelSpec,
-    bytes_per_value,
-    kv_bytes_per_token,
-)
+from fleetfacts.specs import GpuSpec, ModelSpec, bytes_per_value, kv_bytes_per_token
 from planner.engine.curves import (
     DEFAULT_CUDA_GRAPH_MAX_BATCH,
     KV_FREE_MEMORY_FRACTION,

@@ -13,10 +13,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-from planner.planning.fleet_units import (
-    Candidate,
-    Unit,
-)
+from planner.planning.fleet_units import Candidate, Unit
 from planner.sizing import costs
 from planner.sizing.assumptions import Assumptions
 from planner.traffic.routes import HOURS_PER_DAY
