@@ -44,7 +44,7 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
     p.add_argument("--minutes-out", metavar="CSV", help="also write each online route's SLO windows minute by "
                    "minute (arrivals, TTFT and TPOT at the SLO percentile, breach) for the recommended fleet and "
-                   "fewer replicas down to the whole-log count")
+                   "fewer replicas down to the whole-log count (at most 8 fleet sizes on a big fleet)")
     p.add_argument("--xlsx", metavar="FILE.xlsx", help="also write a workbook: plan, totals per route and fleet, "
                    "assumptions, sources (and the baseline difference with --baseline)")
     p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "

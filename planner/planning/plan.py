@@ -152,18 +152,33 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
 
 
 def _timeline(option: Option, a: Assumptions, requests: Requests) -> pd.DataFrame:
-    """The chosen option's SLO windows at every replica count from the whole-log one (or one fewer) up to its own,
-    each fleet priced: the minute-by-minute view and the cost-vs-breach trade-off (simulated here where the
-    search did not)."""
-    checks = dict(option.window_checks)
+    """The chosen option's SLO windows at replica counts from the whole-log one (or one fewer) up to its own
+    (timeline_counts), each fleet priced: the minute-by-minute view and the cost-vs-breach trade-off (simulated
+    here where the search did not)."""
     fewest = max(1, min(option.replicas - 1, option.whole_log.replicas if option.whole_log else option.replicas))
-    for count in range(fewest, option.replicas + 1):
+    counts = timeline_counts(fewest, option.replicas)
+    checks = {n: c for n, c in option.window_checks if n in counts}
+    for count in counts:
         if count not in checks:
             report = sizing.fleet_latency(option.curve, option.route, count, requests, a.router)
             checks[count] = report.check(option.route.targets(a.slo_attainment))
     costs = {n: option.resized(n, a, option.notes).cost.total_usd_per_month if n != option.replicas
              else option.cost.total_usd_per_month for n in checks}
     return window_timeline(sorted(checks.items()), option.replicas, costs)
+
+
+# Fleet sizes a timeline holds at most: a fleet of thousands of replicas whose whole-log count is far below would
+# otherwise simulate every count between (a 1e5 req/s route: 5,590 fleet simulations, a minute).
+TIMELINE_FLEETS = 8
+
+
+def timeline_counts(fewest: int, replicas: int) -> list[int]:
+    """Every count from `fewest` to `replicas`, or TIMELINE_FLEETS of them: both ends, one fewer than `replicas`
+    (the minute-by-minute view's N - 1) and the rest spread evenly between."""
+    if replicas - fewest + 1 <= TIMELINE_FLEETS:
+        return list(range(fewest, replicas + 1))
+    spread = np.linspace(fewest, replicas - 1, TIMELINE_FLEETS - 1).round().astype(int).tolist()
+    return sorted({*spread, replicas})
 
 
 def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, requests: Requests) -> PlanRow:

@@ -231,3 +231,14 @@ def test_the_cost_against_breach_trade_off_runs_from_the_whole_log_count_to_the_
     assert whole["windows_in_breach"] == row["whole_log_windows_in_breach"]
     assert whole["usd_per_month"] == pytest.approx(row["whole_log_usd_per_month"])
     assert tradeoff["usd_per_month"].is_monotonic_increasing
+
+
+def test_a_big_fleets_timeline_holds_a_few_fleet_sizes_with_both_ends_and_one_fewer():
+    """A fleet of thousands whose whole-log count is far below: 8 sizes, not every count between (each one is a
+    fleet simulation); a small fleet keeps every count."""
+    from planner.planning.plan import TIMELINE_FLEETS, timeline_counts
+
+    assert timeline_counts(2, 5) == [2, 3, 4, 5]
+    big = timeline_counts(120, 3100)
+    assert len(big) == TIMELINE_FLEETS and big == sorted(set(big))
+    assert {120, 3099, 3100} <= set(big)

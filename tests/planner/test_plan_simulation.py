@@ -94,11 +94,10 @@ def test_a_high_rate_route_is_never_simulated_below_the_screened_count_or_above_
     inputs, _ = bundled
     a = Assumptions()
     simulated = make_plan(_high_rate_routes(rate_rps), inputs, a, check_by_simulation=True)
-    screened = make_plan(_high_rate_routes(rate_rps), inputs, a, check_by_simulation=False).plan
-    row = simulated.plan.iloc[0]
-    assert row.status == "ok" and row.replicas >= screened.replicas.iloc[0]
+    assert simulated.plan.iloc[0].status == "ok"
     checked = simulated.options[simulated.options.sim_replicas.notna() & simulated.options.feasible]
     assert len(checked) >= 1
+    assert (checked.sim_replicas >= checked.sized_replicas).all()  # each option's own screened count
     assert (checked.peak_utilisation <= a.utilisation_cap + 1e-9).all()
 
 
