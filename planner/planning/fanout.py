@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any
 
 from fleetfacts.errors import InputError
@@ -77,9 +78,26 @@ def _install(fn: Fn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@dataclass(frozen=True)
+class _Raised:
+    """What a route's planning raised in a worker, returned as its result: the parent raises it again, and a
+    failure of the pool itself (no process could start, a worker died) stays apart from it."""
+
+    error: Exception
+
+
 def _call(item: Any) -> Any:
     assert _WORKER_FN is not None, "pool process started without _install"
-    return _WORKER_FN(item)
+    try:
+        return _WORKER_FN(item)
+    except Exception as err:  # noqa: BLE001 - raised again, unchanged, by the parent (_unwrapped)
+        return _Raised(err)
+
+
+def _unwrapped(result: Any) -> Any:
+    if isinstance(result, _Raised):
+        raise result.error
+    return result
 
 
 class ProcessMap:
@@ -97,13 +115,14 @@ class ProcessMap:
         items = list(items)
         if self.auto and (len(items) < 2 or threading.active_count() > 1):
             return [fn(item) for item in items]
-        if not self.auto:
-            return self._pooled(fn, items, None)
         try:
-            return self._pooled(fn, items, multiprocessing.get_context("fork"))
-        except (OSError, BrokenProcessPool) as err:  # no processes here (a sandbox, a worker killed): this one
+            results = self._pooled(fn, items, multiprocessing.get_context("fork") if self.auto else None)
+        except (OSError, BrokenProcessPool) as err:  # the pool's own failure (a route's error is a result)
+            if not self.auto:
+                raise
             log.warning("planning the routes in this process: the worker processes failed (%s)", err)
             return [fn(item) for item in items]
+        return [_unwrapped(result) for result in results]
 
     def _pooled(self, fn: Fn, items: list[Any], context: Any) -> list[Any]:
         workers = min(self.workers, len(items)) or 1

@@ -106,3 +106,17 @@ def test_the_default_falls_back_to_this_process_when_no_worker_can_start(monkeyp
     assert "worker processes failed" in caplog.text
     with pytest.raises(PermissionError):  # --workers N asked for processes: no silent fallback
         ProcessMap(2)(_pid, range(3))
+
+
+def _unreadable(item: int) -> int:
+    raise PermissionError(f"route {item}: its log cannot be read")
+
+
+def test_a_routes_own_error_in_a_worker_is_raised_as_it_is_not_taken_for_a_pool_failure(monkeypatch, caplog):
+    """An OSError a route's planning raises comes back to the caller once, unchanged; the default map does not
+    mistake it for workers that could not start (and plan every route again here)."""
+    monkeypatch.setattr(fanout.threading, "active_count", lambda: 1)
+    for map_fn in (ProcessMap(2, auto=True), ProcessMap(2)):
+        with caplog.at_level("WARNING"), pytest.raises(PermissionError, match="route 0: its log cannot be read"):
+            map_fn(_unreadable, range(3))
+    assert "worker processes failed" not in caplog.text
