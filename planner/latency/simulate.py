@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -585,6 +586,7 @@ def _router(router: str, replicas: int, active: Active | None) -> Callable[..., 
 # same requests (planner.sizing.resampled judges every SLO window behind one window): they copy it instead of
 # simulating those requests again.  Results are the same either way.
 _PREFIXES: OrderedDict[tuple, tuple[_Run, list[_Replica], list[int]]] = OrderedDict()
+_PREFIXES_LOCK = threading.Lock()  # the app's sessions simulate in threads of one process
 PREFIX_STATES = 8
 
 
@@ -596,11 +598,15 @@ def _start(curve: CurveLike, t: np.ndarray, i: np.ndarray, o: np.ndarray, replic
     if not 0 < prefix < t.size:
         return run, [_Replica(r) for r in range(replicas)], []
     key = (curve, replicas, router, t[:prefix].tobytes(), i[:prefix].tobytes(), o[:prefix].tobytes())
-    if key not in _PREFIXES:
-        _PREFIXES[key] = _prefix_state(run.model, t[:prefix], i[:prefix], o[:prefix], replicas, router)
-        if len(_PREFIXES) > PREFIX_STATES:
-            _PREFIXES.popitem(last=False)
-    head, reps, assigned = _PREFIXES[key]
+    with _PREFIXES_LOCK:
+        state = _PREFIXES.get(key)
+    if state is None:  # a state is only read once made: each run copies it
+        state = _prefix_state(run.model, t[:prefix], i[:prefix], o[:prefix], replicas, router)
+        with _PREFIXES_LOCK:
+            _PREFIXES[key] = state
+            while len(_PREFIXES) > PREFIX_STATES:
+                _PREFIXES.popitem(last=False)
+    head, reps, assigned = state
     run.ttft[:prefix], run.e2e[:prefix], run.done[:prefix] = head.ttft, head.e2e, head.done
     return run, [rep.copy() for rep in reps], list(assigned)
 

@@ -27,7 +27,7 @@ import numpy as np
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck, judge
 from planner.engine.curves import CurveLike
-from planner.latency import Fleet, predict, service_time_s
+from planner.latency import DEFAULT_ROUTER, Fleet, predict, service_time_s
 from planner.sizing.search import bisect_replicas
 from planner.traffic.routes import Route
 from planner.traffic.workload import (
@@ -123,7 +123,7 @@ def _simulated_checks(curve: CurveLike, streams: Sequence[Stream], replicas: int
                       target: float) -> dict[str, SloCheck]:
     """Per route, the verdict of its worst stream (a route split over buckets holds only if each part does)."""
     t, i, o, owner, warmup = _requests(curve, streams, replicas, seed)
-    fleet = Fleet(Requests(t, i, o, "the deployment's streams"), min(replicas, SIM_MAX_REPLICAS), "least-outstanding")
+    fleet = Fleet(Requests(t, i, o, "the deployment's streams"), min(replicas, SIM_MAX_REPLICAS), DEFAULT_ROUTER)
     result = predict(curve, fleet).results[0]
     out: dict[str, SloCheck] = {}
     for index, stream in enumerate(streams):
