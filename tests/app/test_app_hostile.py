@@ -73,17 +73,17 @@ def test_odd_log_file_names_and_year_9999_timestamps_give_messages(app, name):
     assert any("bad timestamp" in m for m in _messages(app)), _messages(app)
 
 
-def test_a_20k_route_upload_is_refused_quickly_with_the_bound_named(app):
-    import time
-
+def test_a_20k_route_upload_is_refused_with_the_bound_named_and_never_planned(app):
+    """The refusal comes before any planning: the routes table the app plans keeps its rows (how long the
+    refusal takes is benchmarks/input_bounds.py's to print)."""
     from ui.scenario import MAX_APP_ROUTES
+    before = len(app.session_state["routes_base"])
     row = ROUTES_CSV.splitlines()[1]
     rows = b"".join(row.replace(b"chat,", f"chat{i},".encode(), 1) + b"\n" for i in range(20_000))
-    started = time.perf_counter()
     app.file_uploader(key="routes_upload").set_value(("many.csv", HEADER + rows, "text/csv")).run()
-    assert time.perf_counter() - started < 30
     _no_trace(app)
     assert any(f"up to {MAX_APP_ROUTES}" in m for m in _messages(app)), _messages(app)
+    assert len(app.session_state["routes_base"]) == before < MAX_APP_ROUTES
 
 
 @pytest.mark.parametrize("name", ["esc\x1b[31mred", "nul\x00byte"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -44,16 +43,17 @@ def test_a_rate_over_the_bound_is_refused_with_the_limit(tmp_path, capsys, rate)
     assert code == 2 and "rate_rps" in err and f"{MAX_RATE_RPS:g}" in err and "line 2" in err
 
 
-def test_a_batch_job_at_the_bound_simulates_in_bounded_time_and_memory():
+def test_a_batch_job_at_the_bound_simulates_in_bounded_memory():
+    """10^12 requests are simulated as their sample, never materialised (the time it takes:
+    benchmarks/input_bounds.py)."""
     gen = np.random.default_rng(0)
     sample = (gen.integers(100, 1000, 20_000), gen.integers(10, 300, 20_000))
     tracemalloc.start()
-    started = time.perf_counter()
     makespan = predict(SimCurve(), Job(*sample, replicas=1_000_000, total_requests=int(MAX_BATCH_REQUESTS))).makespan_s
     small = predict(SimCurve(), Job(*sample, replicas=1_000, total_requests=int(MAX_BATCH_REQUESTS))).makespan_s
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert time.perf_counter() - started < 30 and peak < 500 * 2**20
+    assert peak < 500 * 2**20
     assert 0 < makespan < small  # a thousand times the replicas finish sooner
 
 
