@@ -13,4 +13,6 @@ python3 -m venv .venv
 .venv/bin/ruff check .
 .venv/bin/lint-imports       # [tool.importlinter] in pyproject.toml: planner's layers; measure and planner meet only in fleetfacts
 .venv/bin/mypy                # [tool.mypy]: fleetfacts/, measure/, planner/
-.venv/bin/python -m pytest -q --durations=25 "$@"   # the 25 slowest tests in the log
+# One worker per core, at most 4 (pytest-xdist; each worker fits the bundled data once); idle workers take
+# queued tests from busy ones. `bash scripts/test.sh -n 0` runs in this one process.
+.venv/bin/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal --durations=25 "$@"   # the 25 slowest tests in the log

@@ -2,7 +2,9 @@
 
 Each experiment leaves something out of the calibration, predicts the left-out groups' observations
 from architecture and datasheet alone, and reports the median and max relative error of output
-tokens/s (and of mean TPOT / TTFT where the target measured latency):
+tokens/s (and of mean TPOT / TTFT where the target measured latency), and the worst error of the runs whose
+decode steps stayed inside the engine's CUDA graphs and of those that ran steps beyond them (vLLM: more than
+512 sequences, where small-expert MoE steps are host-bound: planner.engine.curves.HOST_BOUND_NOTE):
 
 - model: leave one model out (vLLM H200: Llama-3.1-8B <-> Qwen2.5-7B; TensorRT-LLM tables: each
   model from the others of the same engine version);
@@ -28,7 +30,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from fleetfacts.specs import GpuSpec, ModelSpec, bundled_model_specs, kv_bytes_per_token, weight_bytes
-from planner.engine.curves import Curve, NoCurveError, leave_one_out, version_order
+from planner.engine.curves import PARAM_NAMES, Curve, NoCurveError, Observation, leave_one_out, version_order
 from planner.engine.transfer import (
     UNSEEN_ARCHITECTURE,
     Calibration,
@@ -50,7 +52,10 @@ HIGH_ERROR_PCT = 19.0
 # Joins the names of architectural twins in an experiment's target ("llama-3.1-70b+llama-3.3-70b").
 ARCH_TWIN_SEPARATOR = "+"
 EXPERIMENT_COLUMNS = ["experiment", "kind", "engine", "target", "calibrated_on", "n", "median_err_pct",
-                      "max_err_pct", "tpot_median_err_pct", "ttft_median_err_pct", "architecture"]
+                      "max_err_pct", "tpot_median_err_pct", "ttft_median_err_pct", "architecture",
+                      "inside_graphs_max_err_pct", "beyond_graphs_n", "beyond_graphs_max_err_pct"]
+# The curves' feature counting sequences decoded beyond the largest CUDA graph (planner.engine.curves).
+BEYOND_GRAPHS = PARAM_NAMES.index("g")
 # Experiments that predict a model whose architecture the calibration has (another model of it), and the one
 # that holds a whole architecture out (transfer_errors).
 SEEN_ARCHITECTURE_KINDS = ("model", "moe model")
@@ -254,23 +259,37 @@ def run_experiment(data: list[GroupData], exp: Experiment) -> dict | None:
             "calibrated_on": exp.calibrated_on, "n": len(errors["throughput"]),
             "median_err_pct": float(np.median(errors["throughput"])), "max_err_pct": float(max(errors["throughput"])),
             "tpot_median_err_pct": _median_or_nan(errors["tpot"]), "ttft_median_err_pct": _median_or_nan(errors["ttft"]),
-            "architecture": exp.architecture}
+            "architecture": exp.architecture, "inside_graphs_max_err_pct": _max_or_nan(errors["inside graphs"]),
+            "beyond_graphs_n": len(errors["beyond graphs"]), "beyond_graphs_max_err_pct": _max_or_nan(errors["beyond graphs"])}
 
 
 def _errors(calibration: Calibration, targets: list[GroupData]) -> dict[str, list[float]]:
-    """Relative errors (%) per observation kind of the calibration's prediction of the targets."""
-    out: dict[str, list[float]] = {"throughput": [], "tpot": [], "ttft": []}
+    """Relative errors (%) per observation kind of the calibration's prediction of the targets; the throughput
+    ones also split by whether the run decoded beyond the CUDA graphs ("inside graphs", "beyond graphs")."""
+    out: dict[str, list[float]] = {"throughput": [], "tpot": [], "ttft": [], "inside graphs": [], "beyond graphs": []}
     for d in targets:
         theta = calibration.theta(d.target)
         for o in d.obs:
             predicted = float(o.phi @ theta)
             if predicted > 0:
-                out[o.kind].append(abs(o.seconds / predicted - 1.0) * 100)
+                error = abs(o.seconds / predicted - 1.0) * 100
+                out[o.kind].append(error)
+                if o.kind == "throughput":
+                    out["beyond graphs" if beyond_graphs(o) else "inside graphs"].append(error)
     return out
+
+
+def beyond_graphs(observation: Observation) -> bool:
+    """Whether the observed run decoded steps of more sequences than the engine's largest CUDA graph."""
+    return bool(observation.phi[BEYOND_GRAPHS] > 0)
 
 
 def _median_or_nan(values: list[float]) -> float:
     return float(np.median(values)) if values else math.nan
+
+
+def _max_or_nan(values: list[float]) -> float:
+    return float(max(values)) if values else math.nan
 
 
 def validate_transfer(profiles: pd.DataFrame, data: list[GroupData] | None = None) -> pd.DataFrame:
@@ -464,11 +483,12 @@ def default_transfer_target(transfer: Transfer, engine: str, model: ModelSpec, g
 def format_validation(table: pd.DataFrame, published: pd.DataFrame) -> list[str]:
     """`validate --transfer`'s report: every experiment, a summary per engine and kind, published fits."""
     lines = ["transfer validation: output tokens/s error of curves predicted without the target's data",
-             f"{'experiment':<58} {'calibrated on':<44} {'n':>4} {'median %':>9} {'max %':>7} {'TPOT %':>7} {'TTFT %':>7}"]
+             f"{'experiment':<58} {'calibrated on':<44} {'n':>4} {'median %':>9} {'max %':>7} {'TPOT %':>7} {'TTFT %':>7}"
+             f" {'max % in / beyond CUDA graphs (n)'}"]
     for r in table.itertuples(index=False):
         lines.append(f"{r.engine + ' ' + r.experiment:<58.58} {r.calibrated_on:<44.44} {r.n:>4d} "
                      f"{r.median_err_pct:>9.1f} {r.max_err_pct:>7.1f} {_pct(r.tpot_median_err_pct):>7} "
-                     f"{_pct(r.ttft_median_err_pct):>7}")
+                     f"{_pct(r.ttft_median_err_pct):>7} {_graphs(r)}")
     lines += ["", "summary (median of the experiments' medians; largest max):"]
     for r in summarise(table).itertuples(index=False):
         lines.append(f"  {r.engine:<7} {r.kind:<10} {r.experiments:>3d} experiments  median {r.median_err_pct:5.1f}%"
@@ -489,6 +509,14 @@ def _published_lines(published: pd.DataFrame) -> list[str]:
             f"{s['before_p90_median_pct']:5.1f}% / {s['before_share_above_pct']:4.1f}% / {s['before_max_pct']:6.1f}%",
             f"  after (pooled transfer x one factor):   {s['after_median_pct']:5.1f}% / "
             f"{s['after_p90_median_pct']:5.1f}% / {s['after_share_above_pct']:4.1f}% / {s['after_max_pct']:6.1f}%"]
+
+
+def _graphs(r) -> str:
+    """'12.3 / 45.6 (7)': worst error inside and beyond the CUDA graphs, and how many runs went beyond; blank
+    when no run went beyond."""
+    if not r.beyond_graphs_n:
+        return ""
+    return f"{_pct(r.inside_graphs_max_err_pct) or '-'} / {_pct(r.beyond_graphs_max_err_pct)} ({r.beyond_graphs_n})"
 
 
 def _pct(value: float) -> str:

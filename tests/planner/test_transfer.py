@@ -286,6 +286,27 @@ def test_validate_transfer_runs_every_kind_of_experiment(bundled):
     assert "summary" in "\n".join(C.format_validation(table, pd.DataFrame()))
 
 
+def test_a_run_is_beyond_the_cuda_graphs_when_it_decodes_more_sequences_than_the_largest_graph():
+    caps = Caps(1024, 10**7, 16384, cuda_graph_max_batch=512, preempts=True)
+    at, above = (Observation(offline_features(caps, n, 128, 128), 1.0, 1.0, "throughput", 0) for n in (512, 768))
+    assert not C.beyond_graphs(at) and C.beyond_graphs(above)
+
+
+def test_validate_transfer_splits_each_worst_error_at_the_cuda_graphs(bundled):
+    """Where small-expert MoE models miss (host-bound steps beyond the graphs) is in the report, per experiment."""
+    _, data = bundled
+    exp = next(e for e in C.experiments(data) if e.kind == "moe model" and e.target.startswith("olmoe-1b-7b"))
+    row = C.run_experiment(data, exp)
+    targets = [d for d in data if d.key.engine == "vllm" and exp.is_target(d)]
+    beyond = [o for d in targets for o in d.obs if o.kind == "throughput" and C.beyond_graphs(o)]
+    assert row["beyond_graphs_n"] == len(beyond) > 0 and row["n"] > len(beyond)
+    assert max(row["inside_graphs_max_err_pct"], row["beyond_graphs_max_err_pct"]) == row["max_err_pct"]
+    line = next(x for x in C.format_validation(pd.DataFrame([row], columns=C.EXPERIMENT_COLUMNS), pd.DataFrame())
+                if "olmoe" in x)
+    assert line.endswith(f"{row['inside_graphs_max_err_pct']:.1f} / {row['beyond_graphs_max_err_pct']:.1f} "
+                         f"({len(beyond)})")
+
+
 def test_each_fp8_profile_is_predicted_from_bf16_alone_and_with_the_other_models_fp8(bundled):
     _, data = bundled
     exps = [e for e in C.experiments(data) if e.kind in ("precision", "precision model")]
