@@ -86,6 +86,8 @@ class TimedSSE(BaseHTTPRequestHandler):
 
     With `slots=K` the server generates for at most K requests at a time and the rest wait in line,
     as a saturated engine does: its capacity is K / (ttft_s + (n - 1) * itl_s) requests per second.
+    `server.sent` records, per request, when it arrived and when each text chunk went out (time.perf_counter,
+    the load generator's clock): a loaded machine oversleeps, and the tests compare with what was sent.
     """
 
     protocol_version = "HTTP/1.1"
@@ -96,6 +98,7 @@ class TimedSSE(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server API
         cfg = self.server.cfg
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        received = time.perf_counter()
         self.server.bodies.append({"body": body, "auth": self.headers.get("Authorization")})
         if cfg.get("status", 200) != 200:
             payload = b'{"detail":"nope"}'
@@ -110,12 +113,13 @@ class TimedSSE(BaseHTTPRequestHandler):
         self.end_headers()
         n = body["max_tokens"]
         try:
-            self._generate(n, cfg)
+            self._generate(n, cfg, received)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (a run stopped at its drain): nothing to tell it
 
-    def _generate(self, n: int, cfg: dict) -> None:
-        slots = self.server.slots
+    def _generate(self, n: int, cfg: dict, received: float) -> None:
+        slots, chunks = self.server.slots, []
+        self.server.sent.append({"received": received, "chunks": chunks})
         if slots is not None:
             slots.acquire()
         try:
@@ -126,6 +130,7 @@ class TimedSSE(BaseHTTPRequestHandler):
                 if i:
                     time.sleep(cfg["itl_s"])
                 self._send({"choices": [{"index": 0, "text": f"w{i} "}]})
+                chunks.append(time.perf_counter())
         finally:
             if slots is not None:
                 slots.release()
@@ -150,7 +155,7 @@ def timed_server():
 
     def start(**cfg):
         server = ThreadingHTTPServer(("127.0.0.1", 0), TimedSSE)
-        server.cfg, server.bodies = cfg, []
+        server.cfg, server.bodies, server.sent = cfg, [], []
         server.slots = threading.Semaphore(cfg["slots"]) if cfg.get("slots") else None
         server.closed = threading.Event()
         server.daemon_threads = True
