@@ -4,7 +4,7 @@
 
 Times, each in this process, min / median / max over N runs (wall clock):
 - a batch job of MAX_BATCH_REQUESTS requests (a 20,000-request sample) simulated on a million replicas
-  and on a thousand (`predict(curve, Job(...))`, a stand-in curve);
+  and on a thousand (`predict(curve, Job(...))`, the bundled vLLM Llama-3.1-8B FP8 H200 curve);
 - `python -m planner fleet` refusing MAX_FLEET_ROUTES + 1 routes (the CLI's main, the bundled profiles);
 - the app's check of a 20,000-route upload: read, validated and refused (ui.scenario, no page).
 Targets (the tests' former time bounds): batch job <= 30 s, fleet refusal <= 10 s, app upload <= 30 s, on
@@ -33,20 +33,23 @@ sys.path.insert(0, str(REPO))
 from fleetfacts.errors import InputError  # noqa: E402
 from fleetfacts.schema import MAX_BATCH_REQUESTS, ROUTES  # noqa: E402
 from planner.cli import main  # noqa: E402
+from planner.engine.curves import Curve, find_curve, fit_curves, load_profiles  # noqa: E402
 from planner.latency import Job, predict  # noqa: E402
 from planner.planning.fleet_size import MAX_FLEET_ROUTES  # noqa: E402
-from tests.planner.sim_fakes import SimCurve  # noqa: E402
 from ui import scenario  # noqa: E402
 
 TARGETS_S = {"batch job at the bound": 30.0, "fleet over the route bound": 10.0, "app 20k-route upload": 30.0}
 EXAMPLE_ROUTES = REPO / "examples" / "routes.csv"
 
 
-def batch_job() -> None:
+def batch_job(curve: Curve) -> Callable[[], None]:
     gen = np.random.default_rng(0)
     sample = (gen.integers(100, 1000, 20_000), gen.integers(10, 300, 20_000))
-    for replicas in (1_000_000, 1_000):
-        predict(SimCurve(), Job(*sample, replicas=replicas, total_requests=int(MAX_BATCH_REQUESTS)))
+
+    def run() -> None:
+        for replicas in (1_000_000, 1_000):
+            predict(curve, Job(*sample, replicas=replicas, total_requests=int(MAX_BATCH_REQUESTS)))
+    return run
 
 
 def fleet_refusal(folder: Path) -> Callable[[], None]:
@@ -93,7 +96,8 @@ def main_() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cases = {"batch job at the bound": batch_job, "fleet over the route bound": fleet_refusal(Path(tmp)),
+        curve = find_curve(fit_curves(load_profiles()), "vllm", "h200", "llama-3.1-8b", "fp8")
+        cases = {"batch job at the bound": batch_job(curve), "fleet over the route bound": fleet_refusal(Path(tmp)),
                  "app 20k-route upload": app_upload()}
         for name, run in cases.items():
             seconds = timed(run, args.repeats)
