@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fleetfacts.schema import PROFILE_GROUP  # noqa: E402
 from planner.engine import curves as C  # noqa: E402
 from planner.engine.transfer import GroupData, calibrate_engine, group_data  # noqa: E402
-from planner.engine.transfer_check import beyond_graphs, experiments, one_blas_thread  # noqa: E402
+from planner.engine.transfer_check import beyond_graphs, experiments, one_blas_thread, split  # noqa: E402
 
 FLOORS_S = np.arange(0.0, 80e-6, 0.5e-6)   # per sequence and step: 0 to 80 us
 KINDS = ("model", "architecture", "moe model")
@@ -70,9 +70,7 @@ def main() -> None:
         for exp in experiments(data):
             if exp.engine != "vllm" or exp.kind not in KINDS:
                 continue
-            targets = [d for d in data if d.key.engine == "vllm" and exp.is_target(d)]
-            # as run_experiment: every other engine's groups too (vLLM borrows TensorRT-LLM's TP coefficients)
-            train = [d for d in data if not (d.key.engine == "vllm" and (exp.is_target(d) or not exp.may_calibrate(d)))]
+            targets, train = split(data, exp)
             cal = calibrate_engine(train, "vllm")
             floors = {gpu: fitted_floor([(cal.theta(d.target), o, decode_waves(rows[d.label], d, o))
                                          for d in train if d.key.engine == "vllm" and d.key.gpu == gpu

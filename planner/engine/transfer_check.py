@@ -242,10 +242,17 @@ def _tp_experiments(data: list[GroupData]) -> list[Experiment]:
     return out
 
 
-def run_experiment(data: list[GroupData], exp: Experiment) -> dict | None:
-    """Calibrate without the targets, predict them; one result row (None when either side is empty)."""
+def split(data: list[GroupData], exp: Experiment) -> tuple[list[GroupData], list[GroupData]]:
+    """(targets, calibration groups) of an experiment: the engine's groups it predicts, and every group it may
+    calibrate on (other engines' too: vLLM borrows TensorRT-LLM's TP coefficients)."""
     targets = [d for d in data if d.key.engine == exp.engine and exp.is_target(d)]
     train = [d for d in data if not (d.key.engine == exp.engine and (exp.is_target(d) or not exp.may_calibrate(d)))]
+    return targets, train
+
+
+def run_experiment(data: list[GroupData], exp: Experiment) -> dict | None:
+    """Calibrate without the targets, predict them; one result row (None when either side is empty)."""
+    targets, train = split(data, exp)
     if not targets or not any(d.key.engine == exp.engine for d in train):
         return None
     try:
