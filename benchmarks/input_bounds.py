@@ -93,8 +93,10 @@ def timed(run: Callable[[], None], repeats: int) -> list[float]:
 
 def main_() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each case (at least 1)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     with tempfile.TemporaryDirectory() as tmp:
         curve = find_curve(fit_curves(load_profiles()), "vllm", "h200", "llama-3.1-8b", "fp8")
         cases = {"batch job at the bound": batch_job(curve), "fleet over the route bound": fleet_refusal(Path(tmp)),
