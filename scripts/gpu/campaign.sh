@@ -8,8 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-06, tenth session (issue 38: DeepSeek-V2-Lite on either card; OLMoE/Granite repeats and
-# Qwen2-57B-A14B on an H200, Granite/OLMoE repeats on an H100); earlier lists are in git history.
+# The job list is 2026-12-07, fourteenth session (issue 48: long prompts); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -110,18 +109,21 @@ if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl >> "$log" 2>&1
 fi
 
-# 2026-12-06 (tenth session), issue 38: MoE models never profiled, bf16, TP1, dummy weights, one engine each.
+# 2026-12-07 (fourteenth session), issue 48: long prompts, Llama-3.1-8B, vLLM 0.26.0, max_model_len 131072, dummy
+# weights, on whichever card comes (the job list for the batches past the KV cache is the card's). Earlier lists are
+# in git history. Call 7: bf16; call 8: FP8, then the bf16 key rows in a fresh engine; call 9: the OpenAI server.
 python3 -c "import transformers; print('transformers', transformers.__version__)" >> "$log" 2>&1
 echo "card: $gpu" >> "$log"
-# Call 7 (DeepSeek-V2-Lite, Granite and OLMoE repeats on the H100) is in git history; DeepSeek's rows turned out
-# suspect (dummy-weight routing collapse, fleetfacts.specs._dummy_routing_collapses).
-# Eleventh session: ~300 device-s left for issue 38, so one model on whichever card comes (the H100 was refused
-# once): Qwen2-57B-A14B in FP8 (~58 GB), vLLM's tuned fp8_w8a8 config for E=64,N=2560 on the H100; its router
-# (softmax in fp32 inside fused_topk) routes across the experts under dummy weights. The tenth's call 8 measured
-# it on an H100 (25 points) and its results were lost before they were copied; the points go in priority order
-# (large batches first) and stop when time runs out. The bf16 run on an H200 is in git history.
-MODEL_PATH=$PWD/profiles/models/qwen2-57b-a14b-fp8 profile qwen2-57b-fp8 200 qwen2-57b-a14b fp8 \
-  "$code/scripts/gpu/shapes-moe-priority.csv"
+long=(--engine-arg max_model_len=131072)
+# One bf16 engine for the common rows and this card's rows past the KV cache (one engine start, not two).
+{ cat "$code/scripts/gpu/shapes-long-bf16.csv"; grep -v -e '^#' -e '^mode,' "$code/scripts/gpu/shapes-long-beyond-$gpu.csv"; } \
+  > /tmp/shapes-long-bf16-$gpu.csv
+profile long-bf16 150 llama-3.1-8b bf16 "/tmp/shapes-long-bf16-$gpu.csv" --tag long "${long[@]}"
+profile long-fp8 150 llama-3.1-8b fp8 "$code/scripts/gpu/shapes-long-fp8.csv" --tag long "${long[@]}"
+profile long-bf16-repeat 120 llama-3.1-8b bf16 "$code/scripts/gpu/shapes-long-repeat.csv" --tag long-repeat \
+  "${long[@]}"
+profile long-bf16-server 250 llama-3.1-8b bf16 "$code/scripts/gpu/shapes-long-server.csv" --tag long-server \
+  --server --prompt-format tokens --served-model llama-3.1-8b --server-start-timeout 300 "${long[@]}"
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
