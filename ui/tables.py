@@ -160,7 +160,9 @@ def _range_cause(row: Mapping[str, object]) -> str:
     basis = f"fitted to {', '.join(files)}" if files else "no profile file named"
     what = {"extrapolated": "the throughput curve runs past its data",
             "published": "the throughput curve rests on published figures only",
-            "predicted": "the throughput curve is a fit between measured points"}.get(provenance, provenance)
+            "predicted": "the throughput curve is a fit between measured points",
+            "physics": "the prompts or outputs are longer than any measured: attention and KV reads follow the physics "
+                       "model from the measured points"}.get(provenance, provenance)
     return f"its numbers are {provenance}: {what} ({basis}), so the replica throughput's interval is wide"
 
 

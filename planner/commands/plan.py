@@ -128,7 +128,7 @@ NO_WRAP = ("route", "runner-up")
 # A route name longer than this is shortened in the table ('…'; print_plan lists it whole below): unwrapped, a
 # 100-character name left no room for the decision columns in 120.
 ROUTE_CELL_CHARS = 28
-BASIS = {"measured": "meas", "published": "pub", "predicted": "pred", "extrapolated": "extrap"}
+BASIS = {"measured": "meas", "published": "pub", "predicted": "pred", "physics": "phys", "extrapolated": "extrap"}
 
 
 def plan_table(result) -> Table:

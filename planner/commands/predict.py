@@ -16,7 +16,8 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import slug, terminal_safe
 from fleetfacts.specs import gpu_spec, load_model_config, model_facts, model_spec_from_config
 from planner.commands.base import Command, num, register
-from planner.engine.curves import Curve, NoCurveError, find_curve, fit_curves, load_profiles
+from planner.engine.curves import Curve, NoCurveError, find_curve, load_profiles
+from planner.engine.physics_prior import fit_with_physics
 from planner.engine.transfer_check import default_transfer_target, transfer_for
 from planner.latency import (
     DEFAULT_ROUTER,
@@ -152,12 +153,12 @@ def _predict_curve(args: argparse.Namespace, serving: bool = True) -> Curve:
         asked = profiles[(profiles["engine"] == args.engine) & (profiles["gpu"] == args.gpu)
                          & (profiles["model"] == args.model)] if not profiles.empty else profiles
         try:  # fit the asked engine, GPU and model only (every other group is left alone)
-            curve = find_curve(fit_curves(asked), args.engine, args.gpu, args.model, args.precision, args.tp,
+            curve = find_curve(fit_with_physics(profiles, asked), args.engine, args.gpu, args.model, args.precision, args.tp,
                                args.engine_version, args.config)
             return with_server_latency_of(curve, profiles) if serving else curve
         except NoCurveError:
             try:  # say what is available: every group (fitted only on this path)
-                find_curve(fit_curves(profiles), args.engine, args.gpu, args.model, args.precision, args.tp,
+                find_curve(fit_with_physics(profiles), args.engine, args.gpu, args.model, args.precision, args.tp,
                            args.engine_version, args.config)
             except NoCurveError as err:
                 why = str(err)

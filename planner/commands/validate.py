@@ -11,6 +11,7 @@ from rich.table import Table
 
 from planner.commands.base import Command, num, register, terminal_console
 from planner.engine.curves import leave_one_out, load_profiles
+from planner.engine.physics_prior import LONG_PROMPT_TOKENS, long_context_check, long_context_summary, physics_priors
 from planner.engine.transfer_check import format_validation, published_fits, validate_transfer
 from planner.latency import METRICS as LATENCY_METRICS
 from planner.latency import latency_summary, validate_latency
@@ -24,6 +25,9 @@ def _validate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
     p.add_argument("--transfer", action="store_true", help="validate the transfer to unprofiled models, GPUs, "
                    "TP sizes and precisions (leave-one-out experiments; published-table fits before/after)")
+    p.add_argument("--long", action="store_true", help=f"hold out every offline row with prompts over "
+                   f"{LONG_PROMPT_TOKENS:,} tokens (fits and physics calibration alike) and predict them: the "
+                   "continuation beyond the measured lengths")
 
 
 def _run_validate(args: argparse.Namespace) -> int:
@@ -31,8 +35,11 @@ def _run_validate(args: argparse.Namespace) -> int:
         return _run_validate_transfer(args)
     if args.latency:
         return _run_validate_latency(args)
+    if args.long:
+        return _run_validate_long(args)
 
-    table = leave_one_out(load_profiles(args.profiles))
+    profiles = load_profiles(args.profiles)
+    table = leave_one_out(profiles, physics_priors(profiles))
     if args.json:
         print(table.to_json(orient="records"))
         return 0
@@ -49,6 +56,33 @@ def _run_validate_transfer(args: argparse.Namespace) -> int:
     else:
         print("\n".join(format_validation(table, published)))
     return 0
+
+
+def _run_validate_long(args: argparse.Namespace) -> int:
+    table = long_context_check(load_profiles(args.profiles))
+    summary = long_context_summary(table)
+    if args.json:
+        print(json.dumps({"points": json.loads(table.to_json(orient="records")),
+                          "groups": json.loads(summary.to_json(orient="records"))}))
+        return 0
+    console = terminal_console()
+    if table.empty:
+        console.print(f"no offline rows with prompts over {LONG_PROMPT_TOKENS:,} tokens in a fitted group",
+                      markup=False)
+        return 0
+    out = Table(title=f"prompts over {LONG_PROMPT_TOKENS:,} tokens held out (fits and physics calibration): "
+                      "output tok/s and TTFT at batch 1, error % and 90% interval cover")
+    for name in ("group", "n", "median %", "max %", "TTFT median %", "TTFT max %", "covered"):
+        out.add_column(name, justify="left" if name == "group" else "right")
+    for r in summary.itertuples(index=False):
+        out.add_row(escape(r.group), str(r.n), f"{r.median_err_pct:.1f}", f"{r.max_err_pct:.1f}",
+                    _pct(r.ttft_median_err_pct), _pct(r.ttft_max_err_pct), f"{r.covered_share:.0%}")
+    console.print(out)
+    return 0
+
+
+def _pct(value: float) -> str:
+    return "-" if value != value else f"{value:.1f}"
 
 
 def _run_validate_latency(args: argparse.Namespace) -> int:

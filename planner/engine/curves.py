@@ -98,6 +98,8 @@ DEFAULT_CUDA_GRAPH_MAX_BATCH = {"vllm": 512, "trtllm": 8192, "nim": 8192}
 HOST_BOUND_ENGINES = frozenset({"vllm"})
 HOST_BOUND_NOTE = ("beyond vLLM's CUDA graphs ({graphs} sequences): steps measured host-bound there for MoE and FP8 "
                    "models, prediction less reliable")
+PHYSICS_NOTE = ("beyond the measured prompt or output lengths: attention and KV-read costs from the physics prior "
+                "(planner.engine.physics_prior), anchored on the measured points")
 # Defaults when a profile does not record the engine's caps (vLLM's V1 defaults on large GPUs).
 DEFAULT_MAX_NUM_SEQS = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}
 DEFAULT_MAX_BATCHED_TOKENS = {"vllm": 16384, "trtllm": 8192, "sglang": 16384}
@@ -419,6 +421,25 @@ class Floors:
     m: float = 0.0
 
 
+@dataclass(frozen=True)
+class PhysicsPrior:
+    """What the physics of the engine says of a group's length terms, before its own data: k (KV read per token of
+    context per sequence) and r (prefill attention per prompt token and token of prompt), each a value and a
+    relative standard deviation.  planner.engine.physics_prior computes them from the engine's calibration on every
+    profile (attention FLOPs and KV bytes over the GPU's datasheet peaks, times the pooled efficiencies), so a
+    curve measured on short prompts continues into long ones as the physics does, not as its fit's shape would."""
+
+    k: float
+    k_sd: float
+    r: float
+    r_sd: float
+    basis: str = ""
+
+    def rows(self) -> tuple[tuple[int, float, float], ...]:
+        """(parameter index, value, relative sd) of each prior term."""
+        return ((PARAM_NAMES.index("k"), self.k, self.k_sd), (PARAM_NAMES.index("r"), self.r, self.r_sd))
+
+
 def _roofline_floors(key: GroupKey) -> Floors:
     """Weights read once per step over the memory bandwidth, split into routed experts (m) and the rest (t0)."""
     specs = _specs()
@@ -553,12 +574,18 @@ class Fit:
         return bool(self.free[0])
 
 
-def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: float = NOISE_FLOOR) -> Fit:
+def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: float = NOISE_FLOOR,
+                     prior: PhysicsPrior | None = None) -> Fit:
     """Bounded linear least squares on relative errors; `full=False` fits (a, k, q) only.
 
     In the reduced fit t0 and m are placed at the roofline over an assumed achievable
-    bandwidth and r = h = 0: a table of saturated throughputs cannot separate them.
-    m (routed experts' weights) is fitted only when some observation sees it (an MoE model).
+    bandwidth and h = 0, and r at its physics prior (0 without one): a table of saturated
+    throughputs cannot separate them.  m (routed experts' weights) is fitted only when some
+    observation sees it (an MoE model).  A physics prior adds one pseudo-observation per length
+    term (k, r): its relative deviation from the prior, weighted as `noise` over the prior's sd,
+    so a group whose prompts and contexts are short keeps the physics' attention and KV-read
+    cost (its own data cannot see them), and a group measured at long lengths moves them as far
+    as its data insist.
     """
     from scipy.optimize import lsq_linear  # here, not at the top: a warm start reads fits back without scipy
 
@@ -571,9 +598,12 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
     if not full:
         fixed[0], fixed[-1] = (floors.t0 / ACHIEVABLE_BANDWIDTH_FRACTION,
                                floors.m / ACHIEVABLE_BANDWIDTH_FRACTION if moe else 0.0)
+        if prior is not None:
+            fixed[PARAM_NAMES.index("r")] = prior.r
     mask = np.array(free)
     design = phi[:, mask] * (weight / target)[:, None]
     rhs = weight * (1.0 - (phi[:, ~mask] @ fixed[~mask]) / target)
+    design, rhs = _with_prior_rows(design, rhs, mask, prior, noise)
     scale = np.linalg.norm(design, axis=0)
     scale[scale == 0] = 1.0
     floor_of = {"t0": floors.t0, "m": floors.m}
@@ -582,22 +612,42 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
     theta = fixed.copy()
     theta[mask] = result.x / scale
     resid = design @ (result.x / scale) - rhs
-    dof = max(len(obs) - int(mask.sum()), 1)
+    dof = max(len(rhs) - int(mask.sum()), 1)
     sigma = max(noise, math.sqrt(float(resid @ resid) / dof))
     cov = np.zeros((N_PARAMS, N_PARAMS))
     cov[np.ix_(mask, mask)] = sigma**2 * np.linalg.pinv(design.T @ design)
     return Fit(theta, cov, sigma, free, len(obs))
 
 
-def _stored_fit(obs: list[Observation], floors: Floors, full: bool, noise: float) -> Fit:
+def _with_prior_rows(design: np.ndarray, rhs: np.ndarray, mask: np.ndarray, prior: PhysicsPrior | None,
+                     noise: float) -> tuple[np.ndarray, np.ndarray]:
+    """The least-squares system with one row per free prior term: (theta_j / prior_j - 1) * noise / sd_j."""
+    if prior is None:
+        return design, rhs
+    columns = np.flatnonzero(mask)
+    rows, values = [], []
+    for index, value, sd in prior.rows():
+        if value > 0 and sd > 0 and mask[index]:
+            row = np.zeros(len(columns))
+            weight = noise / sd
+            row[int(np.searchsorted(columns, index))] = weight / value
+            rows.append(row)
+            values.append(weight)
+    if not rows:
+        return design, rhs
+    return np.vstack([design, np.array(rows)]), np.concatenate([rhs, np.array(values)])
+
+
+def _stored_fit(obs: list[Observation], floors: Floors, full: bool, noise: float,
+                prior: PhysicsPrior | None = None) -> Fit:
     """fit_observations(), memoised on disk by its inputs (planner.engine.fitcache): a warm start reads the
     fit back (JSON floats round-trip exactly) and does not import scipy (a quarter of a second)."""
     arrays = (np.array([o.phi for o in obs], dtype=float), np.array([o.seconds for o in obs], dtype=float),
               np.array([o.weight for o in obs], dtype=float))
-    content = b"".join(a.tobytes() for a in arrays) + repr((arrays[0].shape, floors, full, noise)).encode()
+    content = b"".join(a.tobytes() for a in arrays) + repr((arrays[0].shape, floors, full, noise, prior)).encode()
 
     def fit() -> dict[str, Any]:
-        f = fit_observations(obs, floors, full, noise)
+        f = fit_observations(obs, floors, full, noise, prior)
         return {"theta": f.theta.tolist(), "cov": f.cov.tolist(), "sigma": f.sigma, "free": list(f.free),
                 "n_obs": f.n_obs}
 
@@ -637,6 +687,7 @@ class Curve:
     points: pd.DataFrame = field(repr=False)  # the group's rows, for exact-shape lookups
     note: str = ""
     front_end: FrontEnd | None = None         # the OpenAI server's share of TTFT (planner.latency fits it)
+    prior: PhysicsPrior | None = None         # the physics its length terms were fitted toward (None: no prior)
 
     @property
     def async_scheduling(self) -> bool:
@@ -750,11 +801,12 @@ class Curve:
         var = float(phi @ self.fit.cov @ phi) / seconds**2
         return math.sqrt(max(var, 0.0) + self.fit.sigma**2)
 
-    def _distance_outside(self, shape: tuple[float, float, float]) -> float:
-        """Largest log-distance of the shape outside the covered range (0 inside)."""
+    def _distance_outside(self, shape: tuple[float, float, float], lengths: bool = True) -> float:
+        """Largest log-distance of the shape outside the covered range (0 inside); `lengths=False` looks at the
+        load alone."""
         worst = 0.0
-        for value, (lo, hi) in zip(shape, (self.covered.input_len, self.covered.output_len, self.covered.load),
-                                   strict=True):
+        ranges = (self.covered.input_len, self.covered.output_len, self.covered.load)
+        for value, (lo, hi) in list(zip(shape, ranges, strict=True))[0 if lengths else 2:]:
             if value < lo:
                 worst = max(worst, math.log(lo / value))
             elif value > hi:
@@ -762,7 +814,10 @@ class Curve:
         return worst
 
     def _prediction(self, tok_s, phi, seconds, shape, exact, ttft, tpot, e2e, concurrency) -> Prediction:
-        distance = self._distance_outside(shape)
+        # Beyond the measured lengths a curve fitted toward its physics prior continues as the physics does, and
+        # its covariance (the prior's uncertainty on k and r) widens the interval: only the load is extrapolated.
+        physics = self.prior is not None and self._distance_outside(shape) > self._distance_outside(shape, False)
+        distance = self._distance_outside(shape, lengths=self.prior is None)
         sd = min(self._relative_sd(phi, seconds) * (1.0 + EXTRAPOLATION_WIDENING * distance), MAX_RELATIVE_SD)
         extrapolated = distance > 1e-9
         note = self.note
@@ -770,8 +825,10 @@ class Curve:
             note = (note + "; " if note else "") + "latency predicted without latency measurements"
         if exact is None and self._host_bound_risk(concurrency):
             note = (note + "; " if note else "") + HOST_BOUND_NOTE.format(graphs=self.caps.cuda_graph_max_batch)
+        if physics:
+            note = (note + "; " if note else "") + PHYSICS_NOTE
         pred = Prediction(tok_s, tok_s * math.exp(-Z_90 * sd), tok_s * math.exp(Z_90 * sd), ttft, tpot, e2e,
-                          float(concurrency), extrapolated, self._label(extrapolated), note)
+                          float(concurrency), extrapolated, self._label(extrapolated, physics), note)
         return _replace_with_point(pred, exact, self.fit.sigma) if exact is not None else pred
 
     def _host_bound_risk(self, concurrency: float) -> bool:
@@ -781,12 +838,15 @@ class Curve:
         return (self.key.engine in HOST_BOUND_ENGINES and concurrency > self.caps.cuda_graph_max_batch
                 and (self.caps.expert_share > 0 or quantised))
 
-    def _label(self, extrapolated: bool) -> str:
+    def _label(self, extrapolated: bool, physics: bool = False) -> str:
         """A prediction's provenance: "transferred" for a transferred curve (planner.engine.transfer), else
-        "extrapolated" outside the covered range and "predicted" inside it."""
+        "extrapolated" outside the covered load, "physics" beyond the measured lengths (continued by the physics
+        prior) and "predicted" inside the range."""
         if self.source_provenance == "transferred":
             return "transferred"
-        return "extrapolated" if extrapolated else "predicted"
+        if extrapolated:
+            return "extrapolated"
+        return "physics" if physics else "predicted"
 
     def _exact(self, mode: str, input_len: float, output_len: float, load: float | None) -> pd.Series | None:
         pts = self.points
@@ -837,8 +897,9 @@ def group_key(row: pd.Series) -> GroupKey:
     return GroupKey.from_values(tuple(row[c] for c in PROFILE_GROUP))
 
 
-def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
-    """Fit one group; None when it has too few usable points (logged)."""
+def fit_group(key: GroupKey, group: pd.DataFrame, prior: PhysicsPrior | None = None) -> Curve | None:
+    """Fit one group (toward `prior` on its length terms, where given); None when it has too few usable points
+    (logged)."""
     group = group.reset_index(drop=True)
     caps = _caps_for(group, key)
     obs = observations(group, caps)
@@ -846,11 +907,11 @@ def fit_group(key: GroupKey, group: pd.DataFrame) -> Curve | None:
     if len(obs) < (7 if rich else 4):
         log.info("%s: %d usable observations, too few to fit; exact shapes only", key.label(), len(obs))
         return None
-    fit = _stored_fit(obs, _roofline_floors(key), rich, repeat_noise(group))
+    fit = _stored_fit(obs, _roofline_floors(key), rich, repeat_noise(group), prior)
     provenance = "measured" if (group["provenance"] == "measured").all() else "published"
     has_latency = any(o.kind != "throughput" for o in obs)
     note = "" if rich else "fitted to saturated throughputs only (t0 from the roofline, assumed 80% of datasheet bandwidth)"
-    return Curve(key, caps, fit, provenance, has_latency, _covered(group), group, note)
+    return Curve(key, caps, fit, provenance, has_latency, _covered(group), group, note, prior=prior)
 
 
 # Columns that make two profile rows the same measurement point (repeats); the arrival process by its CV.
@@ -894,12 +955,14 @@ def _covered(group: pd.DataFrame) -> Range:
                  (float(load.min()), float(load.max())))
 
 
-def fit_curves(profiles: pd.DataFrame) -> dict[GroupKey, Curve]:
-    """Fit every group in `profiles` (rows as returned by load_profiles)."""
+def fit_curves(profiles: pd.DataFrame, priors: Mapping[GroupKey, PhysicsPrior] | None = None
+               ) -> dict[GroupKey, Curve]:
+    """Fit every group in `profiles` (rows as returned by load_profiles), each toward its physics prior where
+    `priors` has one (planner.engine.physics_prior)."""
     curves = {}
     for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
         key = GroupKey.from_values(values)
-        curve = fit_group(key, group)
+        curve = fit_group(key, group, (priors or {}).get(key))
         if curve is not None:
             curves[key] = curve
     return curves
@@ -957,12 +1020,13 @@ def version_order(version: str) -> tuple:
         return (0, Version("0"))
 
 
-def leave_one_out(profiles: pd.DataFrame) -> pd.DataFrame:
-    """Per group: leave each throughput point out, refit, predict it; median and max % error."""
+def leave_one_out(profiles: pd.DataFrame, priors: Mapping[GroupKey, PhysicsPrior] | None = None) -> pd.DataFrame:
+    """Per group: leave each throughput point out, refit (toward its physics prior, where given), predict it;
+    median and max % error."""
     rows = []
     for values, group in profiles.groupby(list(PROFILE_GROUP), sort=True):
         key = GroupKey.from_values(values)
-        errors = _stored_loo_errors(key, group.reset_index(drop=True))
+        errors = _stored_loo_errors(key, group.reset_index(drop=True), (priors or {}).get(key))
         if errors is None:
             continue
         rows.append({"group": key.label(), "provenance": group["provenance"].iloc[0], "n_points": len(errors),
@@ -970,14 +1034,15 @@ def leave_one_out(profiles: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["group", "provenance", "n_points", "median_err_pct", "max_err_pct"])
 
 
-def _stored_loo_errors(key: GroupKey, group: pd.DataFrame) -> list[float] | None:
+def _stored_loo_errors(key: GroupKey, group: pd.DataFrame, prior: PhysicsPrior | None = None
+                       ) -> list[float] | None:
     """_loo_errors(), memoised on disk by the group's rows (planner.engine.fitcache): a plan reads its options'
     errors back instead of refitting each group once per point (and importing scipy)."""
-    content = f"{key!r}\n".encode() + group.drop(columns=["file"], errors="ignore").to_csv(index=False).encode()
-    return memo("loo-errors", content, lambda: _loo_errors(key, group))
+    content = f"{key!r}\n{prior!r}\n".encode() + group.drop(columns=["file"], errors="ignore").to_csv(index=False).encode()
+    return memo("loo-errors", content, lambda: _loo_errors(key, group, prior))
 
 
-def _loo_errors(key: GroupKey, group: pd.DataFrame) -> list[float] | None:
+def _loo_errors(key: GroupKey, group: pd.DataFrame, prior: PhysicsPrior | None = None) -> list[float] | None:
     caps = _caps_for(group, key)
     obs = observations(group, caps)
     rich = _is_rich(group, obs)
@@ -988,7 +1053,7 @@ def _loo_errors(key: GroupKey, group: pd.DataFrame) -> list[float] | None:
         test = [o for o in obs if o.row == held and o.kind == "throughput"]
         if len(train) < (7 if rich else 4):
             return None
-        fit = fit_observations(train, floor, full=rich)
+        fit = fit_observations(train, floor, full=rich, prior=prior)
         predicted = float(test[0].phi @ fit.theta)
         errors.append(abs(test[0].seconds / predicted - 1.0) * 100)  # throughput error, %
     return errors or None

@@ -32,9 +32,10 @@ import pandas as pd
 
 from fleetfacts.arrivals import arrival_times
 from fleetfacts.schema import PROFILE_GROUP
-from planner.engine.curves import Curve, GroupKey, fit_curves, fit_group, row_caps
+from planner.engine.curves import Curve, GroupKey, fit_group, row_caps
 from planner.engine.fitcache import memo
 from planner.engine.frontend import FrontEnd, StreamLoad, stream_load
+from planner.engine.physics_prior import fit_with_physics
 from planner.latency.door import pct_ms, pcts_ms
 from planner.latency.simulate import SimResult, simulate
 
@@ -232,13 +233,13 @@ def with_server_latency(curves: dict[GroupKey, Curve], profiles: pd.DataFrame) -
 
 def serving_curves(profiles: pd.DataFrame, models: Iterable[str] | None = None) -> dict[GroupKey, Curve]:
     """The fitted curves of `models` (None: every model) with their server models, each the same as
-    with_server_latency(fit_curves(profiles), profiles) gives it: the other models' groups are left alone,
+    with_server_latency(fit_with_physics(profiles), profiles) gives it: the other models' groups are left alone,
     except those with server rows (the front ends a group without its own borrows from)."""
     if models is None:
-        return with_server_latency(fit_curves(profiles), profiles)
+        return with_server_latency(fit_with_physics(profiles), profiles)
     wanted = set(models)
     needed = profiles[profiles["model"].isin(wanted).to_numpy() | _server_group_rows(profiles)]
-    curves = with_server_latency(fit_curves(needed), needed)
+    curves = with_server_latency(fit_with_physics(profiles, needed), needed)
     return {key: curve for key, curve in curves.items() if key.model in wanted}
 
 

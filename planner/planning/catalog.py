@@ -25,6 +25,7 @@ from fleetfacts.schema import (
 )
 from fleetfacts.specs import gpu_spec, model_facts
 from planner.engine.curves import Curve, GroupKey, leave_one_out, load_profiles
+from planner.engine.physics_prior import physics_priors
 from planner.engine.transfer import Transfer
 from planner.engine.transfer_check import TRANSFER_MODES, transfer_for, transferred_candidates
 from planner.latency import serving_curves
@@ -102,7 +103,7 @@ def group_loo_error(catalog: Catalog, key: GroupKey) -> float:
         profiles = catalog.profiles_df
         rows = profiles[np.logical_and.reduce([profiles[c].astype(str) == str(v) for c, v in _group_values(key)])] \
             if not profiles.empty else profiles
-        table = leave_one_out(rows) if not rows.empty else pd.DataFrame()
+        table = leave_one_out(rows, physics_priors(profiles)) if not rows.empty else pd.DataFrame()
         catalog.loo_error[name] = float(table["max_err_pct"].max()) / 100 if not table.empty else 0.0
     return catalog.loo_error[name]
 

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # Predictions are memoised per (curve, shape); this bounds the cache.
 PREDICTION_CACHE_SIZE = 1 << 17
 # Provenance labels from strongest to weakest; a sizing takes the weakest it used.
-PROVENANCE_ORDER = ("measured", "published", "predicted", "extrapolated", "transferred")
+PROVENANCE_ORDER = ("measured", "published", "predicted", "physics", "extrapolated", "transferred")
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def clear_cache() -> None:
 
 
 def weakest_provenance(labels: list[str]) -> str:
-    """The weakest of several provenance labels (transferred < extrapolated < predicted < published < measured)."""
+    """The weakest of several provenance labels (transferred < extrapolated < physics < predicted < published < measured)."""
     known = [label for label in labels if label in PROVENANCE_ORDER]
     return max(known, key=PROVENANCE_ORDER.index) if known else "predicted"
 

@@ -1,0 +1,124 @@
+"""Physics priors for the length terms of fitted curves: what each profile group's k (KV read per token of context)
+and r (prefill attention, per prompt token and token of prompt) should be before its own data speak.
+
+A curve fitted to prompts of at most 8k tokens cannot see attention, which is a few percent of a short prefill
+and two thirds of a 128k one: extrapolated, its fit's shape put a 124k prefill at a third of what it measures
+(profiles/measured/h100, docs/long-prompts.md).  The engine's calibration on every profile
+(planner.engine.transfer) writes r as attention FLOPs over the GPU's datasheet 16-bit peak and k as KV bytes per
+token over its memory bandwidth, each times an efficiency pooled over every group of the engine, long-prompt
+profiles included.  That value, with its relative uncertainty (the calibration's parameter covariance, at least
+its residual scale), is the prior `planner.engine.curves.fit_observations` fits the group toward.  A group
+measured at long lengths moves k and r as far as its data insist; a short one keeps the physics'.
+
+The priors are computed from the profiles alone and memoised on disk (planner.engine.fitcache) by their content:
+a warm start reads them back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from fleetfacts.schema import PROFILE_GROUP
+from planner.engine.curves import PARAM_NAMES, Curve, GroupKey, PhysicsPrior, fit_curves
+from planner.engine.fitcache import memo
+from planner.engine.transfer import Calibration, calibrate_engine, group_data
+from planner.engine.transfer_physics import Target, physics_matrix
+
+K, R = PARAM_NAMES.index("k"), PARAM_NAMES.index("r")
+
+
+def physics_priors(profiles: pd.DataFrame) -> dict[GroupKey, PhysicsPrior]:
+    """A prior for every group of `profiles` whose engine calibrates and whose GPU and model have facts."""
+    if profiles.empty:
+        return {}
+    content = profiles.drop(columns=["file"], errors="ignore").to_csv(index=False).encode()
+    stored = memo("physics-priors", content, lambda: _compute(profiles))
+    return {GroupKey(**entry["key"]): PhysicsPrior(**entry["prior"]) for entry in stored}
+
+
+def _compute(profiles: pd.DataFrame) -> list[dict]:
+    data = group_data(profiles)
+    out = []
+    for engine in sorted({d.key.engine for d in data}):
+        calibration = calibrate_engine(data, engine)
+        for d in data:
+            if d.key.engine == engine:
+                prior = prior_for(calibration, d.target)
+                if prior is not None:
+                    out.append({"key": {c: getattr(d.key, c) for c in PROFILE_GROUP},
+                                "prior": prior.__dict__})
+    return out
+
+
+def prior_for(calibration: Calibration, target: Target) -> PhysicsPrior | None:
+    """k and r of `target` under `calibration`, with their relative standard deviations (at least the
+    calibration's relative residual); None when the calibration leaves either at zero."""
+    factor = calibration.coef_for(target) / np.where(calibration.coef > 0, calibration.coef, 1.0)
+    p = physics_matrix(target) * factor
+    theta = p @ calibration.coef
+    cov = p @ calibration.cov @ p.T
+    if theta[K] <= 0 or theta[R] <= 0:
+        return None
+
+    def relative_sd(i: int) -> float:
+        return max(math.sqrt(max(float(cov[i, i]), 0.0)) / float(theta[i]), calibration.sigma)
+
+    return PhysicsPrior(float(theta[K]), relative_sd(K), float(theta[R]), relative_sd(R),
+                        f"{calibration.engine} calibration on {len(calibration.groups)} groups")
+
+
+def fit_with_physics(profiles: pd.DataFrame, fitted: pd.DataFrame | None = None) -> dict[GroupKey, Curve]:
+    """The curves of `fitted` (default: every group of `profiles`), each fitted toward the physics prior that a
+    calibration on all of `profiles` gives it: the one way the planner fits curves."""
+    return fit_curves(profiles if fitted is None else fitted, physics_priors(profiles))
+
+
+# Prompts longer than this are "long" for `validate --long`: the longest any profile measured before long-prompt
+# profiling (8k) with the 12k-16k rows kept in training, so the held-out rows test the continuation, not a fit.
+LONG_PROMPT_TOKENS = 16384
+
+
+def long_context_check(profiles: pd.DataFrame, threshold: int = LONG_PROMPT_TOKENS) -> pd.DataFrame:
+    """Hold out every offline row whose prompt is longer than `threshold`, from the fits and from the calibration
+    behind the priors alike; predict each held-out row with its group's curve.  One row per held-out point:
+    group, shape, measured and predicted output tok/s (and TTFT at batch 1), error %, whether the 90% interval
+    covers the measurement, and the prediction's provenance."""
+    held = profiles[(profiles["input_len"] > threshold) & (profiles["mode"] == "offline")
+                    & profiles["batch_size"].notna() & (profiles["output_tok_per_s"] > 0)]
+    curves = fit_with_physics(profiles.drop(held.index))
+    rows = []
+    for _, r in held.iterrows():
+        key = GroupKey.from_values(tuple(r[c] for c in PROFILE_GROUP))
+        curve = curves.get(key)
+        if curve is None:
+            continue
+        p = curve.predict_offline(float(r.input_len), float(r.output_len), int(r.batch_size))
+        one = int(r.batch_size) == 1 and pd.notna(r.get("ttft_mean_ms"))
+        rows.append({"group": key.label(), "input_len": int(r.input_len), "output_len": int(r.output_len),
+                     "batch_size": int(r.batch_size), "measured_tok_s": float(r.output_tok_per_s),
+                     "predicted_tok_s": p.output_tok_per_s,
+                     "err_pct": 100.0 * (p.output_tok_per_s / float(r.output_tok_per_s) - 1.0),
+                     "ttft_measured_ms": float(r.ttft_mean_ms) if one else math.nan,
+                     "ttft_predicted_ms": p.ttft_ms if one else math.nan,
+                     "ttft_err_pct": 100.0 * (p.ttft_ms / float(r.ttft_mean_ms) - 1.0) if one else math.nan,
+                     "covered": bool(p.low <= float(r.output_tok_per_s) <= p.high), "provenance": p.provenance})
+    return pd.DataFrame(rows, columns=["group", "input_len", "output_len", "batch_size", "measured_tok_s",
+                                       "predicted_tok_s", "err_pct", "ttft_measured_ms", "ttft_predicted_ms",
+                                       "ttft_err_pct", "covered", "provenance"])
+
+
+def long_context_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per group: held-out points, median and max |error| of throughput and of TTFT at batch 1, interval cover."""
+    rows = []
+    for group, same in table.groupby("group", sort=True):
+        ttft = same["ttft_err_pct"].abs().dropna()
+        rows.append({"group": group, "n": len(same), "median_err_pct": float(same["err_pct"].abs().median()),
+                     "max_err_pct": float(same["err_pct"].abs().max()),
+                     "ttft_median_err_pct": float(ttft.median()) if len(ttft) else math.nan,
+                     "ttft_max_err_pct": float(ttft.max()) if len(ttft) else math.nan,
+                     "covered_share": float(same["covered"].mean())})
+    return pd.DataFrame(rows, columns=["group", "n", "median_err_pct", "max_err_pct", "ttft_median_err_pct",
+                                       "ttft_max_err_pct", "covered_share"])
