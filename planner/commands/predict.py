@@ -289,6 +289,8 @@ def _prediction_record(curve, pred) -> dict[str, object]:
 
 def _print_prediction(r: dict) -> None:
     label = "EXTRAPOLATED (outside the measured range)" if r["extrapolated"] else r["provenance"]
+    if r["provenance"] == "physics":
+        label = "PHYSICS (longer than measured: attention and KV reads continued from the measured points)"
     if r["source_provenance"] == "transferred":
         label = "TRANSFERRED (no profile: from architecture, datasheet and calibration)" + (
             ", outside the calibrated shapes" if r["extrapolated"] else "")

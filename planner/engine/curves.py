@@ -611,7 +611,9 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
     result = lsq_linear(design / scale, rhs, bounds=(lower, np.inf), method="bvls")
     theta = fixed.copy()
     theta[mask] = result.x / scale
-    resid = design @ (result.x / scale) - rhs
+    # The residual scale is the observations' alone (the prior rows' deviation is not measurement noise); each
+    # prior row still counts as one more equation for the degrees of freedom.
+    resid = (design @ (result.x / scale) - rhs)[:len(obs)]
     dof = max(len(rhs) - int(mask.sum()), 1)
     sigma = max(noise, math.sqrt(float(resid @ resid) / dof))
     cov = np.zeros((N_PARAMS, N_PARAMS))
