@@ -14,7 +14,7 @@ import numpy as np
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import slug, terminal_safe
-from fleetfacts.specs import gpu_spec, load_model_config, model_facts, model_spec_from_config
+from fleetfacts.specs import context_window, gpu_spec, load_model_config, model_facts, model_spec_from_config
 from planner.commands.base import Command, num, register
 from planner.engine.curves import Curve, NoCurveError, find_curve, load_profiles
 from planner.engine.physics_prior import fit_with_physics
@@ -93,6 +93,8 @@ def _run_predict(args: argparse.Namespace) -> int:
         raise InputError("--log needs --request-rate (the rate the log is replayed at)")
     if not args.log and (args.input_len is None or args.output_len is None):
         raise InputError("--input-len and --output-len are required (or --log with --request-rate)")
+    if args.input_len is not None and args.output_len is not None:
+        _check_context(args.model, args.input_len + args.output_len)
     if args.request_rate is not None:
         return _run_predict_open_loop(args)
 
@@ -105,6 +107,14 @@ def _run_predict(args: argparse.Namespace) -> int:
     else:
         _print_prediction(record)
     return 0
+
+
+def _check_context(model: str, tokens: float) -> None:
+    """One line when prompt + output exceed the model's context window (max_position_embeddings)."""
+    known = context_window(model)
+    if known is not None and tokens > known[0]:
+        raise InputError(f"prompt + output ({tokens:,.0f} tokens) exceed {model}'s context window of {known[0]:,} "
+                         f"tokens (max_position_embeddings, {known[1]})")
 
 
 def _analytic_load(args: argparse.Namespace) -> AnalyticLoad:

@@ -326,3 +326,27 @@ def test_a_long_route_name_keeps_the_decision_columns_in_120_columns(files, tmp_
     assert row.startswith("customer-support-assistant-…") and len(row) <= 120
     assert "$" in row and row.split()[-1] in ("meas", "pub", "pred", "extrap")  # decisions on the name's line
     assert f"customer-support-assistant-… is route {long_name}" in " ".join(proc.stdout.split())  # whole, below
+
+
+def test_predict_refuses_a_request_longer_than_the_models_context(capsys):
+    proc = invoke(capsys, "predict", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len",
+                  200000, "--output-len", 64, "--batch-size", 1)
+    assert proc.returncode == 2
+    assert "exceed llama-3.1-8b's context window of 131,072 tokens" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_long_prompt_on_the_h200_is_continued_by_physics_like_the_h100_measures_it(capsys):
+    """The H200 8B bf16 profile stops at 8k prompts; a 120k prefill is compute-bound, so it must cost about what the
+    H100 (same tensor-core peak) measures at long prompts, not the short fit's extrapolation (3 s before)."""
+    times = {}
+    for gpu in ("h200", "h100"):
+        proc = invoke(capsys, "predict", "--gpu", gpu, "--engine", "vllm", "--model", "llama-3.1-8b", "--precision",
+                      "bf16", "--input-len", 120000, "--output-len", 64, "--batch-size", 1, "--json")
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads(proc.stdout)
+        times[gpu] = record["ttft_ms"]
+        assert record["low"] <= record["output_tok_per_s"] <= record["high"]
+        assert record["high"] / record["low"] < 2.0, record  # a range a team can buy on
+    assert json.loads(proc.stdout)["provenance"] in ("predicted", "measured")  # the H100 measured long prompts
+    assert abs(times["h200"] / times["h100"] - 1.0) < 0.15, times
