@@ -51,7 +51,7 @@ from planner.planning.sim_check import (
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import autoscaled
-from planner.sizing.options import OPTION_COLUMNS, Option, evaluate_option, option_label
+from planner.sizing.options import OPTION_COLUMNS, Option, evaluate_option, max_model_len, option_label
 from planner.sizing.plan_row import PlanRow, plan_frame, whole_log_columns
 from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
@@ -270,7 +270,7 @@ def _plan_row(route: Route, options: list[Option], catalog: Catalog, a: Assumpti
     row = _widened(PlanRow.recommending(best), _option_loo_error(catalog, route, best.name))
     row = dataclasses.replace(row, **_runner_up_columns(best, runner),
                               **plan_ranges(row, best.sizing.peak_utilisation, a),
-                              max_model_len=_max_model_len(route, log), profile=_profile_files(route, best.key, catalog))
+                              max_model_len=max_model_len(route, log), profile=_profile_files(route, best.key, catalog))
     held = (f"{len(held_back)} pre-release engine build(s) not considered ({', '.join(held_back)}; allow_prerelease)"
             if held_back else "")
     return dataclasses.replace(row, notes=join_notes(row.notes, held, runner_up_caveat(row)))
@@ -288,20 +288,6 @@ def runner_up_caveat(row: PlanRow) -> str:
         return ""
     return (f"runner-up {row.runner_up} is ${-savings:,.0f}/month cheaper but its latency is unverified (no "
             f"latency measurement behind it; allow_unverified_latency ranks it by cost)")
-
-
-# The context a deployment must hold is taken at this percentile of prompt and output lengths.
-CONTEXT_PERCENTILE = 99.0
-
-
-def _max_model_len(route: Route, log: LogRequests | None = None) -> int:
-    """The route's p99 prompt + p99 output tokens (the longest given quantile, never below the mean), or the
-    longest request of its log when that is longer: a server rejects every request past its context."""
-    quantiles = math.ceil(route.input.at_percentile(CONTEXT_PERCENTILE) + route.output.at_percentile(CONTEXT_PERCENTILE))
-    if log is None:
-        return quantiles
-    _, (inputs, outputs) = log
-    return max(quantiles, int(np.max(inputs + outputs)))
 
 
 def _profile_files(route: Route, key: GroupKey, catalog: Catalog) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from fleetfacts.schema import DEFAULT_CONFIG
 from fleetfacts.slo import SloCheck
 from fleetfacts.specs import context_window
@@ -235,6 +237,30 @@ def context_reason(route: Route) -> str:
             f"{route.model}'s context window of {window:,} tokens (max_position_embeddings, {source})")
 
 
+# The context a deployment must hold is taken at this percentile of prompt and output lengths.
+CONTEXT_PERCENTILE = 99.0
+
+
+def max_model_len(route: Route, log: sizing.LogRequests | None = None) -> int:
+    """The route's p99 prompt + p99 output tokens (the longest given quantile, never below the mean), or the
+    longest request of its log when that is longer: a server rejects every request past its context."""
+    quantiles = math.ceil(route.input.at_percentile(CONTEXT_PERCENTILE) + route.output.at_percentile(CONTEXT_PERCENTILE))
+    if log is None:
+        return quantiles
+    _, (inputs, outputs) = log
+    return max(quantiles, int(np.max(inputs + outputs)))
+
+
+def kv_reason(route: Route, curve: CurveLike, log: sizing.LogRequests | None = None) -> str:
+    """Why one replica cannot serve the route's longest request ('' when its KV cache holds it): vLLM refuses to
+    start when max_model_len exceeds the KV cache, and a request longer than the cache is never admitted."""
+    needed, held = max_model_len(route, log), int(curve.kv_cache_tokens)
+    if needed <= held:
+        return ""
+    return (f"the route's longest request ({needed:,} tokens: max_model_len) does not fit one replica's KV cache "
+            f"({held:,} tokens): a larger GPU, more TP or a smaller model")
+
+
 def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops_book: costs.OpsBook,
                     assumptions: Assumptions, log: sizing.LogRequests | None = None) -> Option:
     """Size `curve` for `route` (replaying its request `log` where given), price it, and say why it is
@@ -242,7 +268,7 @@ def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops
     key = curve.key
     price = price_book.find(key.gpu, assumptions.provider, assumptions.pricing_type)
     try:
-        too_long = context_reason(route)
+        too_long = context_reason(route) or kv_reason(route, curve, log)
         if too_long:
             raise NoCurveError(too_long)
         sized = sizing.size_route(curve, route, key.tp, assumptions.policy, log)

@@ -407,13 +407,17 @@ def _long_route(name: str, input_len: float) -> dict:
             "input_len_mean": input_len, "output_len_mean": 250.0, "ttft_slo_ms": 50000.0, "tpot_slo_ms": 200.0}
 
 
-def test_a_long_context_route_inside_the_window_gets_a_bounded_extrapolated_prediction():
-    from planner.engine.curves import MAX_INTERVAL_FACTOR
+def test_a_long_context_route_inside_the_window_is_planned_on_physics_not_extrapolation():
+    """64k prompts: the H100 curves are measured there, the H200 ones continue by their physics prior; either way
+    the plan is not an extrapolation of a short fit, and its throughput range is one a team can buy on."""
     plan = make_plan(pd.DataFrame([_long_route("long", 64000.0)]), bundled_catalog()).plan.iloc[0]
-    assert plan.status == "ok" and plan.provenance == "extrapolated"
+    assert plan.status == "ok"
     low, high = plan.replica_output_tok_per_s_low, plan.replica_output_tok_per_s_high
     assert 0 < low <= plan.replica_output_tok_per_s <= high
-    assert high / low <= MAX_INTERVAL_FACTOR**2 * (1 + 1e-9)
+    assert high / low < 2.0
+    # a 64k prefill alone takes seconds (H100 measured at batch 1: 3.3 s bf16, 2.8 s FP8); the short
+    # fits extrapolated put it near 1 s
+    assert plan.ttft_pred_ms > 2000.0, plan.ttft_pred_ms
 
 
 def test_a_route_beyond_the_models_context_window_is_infeasible_with_the_window_named():

@@ -153,3 +153,15 @@ def test_predictions_are_memoised_per_curve_and_shape():
     calls = len(curve.calls)
     size_online(curve, route(rate_rps=77.0), 1)
     assert len(curve.calls) == calls
+
+
+def test_a_request_longer_than_one_replicas_kv_cache_makes_the_option_infeasible_with_the_reason():
+    from dataclasses import replace
+
+    from planner.sizing.options import kv_reason, max_model_len
+    long = route(input_len=120_000.0, output_len=1_000.0)
+    assert max_model_len(long) == 121_000
+    assert kv_reason(long, CURVE) == ""  # 500k tokens hold it
+    small = replace(CURVE, kv_cache_tokens=100_000)
+    reason = kv_reason(long, small)
+    assert "121,000 tokens" in reason and "100,000 tokens" in reason and "KV cache" in reason
