@@ -22,7 +22,7 @@ import yaml
 
 from fleetfacts.schema import load_plan_rows, write_csv
 from planner.cli import main
-from planner.planning import deploy
+from planner.planning import deploy, fanout
 from planner.planning.route_table import MIN_RATE_RPS
 from planner.sizing.plan_row import plan_rows
 from tests.conftest import REPO, cli_fits_bundled_once
@@ -520,6 +520,22 @@ def test_sigkill_to_plan_ends_its_worker_processes(tmp_path):
 
 
 @LINUX_WORKERS
+def test_workers_end_with_their_parent_where_there_is_no_parent_death_signal():
+    """Off Linux (no prctl) a thread in each worker watches for its parent's death: the same outcome, within a
+    second or so."""
+    script = ("import time; from planner.planning import fanout; fanout._LIBC = None; "
+              "fanout.ProcessMap(2)(time.sleep, [60, 60])")
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(_children(parent.pid)) < 2:
+        assert parent.poll() is None and time.monotonic() < deadline, "no worker processes"
+        time.sleep(0.02)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    _assert_group_ends(parent.pid, within_s=fanout.PARENT_POLL_S + 4)
+
+
+@LINUX_WORKERS
 def test_a_second_ctrl_c_while_plan_stops_exits_at_once(tmp_path):
     """Issue 47: a second Ctrl-C while plan stops its workers ends it at once: no traceback, exit 130, no worker
     left (it printed a KeyboardInterrupt traceback and never exited)."""
@@ -531,7 +547,8 @@ def test_a_second_ctrl_c_while_plan_stops_exits_at_once(tmp_path):
     except ProcessLookupError:  # it had stopped already
         pass
     err = _ended(plan, 10)
-    assert plan.returncode == 130
+    # 130 from plan, or ended by the signal itself when it came as Python was exiting (a shell shows 130 for both)
+    assert plan.returncode in (130, -signal.SIGINT)
     lines = err.strip().splitlines()
     assert lines and all(line.startswith("interrupted: plan stopped") for line in lines), err
     _assert_group_ends(plan.pid)

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from fleetfacts import extras
+from fleetfacts.errors import InputError
 from planner.cli import main
 from planner.planning import fanout
 from planner.planning.fanout import ProcessMap, RayMap, chunk_size, route_map
@@ -167,3 +168,9 @@ def test_auto_and_local_ray_addresses_are_not_connected_to(monkeypatch):
     monkeypatch.setattr(extras.socket, "create_connection", lambda *a, **k: pytest.fail("connected"))
     extras.check_ray_address("auto")
     extras.check_ray_address("local")
+
+
+@pytest.mark.parametrize("address", ["ray://", ":6379", "head:port", "head:70000"])
+def test_a_ray_address_without_a_host_or_port_is_refused(address):
+    with pytest.raises(InputError, match="expected a cluster address"):
+        extras.check_ray_address(address)
