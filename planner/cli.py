@@ -4,7 +4,8 @@ Each subcommand is a small `Command` (its arguments and its run function)
 registered in COMMANDS, one module each in planner/commands/; adding one is a
 function pair and one `register(...)` line.  Run functions only arrange inputs,
 call planner functions and print.
-Expected errors (InputError, NoCurveError, ...) become `error: ...` and exit 2.
+Expected errors (InputError, NoCurveError, ...) become `error: ...` and exit 2; a Ctrl-C or a SIGTERM stops
+the command with one line, exit 130 or 143 (planner/stopping.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fleetfacts.errors import FleetplanError
 from fleetfacts.schema import terminal_safe
 from planner.commands import deploy, fleet, models, plan, predict, traffic, validate  # noqa: F401  (each registers its commands)
 from planner.commands.base import COMMANDS, Command, register  # noqa: F401  (the table, for others to extend)
+from planner.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stopped_by_signals
 
 # The fleet optimiser, the workbook and plan-diff writer, the process pool and the simulation check are imported
 # inside the commands that use them (plan, fleet, simulate): predict, the answer a user waits for most, does not
@@ -26,7 +28,6 @@ from planner.commands.base import COMMANDS, Command, register  # noqa: F401  (th
 LISTED = ("plan", "fleet", "predict", "validate", "models", "traffic", "simulate", "deploy")
 
 EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
@@ -49,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    with stopped_by_signals(args.command):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return COMMANDS[args.command].run(args)
     except _expected_errors() as err:
@@ -58,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{err.filename}: " if err.filename else ""
         print(f"error: {terminal_safe(where + (err.strerror or str(err)))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:  # Ctrl-C: outputs are written atomically, so nothing half-written is left
+    # Outputs are written atomically, so nothing half-written is left; worker processes were stopped on the way.
+    except KeyboardInterrupt:  # Ctrl-C
         print(f"interrupted: {args.command} stopped; no output was half-written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:  # SIGTERM: systemd's stop, a CI timeout
+        print(f"terminated: {args.command} stopped; no output was half-written", file=sys.stderr)
+        return EXIT_TERMINATED

@@ -5,11 +5,15 @@ this module builds one.  `route_map(workers, ray)` -> the builtin map (one core)
 (`--workers N`), or a Ray map (`--ray ADDRESS|auto|local`); `auto_map()` -> the CLI's default: a process per
 route up to the usable CPUs where forking is cheap and safe (Linux, a process without other threads, two routes
 or more), else this process.  Each returns results in input order, so the plan is the same whichever runs it.
-Ray is imported only when asked for.
+Ray is imported only when asked for, after its address answers (fleetfacts/extras.py check_ray_address).
+
+No worker outlives the run: the pool's workers are killed when the map stops for any reason (Ctrl-C, SIGTERM
+raised as planner.stopping.Terminated, a dead worker), and each worker ends when its parent dies, even by SIGKILL.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import multiprocessing
@@ -17,19 +21,28 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfacts.errors import InputError
-from fleetfacts.extras import import_ray
+from fleetfacts.errors import FleetplanError, InputError
+from fleetfacts.extras import check_ray_address, import_ray
 
 # Chunks per worker: enough to even out routes of very different simulation cost, few enough that the
 # per-chunk overhead (a task, a result transfer) stays small next to a route's simulation (~1-5 s).
 CHUNKS_PER_WORKER = 4
 LOCAL = "local"
+# Linux prctl(PR_SET_PDEATHSIG): a worker gets SIGKILL when its parent dies, even by SIGKILL (no cleanup runs then);
+# measure/engines/server.py does the same for an engine server.
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+# Elsewhere a thread in each worker looks for its parent this often: an orphan ends within a second.
+PARENT_POLL_S = 1.0
+WORKER_DIED = ("a worker process planning the routes died (killed, e.g. by the out-of-memory killer); nothing was "
+               "written: plan again, with fewer --workers for less memory, or --workers 1 to plan in this process")
 
 Fn = Callable[[Any], Any]
 MapFn = Callable[[Fn, Iterable[Any]], list[Any]]
@@ -70,12 +83,37 @@ def chunk_size(items: int, workers: int) -> int:
     return max(1, math.ceil(items / (workers * CHUNKS_PER_WORKER)))
 
 
+class WorkerDied(FleetplanError, RuntimeError):
+    """A worker process of `--workers N` died mid-run (the default pool plans in this process instead)."""
+
+
 def _install(fn: Fn) -> None:
     global _WORKER_FN
     _WORKER_FN = fn
     # Ctrl-C reaches the whole process group: the parent stops the pool and says so in one line; a worker would
     # print a KeyboardInterrupt traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked worker inherits the parent's SIGTERM handler (planner/stopping.py): the parent's kill must just end it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """End this worker when its parent process ends, however it ends: Linux's parent-death signal, else a thread
+    that polls os.getppid() (a process whose parent died is adopted by another)."""
+    parent = os.getppid()
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    else:
+        threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 @dataclass(frozen=True)
@@ -118,7 +156,9 @@ class ProcessMap:
         try:
             results = self._pooled(fn, items, multiprocessing.get_context("fork") if self.auto else None)
         except (OSError, BrokenProcessPool) as err:  # the pool's own failure (a route's error is a result)
-            if not self.auto:
+            if not self.auto:  # --workers N asked for processes: fail, in one line (no traceback for a dead worker)
+                if isinstance(err, BrokenProcessPool):
+                    raise WorkerDied(WORKER_DIED) from None
                 raise
             log.warning("planning the routes in this process: the worker processes failed (%s)", err)
             return [fn(item) for item in items]
@@ -129,9 +169,17 @@ class ProcessMap:
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_install, initargs=(fn,)) as pool:
             try:
                 return list(pool.map(_call, items, chunksize=chunk_size(len(items), workers)))
-            except KeyboardInterrupt:  # the routes not started are dropped; those running finish, then all stop
-                pool.shutdown(wait=False, cancel_futures=True)
+            except BaseException:  # Ctrl-C, SIGTERM, a dead worker: the run is over, no worker goes on
+                _kill_workers(pool)
                 raise
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's workers, then wait for its thread: a worker holds nothing to save (the plan is written only
+    once every route is planned), and letting it finish its route would delay the stop by seconds."""
+    for process in list((pool._processes or {}).values()):  # noqa: SLF001 - public (kill_workers) from 3.14 only
+        process.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _apply_chunk(fn: Fn, chunk: list[Any]) -> list[Any]:
@@ -142,6 +190,7 @@ class RayMap:
     """map as Ray tasks over chunks; the function (with the catalog) goes into the object store once."""
 
     def __init__(self, address: str):
+        check_ray_address(address)
         self.address = address
         self.ray = import_ray()
 

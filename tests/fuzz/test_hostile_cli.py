@@ -22,7 +22,7 @@ import yaml
 
 from fleetfacts.schema import load_plan_rows, write_csv
 from planner.cli import main
-from planner.planning import deploy
+from planner.planning import deploy, fanout
 from planner.planning.route_table import MIN_RATE_RPS
 from planner.sizing.plan_row import plan_rows
 from tests.conftest import REPO, cli_fits_bundled_once
@@ -423,25 +423,39 @@ def test_ctrl_c_during_plan_is_one_line_and_keeps_the_old_plan(synthetic, tmp_pa
 
 def _children(pid: int) -> list[int]:
     """Processes whose parent is `pid` (Linux's /proc)."""
-    out = []
+    return [p for p, (parent, _group, _state) in _processes().items() if parent == pid]
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """Every process's parent, process group and state (Linux's /proc/<pid>/stat)."""
+    out = {}
     for entry in os.listdir("/proc"):
         try:
-            stat = Path("/proc", entry, "stat").read_text()
-        except (OSError, ValueError):
+            fields = Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError, IndexError):
             continue
-        if entry.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(entry))
+        if entry.isdigit():
+            out[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
     return out
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="plan's default worker processes are Linux's")
-def test_ctrl_c_while_routes_plan_in_worker_processes_is_one_line(tmp_path):
-    """A terminal's Ctrl-C reaches the whole process group, the workers planning the routes included: one line,
-    exit 130, no plan written, and no worker's traceback."""
-    out = tmp_path / "plan.csv"
-    # A worker per route: the batch route's is done in a moment and waits for work when the Ctrl-C comes.
+def _running_in_group(pgid: int) -> list[int]:
+    """Processes of group `pgid` still running (a zombie has ended; only its exit status is left)."""
+    return [p for p, (_parent, group, state) in _processes().items() if group == pgid and state not in "ZX"]
+
+
+def _assert_group_ends(pgid: int, within_s: float = 5.0) -> None:
+    deadline = time.monotonic() + within_s
+    while survivors := _running_in_group(pgid):
+        assert time.monotonic() < deadline, f"still running {within_s:g} s after plan ended: {survivors}"
+        time.sleep(0.05)
+
+
+def _plan_in_workers(out: Path, workers: int = 4) -> subprocess.Popen:
+    """`plan` on the example's routes in worker processes, in its own process group (as a shell starts a job),
+    returned once its workers are planning routes."""
     plan = subprocess.Popen([sys.executable, "-m", "planner", "plan", "--routes", str(REPO / "examples" / "routes.csv"),
-                             "--out", str(out), "--workers", "4"], cwd=REPO, stdout=subprocess.DEVNULL,
+                             "--out", str(out), "--workers", str(workers)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 180
     while not _children(plan.pid):
@@ -449,11 +463,110 @@ def test_ctrl_c_while_routes_plan_in_worker_processes_is_one_line(tmp_path):
         assert time.monotonic() < deadline, "no worker process in 180 s"
         time.sleep(0.02)
     time.sleep(0.5)  # the workers are planning routes now (each takes a second or more)
+    return plan
+
+
+def _ended(plan: subprocess.Popen, within_s: float) -> str:
+    """plan's stderr once it has ended; fails (and kills its group) if it runs past `within_s`."""
+    try:
+        return plan.communicate(timeout=within_s)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(plan.pid, signal.SIGKILL)
+        plan.communicate()
+        pytest.fail(f"plan still running {within_s:g} s after the signal")
+
+
+LINUX_WORKERS = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc; plan's worker processes are forked")
+
+
+@LINUX_WORKERS
+def test_ctrl_c_while_routes_plan_in_worker_processes_is_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, the workers planning the routes included: one line,
+    exit 130, no plan written, and no worker's traceback."""
+    out = tmp_path / "plan.csv"
+    # A worker per route: the batch route's is done in a moment and waits for work when the Ctrl-C comes.
+    plan = _plan_in_workers(out)
     os.killpg(plan.pid, signal.SIGINT)
-    err = plan.communicate(timeout=180)[1]
+    err = _ended(plan, 180)
     assert plan.returncode == 130
     assert err.strip().splitlines() == ["interrupted: plan stopped; no output was half-written"]
     assert not out.exists()
+    _assert_group_ends(plan.pid)
+
+
+@LINUX_WORKERS
+def test_sigterm_to_plan_stops_its_worker_processes(tmp_path):
+    """Issue 47: systemd's stop or a CI timeout sends SIGTERM to plan itself (not its group): plan stops its workers,
+    says so in one line and exits 143 (128 + SIGTERM); no worker outlives it (they held ~200 MB and the caller's
+    pipe for a minute)."""
+    out = tmp_path / "plan.csv"
+    plan = _plan_in_workers(out, workers=2)
+    os.kill(plan.pid, signal.SIGTERM)
+    err = _ended(plan, 10)
+    assert plan.returncode == 143
+    assert err.strip().splitlines() == ["terminated: plan stopped; no output was half-written"]
+    assert not out.exists()
+    _assert_group_ends(plan.pid)
+
+
+@LINUX_WORKERS
+def test_sigkill_to_plan_ends_its_worker_processes(tmp_path):
+    """No cleanup runs in plan on SIGKILL (the out-of-memory killer, a hard CI timeout): the workers end anyway,
+    on their own, when their parent dies."""
+    plan = _plan_in_workers(tmp_path / "plan.csv", workers=2)
+    os.kill(plan.pid, signal.SIGKILL)
+    _ended(plan, 10)
+    _assert_group_ends(plan.pid)
+
+
+@LINUX_WORKERS
+def test_workers_end_with_their_parent_where_there_is_no_parent_death_signal():
+    """Off Linux (no prctl) a thread in each worker watches for its parent's death: the same outcome, within a
+    second or so."""
+    script = ("import time; from planner.planning import fanout; fanout._LIBC = None; "
+              "fanout.ProcessMap(2)(time.sleep, [60, 60])")
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(_children(parent.pid)) < 2:
+        assert parent.poll() is None and time.monotonic() < deadline, "no worker processes"
+        time.sleep(0.02)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    _assert_group_ends(parent.pid, within_s=fanout.PARENT_POLL_S + 4)
+
+
+@LINUX_WORKERS
+def test_a_second_ctrl_c_while_plan_stops_exits_at_once(tmp_path):
+    """Issue 47: a second Ctrl-C while plan stops its workers ends it at once: no traceback, exit 130, no worker
+    left (it printed a KeyboardInterrupt traceback and never exited)."""
+    plan = _plan_in_workers(tmp_path / "plan.csv", workers=2)
+    os.killpg(plan.pid, signal.SIGINT)
+    time.sleep(0.1)
+    try:
+        os.killpg(plan.pid, signal.SIGINT)
+    except ProcessLookupError:  # it had stopped already
+        pass
+    err = _ended(plan, 10)
+    # 130 from plan, or ended by the signal itself when it came as Python was exiting (a shell shows 130 for both)
+    assert plan.returncode in (130, -signal.SIGINT)
+    lines = err.strip().splitlines()
+    assert lines and all(line.startswith("interrupted: plan stopped") for line in lines), err
+    _assert_group_ends(plan.pid)
+
+
+@LINUX_WORKERS
+def test_a_killed_worker_under_workers_n_is_one_line(tmp_path):
+    """Issue 47: `--workers N` asked for worker processes, so a worker's death fails the run (the default pool plans
+    here instead: tests/planner/test_fanout.py): one line naming what happened, exit 2, no traceback."""
+    out = tmp_path / "plan.csv"
+    plan = _plan_in_workers(out, workers=2)
+    os.kill(_children(plan.pid)[0], signal.SIGKILL)  # as the out-of-memory killer does
+    err = _ended(plan, 120)
+    assert plan.returncode == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: a worker process planning the routes died") and "--workers 1" in line, line
+    assert not out.exists()
+    _assert_group_ends(plan.pid)
 
 
 # ------------------------------------------------------------------ 9. --strict stops at an unreadable JSON line

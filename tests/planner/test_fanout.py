@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from fleetfacts import extras
+from fleetfacts.errors import InputError
 from planner.cli import main
 from planner.planning import fanout
 from planner.planning.fanout import ProcessMap, RayMap, chunk_size, route_map
 from planner.planning.plan import make_plan
 from planner.planning.route_table import load_routes
-from tests.conftest import bundled_catalog
+from tests.conftest import REPO, bundled_catalog
 
 ROUTES = Path(__file__).resolve().parents[2] / "examples" / "routes.csv"
 # Two online routes and the batch one: each has its simulation check (the part worth spreading out).
@@ -120,3 +126,51 @@ def test_a_routes_own_error_in_a_worker_is_raised_as_it_is_not_taken_for_a_pool_
         with caplog.at_level("WARNING"), pytest.raises(PermissionError, match="route 0: its log cannot be read"):
             map_fn(_unreadable, range(3))
     assert "worker processes failed" not in caplog.text
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_ray_address_nobody_answers_is_one_line_in_bounded_time(tmp_path):
+    """Issue 47: `plan --ray <unreachable>` hung past 60 s in Ray's connect; now a one-line error, exit 2, in
+    seconds, whether or not Ray is installed (the address is checked first)."""
+    address = f"127.0.0.1:{_free_port()}"  # a port nobody listens on
+    started = time.monotonic()
+    plan = subprocess.run([sys.executable, "-m", "planner", "plan", "--routes", str(ROUTES), "--out",
+                           str(tmp_path / "p.csv"), "--ray", address], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert time.monotonic() - started < 30
+    (line,) = plan.stderr.strip().splitlines()
+    assert plan.returncode == 2 and line.startswith(f"error: --ray {address}: no Ray cluster answers"), line
+    assert not (tmp_path / "p.csv").exists()
+
+
+@pytest.mark.parametrize("address, host_port", [
+    ("192.0.2.1:6379", "192.0.2.1:6379"),       # TEST-NET-1 (RFC 5737): never routed, a connect waits or fails
+    ("ray://192.0.2.1:10001", "192.0.2.1:10001"),
+    ("192.0.2.1", "192.0.2.1:6379"),             # Ray's default GCS port
+    ("ray://192.0.2.1", "192.0.2.1:10001"),      # Ray Client's default port
+    ("[::1]:1", "[::1]:1"),
+])
+def test_the_ray_connect_is_bounded(monkeypatch, address, host_port):
+    monkeypatch.setattr(extras, "RAY_CONNECT_TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    with pytest.raises(extras.RayUnreachable, match=rf"--ray {re.escape(address)}: no Ray cluster answers at "
+                       rf"{re.escape(host_port)} within 0.5 s"):
+        extras.check_ray_address(address)
+    assert time.monotonic() - started < 5
+
+
+def test_auto_and_local_ray_addresses_are_not_connected_to(monkeypatch):
+    monkeypatch.setattr(extras.socket, "create_connection", lambda *a, **k: pytest.fail("connected"))
+    extras.check_ray_address("auto")
+    extras.check_ray_address("local")
+
+
+@pytest.mark.parametrize("address", ["ray://", ":6379", "head:port", "head:70000"])
+def test_a_ray_address_without_a_host_or_port_is_refused(address):
+    with pytest.raises(InputError, match="expected a cluster address"):
+        extras.check_ray_address(address)
