@@ -10,9 +10,11 @@ index: pip fetches setuptools for pyproject.toml's [build-system], as `pip insta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -98,7 +100,8 @@ def app_serves(fleetplan: Path, cwd: Path, env: dict[str, str]) -> bool:
                 time.sleep(0.5)
         return False
     finally:
-        os.killpg(proc.pid, 15)
+        with contextlib.suppress(ProcessLookupError):  # the Streamlit server it started is in its process group
+            os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
 
 
