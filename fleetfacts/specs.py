@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from fleetfacts.bundle import PROFILES_DIR
 from fleetfacts.errors import InputError
 from fleetfacts.schema import read_csv_text, row_lines, slug
 
@@ -37,7 +38,7 @@ GPU_SPECS_CSV = DATA_DIR / "gpu_specs.csv"
 # Bundled Hugging Face config.json files, one folder per model slug (fleetfacts/models/README.md: sources).
 BUNDLED_CONFIGS_DIR = Path(__file__).resolve().parent / "models"
 # Config-only model folders (config.json, no weights) that the profiles were measured with.
-MODELS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "models"
+MODELS_DIR = PROFILES_DIR / "models"
 
 # Bytes per stored value for each precision slug (quantisation scales are a
 # fraction of a percent of the weights and are ignored).

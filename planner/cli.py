@@ -14,9 +14,10 @@ import argparse
 import logging
 import sys
 
+from fleetfacts.bundle import version
 from fleetfacts.errors import FleetplanError
 from fleetfacts.schema import terminal_safe
-from planner.commands import deploy, fleet, models, plan, predict, traffic, validate  # noqa: F401  (each registers its commands)
+from planner.commands import deploy, example, fleet, models, plan, predict, traffic, validate  # noqa: F401  (each registers its commands)
 from planner.commands.base import COMMANDS, Command, register  # noqa: F401  (the table, for others to extend)
 from planner.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stopped_by_signals
 
@@ -25,7 +26,7 @@ from planner.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stop
 # load them (issue 23).
 
 # The order `python -m planner -h` lists the subcommands in (others registered later come after).
-LISTED = ("plan", "fleet", "predict", "validate", "models", "traffic", "simulate", "deploy")
+LISTED = ("plan", "fleet", "predict", "validate", "models", "traffic", "simulate", "deploy", "example")
 
 EXIT_USER_ERROR = 2
 
@@ -35,9 +36,10 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return (FleetplanError, FileNotFoundError, IsADirectoryError)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m planner", description=__doc__.splitlines()[0])
+def build_parser(prog: str = "python -m planner") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0].removeprefix("`python -m planner`: "))
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
+    parser.add_argument("--version", action="version", version=f"fleetplan {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in sorted(COMMANDS, key=lambda n: LISTED.index(n) if n in LISTED else len(LISTED)):
         command = COMMANDS[name]
@@ -45,9 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m planner") -> int:
     """Parse, run the subcommand; expected errors print `error: ...` and return 2."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     with stopped_by_signals(args.command):

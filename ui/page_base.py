@@ -10,13 +10,13 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from fleetfacts.bundle import EXAMPLES_DIR
 from fleetfacts.errors import InputError
 from fleetfacts.schema import DEFAULT_CONFIG
 from planner.engine.curves import GroupKey
@@ -29,7 +29,7 @@ from planner.sizing.assumptions import Assumptions
 from ui import charts, scenario, tables
 
 log = logging.getLogger("fleetplan.app")
-EXAMPLE_ROUTES = Path(__file__).resolve().parents[1] / "examples" / "routes.csv"
+EXAMPLE_ROUTES = EXAMPLES_DIR / "routes.csv"
 ASSUMED = Assumptions()
 CHEAPEST = ""  # provider choice meaning "the cheapest provider listed for each GPU"
 # Routes editor: the columns a capacity review changes; the rest behind "all columns".

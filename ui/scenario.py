@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# The bundled examples: the only folder whose request logs a routes table in the app may name (relative to it).
+from fleetfacts.bundle import EXAMPLES_DIR
 from fleetfacts.errors import InputError
 from fleetfacts.schema import (
     ENGINE_OPS,
@@ -78,8 +80,6 @@ FACTOR_RANGE = (0.01, 100.0)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 # Request logs are longer than tables; beyond this the CLI is the better tool.
 MAX_LOG_BYTES = 200 * 1024 * 1024
-# The bundled examples: the only folder whose request logs a routes table in the app may name (relative to it).
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
 @dataclass(frozen=True)

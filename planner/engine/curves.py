@@ -51,6 +51,7 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from fleetfacts.arrivals import arrival_cv
+from fleetfacts.bundle import PROFILES_DIR
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.roofline import kv_cache_tokens, replica_memory_bytes, weights_read_s
 from fleetfacts.schema import DEFAULT_CONFIG, PROFILE, PROFILE_GROUP, load_tables
@@ -68,7 +69,7 @@ from planner.engine.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
-BUNDLED_PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
+BUNDLED_PROFILES_DIR = PROFILES_DIR  # profiles/ of the checkout, or of the installed package (fleetfacts.bundle)
 PARAM_NAMES = ("t0", "a", "k", "q", "r", "h", "g", "m")
 N_PARAMS = len(PARAM_NAMES)
 

@@ -28,7 +28,9 @@ import pandas as pd
 
 CACHE_DIR_ENV = "FLEETPLAN_CACHE_DIR"
 NO_CACHE_ENV = "FLEETPLAN_NO_CACHE"
-ROOT = Path(__file__).resolve().parents[2]  # the repository root (this is planner/engine/fitcache.py)
+# The folder holding the packages (this is planner/engine/fitcache.py): the checkout, or site-packages when installed;
+# the wheel carries the same sources and fact files, so an installed copy's code version is the checkout's.
+ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("planner", "fleetfacts")
 # Facts the fits read besides the profiles (GPU datasheets, model configs, vLLM's tuned MoE kernels): part of the
 # version too, so an edited gpu_specs.csv or config.json never reads an entry keyed by the profile rows alone.

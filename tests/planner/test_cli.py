@@ -5,6 +5,7 @@ as `python -m planner` does, with the same exit code and output and without an i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -350,3 +351,22 @@ def test_a_long_prompt_on_the_h200_is_continued_by_physics_like_the_h100_measure
         assert record["high"] / record["low"] < 2.0, record  # a range a team can buy on
     assert json.loads(proc.stdout)["provenance"] in ("predicted", "measured")  # the H100 measured long prompts
     assert abs(times["h200"] / times["h100"] - 1.0) < 0.15, times
+
+
+def test_version_is_pyproject_s(capsys):
+    """`--version` prints the version pyproject.toml declares (the one place it is written)."""
+    declared = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    proc = invoke(capsys, "--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"fleetplan {declared.group(1)}"
+
+
+def test_example_copies_the_routes_and_the_logs_they_name_and_refuses_to_overwrite_them(capsys, tmp_path):
+    proc = invoke(capsys, "example", "--out", tmp_path / "x")
+    assert proc.returncode == 0, proc.stderr
+    routes = pd.read_csv(tmp_path / "x" / "routes.csv")
+    assert routes.equals(pd.read_csv(REPO / "examples" / "routes.csv"))
+    logs = routes["log"].dropna()
+    assert len(logs) and all((tmp_path / "x" / log).is_file() for log in logs)
+    again = invoke(capsys, "example", "--out", tmp_path / "x")
+    assert again.returncode == 2 and "refusing to replace" in again.stderr
+    assert "already holds" in again.stderr and not again.stdout
