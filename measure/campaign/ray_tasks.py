@@ -20,7 +20,7 @@ from typing import Any
 
 import fleetfacts
 import measure
-from fleetfacts.extras import import_ray
+from fleetfacts.extras import check_ray_address, import_ray
 from measure.campaign.plan import JobPayload
 from measure.campaign.worker import NODE, Event, EventSink, run_job
 from measure.envinfo import gpu_info
@@ -33,7 +33,9 @@ LOCAL = "local"
 
 
 def ray_executor(address: str):
-    """An executor for measure.campaign.driver: connects to (or, for `local`, starts) Ray; MissingExtra without Ray."""
+    """An executor for measure.campaign.driver: connects to (or, for `local`, starts) Ray; MissingExtra without Ray,
+    RayUnreachable (one line, in seconds) when nothing answers at the address."""
+    check_ray_address(address)
     ray = import_ray()
 
     def execute(payloads: list[JobPayload], sinks: dict[int, EventSink]) -> None:

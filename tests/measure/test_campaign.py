@@ -187,3 +187,22 @@ def test_sink_writes_each_point_once_and_the_node_environment(tmp_path):
     sink.handle(Event(DONE, {"stopped_for_time": True, "remaining": 1}))
     saved = json.loads((tmp_path / "s.json").read_text())["jobs"][0]
     assert saved["state"] == "incomplete" and saved["error"] == "budget reached with 1 point(s) left"
+
+
+def test_a_ray_address_nobody_answers_is_one_line_in_seconds(tmp_path):
+    """`measure campaign --ray` checks the address before Ray is imported or asked to connect (ray.init retried an
+    unreachable one past a minute): one line naming it, exit 2, no job started."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.measure.campaign_helpers import write_campaign
+    path = write_campaign(tmp_path, "http://127.0.0.1:9", [{"gpu": "h100", "shapes": "fast.csv"}])
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "measure", "campaign", str(path), "--ray", "127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "no Ray cluster answers at 127.0.0.1:9" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "profiles").exists() or not any((tmp_path / "profiles").rglob("profile.csv"))
