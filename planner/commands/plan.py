@@ -13,7 +13,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from fleetfacts.schema import atomic_write_bytes, terminal_safe, write_csv
+from fleetfacts.schema import atomic_write_all, csv_bytes, terminal_safe
 from planner.commands.base import (
     Command,
     assumption_arguments,
@@ -28,7 +28,7 @@ from planner.commands.base import (
 from planner.engine.curves import engine_label
 from planner.planning.catalog import load_inputs
 from planner.planning.plan import make_plan, plan_coverage, runner_up_caveat
-from planner.planning.plan_files import assumptions_path, read_plan, write_plan
+from planner.planning.plan_files import assumptions_path, plan_file_bytes, read_plan
 from planner.planning.route_table import load_routes
 from planner.sizing.plan_row import PlanRow, plan_rows
 
@@ -68,7 +68,7 @@ def _diff_path(out: str) -> Path:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from planner.planning.exports import baseline_diff, format_diff, minutes_frame, workbook_bytes
+    from planner.planning.exports import baseline_diff, format_diff
     from planner.planning.fanout import auto_map, route_map
 
     inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
@@ -82,24 +82,31 @@ def _run_plan(args: argparse.Namespace) -> int:
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer, models=routes["model"])
     result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate,
                        **({"map_routes": mapper} if mapper else {}))
-    side = write_plan(result, args.out)
-    if args.options_out:
-        write_csv(result.options, args.options_out)
-    if args.minutes_out:
-        write_csv(minutes_frame(result), args.minutes_out)
     diff = None if baseline is None else baseline_diff(result.rows, baseline)
-    if diff is not None:
-        write_csv(diff, _diff_path(args.out))
-    if args.xlsx:
-        atomic_write_bytes(args.xlsx, workbook_bytes(result, diff))
+    files = _output_files(args, result, diff)
+    atomic_write_all(files)  # every output to a temp file first, then all renamed: all replaced, or none
     print_plan(result)
     if diff is not None:
         print_lines([f"compared with {args.baseline}:", *(format_diff(diff) or ["no route changed"])])
-    written = [args.out, str(side), *(p for p in (args.options_out, args.minutes_out, args.xlsx) if p)]
-    if diff is not None:
-        written.append(str(_diff_path(args.out)))
+    written = [str(path) for path, _ in (files[1], files[0], *files[2:])]  # the plan CSV first, then its assumptions
     print(f"plan written to {', '.join(written)}")
     return 0
+
+
+def _output_files(args: argparse.Namespace, result, diff) -> list[tuple[Path, bytes]]:
+    """Every output of this run as (path, bytes): the plan's assumptions and CSV first, then the ones asked for."""
+    from planner.planning.exports import minutes_frame, workbook_bytes
+
+    files = plan_file_bytes(result, args.out)
+    if args.options_out:
+        files.append((Path(args.options_out), csv_bytes(result.options)))
+    if args.minutes_out:
+        files.append((Path(args.minutes_out), csv_bytes(minutes_frame(result))))
+    if diff is not None:
+        files.append((_diff_path(args.out), csv_bytes(diff)))
+    if args.xlsx:
+        files.append((Path(args.xlsx), workbook_bytes(result, diff)))
+    return files
 
 
 def _money(value: float) -> str:
