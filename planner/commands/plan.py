@@ -13,6 +13,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from fleetfacts.errors import InputError
 from fleetfacts.schema import atomic_write_all, csv_bytes, terminal_safe
 from planner.commands.base import (
     Command,
@@ -44,7 +45,8 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
     p.add_argument("--minutes-out", metavar="CSV", help="also write each online route's SLO windows minute by "
                    "minute (arrivals, TTFT and TPOT at the SLO percentile, breach) for the recommended fleet and "
-                   "fewer replicas down to the whole-log count (at most 8 fleet sizes on a big fleet)")
+                   "fewer replicas down to the whole-log count (at most 8 fleet sizes on a big fleet); not with "
+                   "--no-simulate, which skips the simulation they come from")
     p.add_argument("--xlsx", metavar="FILE.xlsx", help="also write a workbook: plan, totals per route and fleet, "
                    "assumptions, sources (and the baseline difference with --baseline)")
     p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "
@@ -73,6 +75,9 @@ def _run_plan(args: argparse.Namespace) -> int:
 
     inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
               "--assumptions-from": args.assumptions_from}
+    if args.no_simulate and args.minutes_out:
+        raise InputError(f"--minutes-out {args.minutes_out}: needs the simulation check, which --no-simulate skips "
+                         "(its SLO windows come from the simulated fleets); drop one of the two")
     refuse_overwriting_inputs(_plan_outputs(args), inputs)
     assumptions = assumptions_from_args(args)
     # A bad flag or missing Ray fails before the curves are fitted.
