@@ -429,7 +429,8 @@ def test_a_secondary_output_failing_mid_write_replaces_no_output(synthetic, tmp_
     before = {p: p.read_bytes() for p in tmp_path.iterdir()}
     _fail_fsync(monkeypatch, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), 3)  # assumptions, plan, then this one
     capsys.readouterr()
-    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
+    simulate = [] if flag == "--minutes-out" else ["--no-simulate"]  # the minutes come from the simulation
+    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), *simulate,
                  flag, str(tmp_path / name), *_data(synthetic)]) == 2
     err = _one_line_error(capsys)
     assert str(tmp_path / name) in err and "No space left on device" in err and ".tmp" not in err
@@ -441,7 +442,8 @@ def test_a_secondary_output_in_an_unwritable_folder_fails_before_the_work(synthe
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     before = {p: p.read_bytes() for p in tmp_path.iterdir()}
     capsys.readouterr()
-    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
+    simulate = [] if flag == "--minutes-out" else ["--no-simulate"]
+    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), *simulate,
                  flag, "/proc/out.csv", *_data(synthetic)]) == 2
     err = _one_line_error(capsys)
     assert f"{flag} /proc/out.csv: cannot write" in err
