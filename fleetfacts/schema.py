@@ -668,31 +668,74 @@ def write_table(frame: pd.DataFrame, path: str | Path, schema: Schema, comments:
 def write_csv(frame: pd.DataFrame, path: str | Path, comments: Sequence[str] = ()) -> None:
     """Write any frame as a formula-safe CSV of one line per row (`csv_cell`), atomically (a temp file in the
     same folder, renamed)."""
+    atomic_write_bytes(path, csv_bytes(frame, comments))
+
+
+def csv_bytes(frame: pd.DataFrame, comments: Sequence[str] = ()) -> bytes:
+    """The bytes write_csv writes: optional '# ' comment lines, then the frame, formula-safe (`csv_cell`)."""
     safe = frame.map(csv_cell)
     text = "".join(f"# {line}\n" for line in comments) + safe.to_csv(index=False, lineterminator="\n")
-    atomic_write_bytes(path, text.encode("utf-8"))
+    return text.encode("utf-8")
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` via a temp file in the same folder and os.replace: a kill or a full disk
-    leaves the old file (or none), never a partial one.  Raises InputError when the folder is missing."""
-    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)  # write through a link
-    if path.is_dir():
+    leaves the old file (or none), never a partial one.  Raises InputError naming `path` when it cannot be
+    written (its folder missing or unwritable, the disk full)."""
+    atomic_write_all([(path, data)])
+
+
+def atomic_write_all(files: Sequence[tuple[str | Path, bytes]]) -> None:
+    """Write several files that belong together: every one to a temp file beside its target first, then all
+    renamed (in the order given).  A file that cannot be written (a missing or unwritable folder, /proc, a full
+    disk) raises InputError naming its path as given, and no target is replaced; temp files are removed."""
+    staged: list[tuple[Path, str]] = []
+    try:
+        for path, data in files:
+            staged.append(_write_temp(path, data))
+        for index, (target, temp) in enumerate(staged):
+            _replace(target, temp, [str(t) for t, _ in staged[:index]])
+    finally:
+        for _, temp in staged:
+            Path(temp).unlink(missing_ok=True)
+
+
+def _write_temp(path: str | Path, data: bytes) -> tuple[Path, str]:
+    """(target, temp file holding `data` beside it, with the target's mode or the umask's); InputError naming
+    `path` when the temp file cannot be made or written."""
+    target = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)  # write through a link
+    if target.is_dir():
         raise InputError(f"{path}: is a directory, expected a file name to write")
-    if not path.parent.exists():
-        raise InputError(f"{path}: folder {path.parent} does not exist")
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if not target.parent.exists():
+        raise InputError(f"{path}: folder {target.parent} does not exist")
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask()
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write a file in {target.parent} ({err.strerror}); no output was "
+                         "replaced") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fchmod(handle.fileno(), mode)  # mkstemp makes 0600: keep the old file's mode, or the umask's
             os.fsync(handle.fileno())
-        os.replace(temp, path)
+    except OSError as err:
+        Path(temp).unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write ({err.strerror}); no output was replaced") from None
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    return target, temp
+
+
+def _replace(target: Path, temp: str, replaced: list[str]) -> None:
+    """Rename `temp` over `target`; InputError naming the target and the files already replaced on failure."""
+    try:
+        os.replace(temp, target)
+    except OSError as err:
+        done = f"already replaced: {', '.join(replaced)}" if replaced else "no output was replaced"
+        raise InputError(f"{target}: cannot replace ({err.strerror}); {done}") from None
 
 
 def _umask() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from fleetfacts.errors import InputError
@@ -28,9 +29,11 @@ def _deploy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-path", help="what the server loads (hub id or checkpoint dir; default: the model's "
                    "Hugging Face repo of its bundled config, fleetfacts/models/README.md)")
     p.add_argument("--image", help="k8s: container image (default: the engine's official image of the version)")
-    p.add_argument("--min-replicas", type=int, help="k8s: the HPA's floor (default: the plan's autoscaled_floor, "
-                   "no HPA where autoscaling cannot beat steady); it scales up to the plan's replicas on "
-                   f"{deploy.HPA_METRIC} (target: the plan's in_flight_p99 per pod)")
+    p.add_argument("--min-replicas", type=int, metavar="N", help="k8s only: the HPA's floor, at least 1 (default: "
+                   "the plan's autoscaled_floor, no HPA where autoscaling cannot beat steady); it scales up to the "
+                   f"plan's replicas on {deploy.HPA_METRIC} (target: the plan's in_flight_p99 per pod). Online "
+                   "routes only, and only where N is below the plan's replicas: a warning names the routes that get "
+                   "no HPA")
 
 
 def _deploy_rows(args: argparse.Namespace) -> list[tuple[int, PlanRow]]:
@@ -75,15 +78,39 @@ def engine_settings(profile: str) -> deploy.EngineSettings:
     return deploy.EngineSettings.none_recorded(profile)
 
 
+def _check_min_replicas(args: argparse.Namespace) -> None:
+    """InputError for a --min-replicas that would be ignored (not k8s) or cannot be an HPA's floor (below 1)."""
+    if args.min_replicas is None:
+        return
+    if args.format != "k8s":
+        raise InputError(f"--min-replicas: only with --format k8s (a Kubernetes HPA's floor; --format {args.format} "
+                         "writes one server's script)")
+    if args.min_replicas < 1:
+        raise InputError(f"--min-replicas {args.min_replicas}: must be at least 1 (an HPA keeps one pod or more; "
+                         "leave it out for the plan's autoscaled floor)")
+
+
+def _warn_no_hpa(given: int, targets: list[deploy.Target]) -> None:
+    """One line on stderr naming the routes that get no HPA despite --min-replicas, and why."""
+    reasons = [reason for t in targets if (reason := deploy.no_hpa_reason(t, given))]
+    if reasons:
+        print(terminal_safe(f"warning: --min-replicas {given}: no HPA for {', '.join(reasons)}; an HPA scales "
+                            "an online route between the floor and the plan's replicas"), file=sys.stderr)
+
+
 def _run_deploy(args: argparse.Namespace) -> int:
-    files = []
+    _check_min_replicas(args)
+    files, targets = [], []
     _, assumptions = read_plan(args.plan)
     router = (assumptions or Assumptions()).router
     names = deploy.object_names(r.route for r in plan_rows(load_plan_rows(args.plan)))
     for line, row in _deploy_rows(args):
         target = deploy.Target.from_row(row, args.plan, line, router, names[row.route])
+        targets.append(target)
         files += deploy.deployment_files(args.format, target, engine_settings(target.profile), args.model_path,
                                          args.image, args.min_replicas)
+    if args.min_replicas is not None:
+        _warn_no_hpa(args.min_replicas, targets)
     if not args.out:
         print("\n".join(f"# ==> {f.name} <==\n{f.text}" for f in files), end="")
         return 0

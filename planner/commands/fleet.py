@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from fleetfacts.errors import InputError
-from fleetfacts.schema import atomic_write_bytes, slug
+from fleetfacts.schema import atomic_write_all, slug
 from planner.commands.base import (
     Command,
     assumption_arguments,
@@ -70,8 +70,8 @@ def _run_fleet(args: argparse.Namespace) -> int:
     check_fleet_size(len(routes), args.routes)  # before the curves are fitted
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer, models=routes["model"])
     result = make_fleet(routes, catalog, assumptions, levers, quotas, check=not args.no_simulate)
-    atomic_write_bytes(args.out, fleet_csv_text(result).encode("utf-8"))
-    atomic_write_bytes(summary_path, (json.dumps(result.summary, indent=2) + "\n").encode("utf-8"))
+    atomic_write_all([(args.out, fleet_csv_text(result).encode("utf-8")),
+                      (summary_path, (json.dumps(result.summary, indent=2) + "\n").encode("utf-8"))])
     if args.json:
         print(json.dumps(result.summary))
         return 0

@@ -13,7 +13,8 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from fleetfacts.schema import atomic_write_bytes, terminal_safe, write_csv
+from fleetfacts.errors import InputError
+from fleetfacts.schema import atomic_write_all, csv_bytes, terminal_safe
 from planner.commands.base import (
     Command,
     assumption_arguments,
@@ -28,7 +29,7 @@ from planner.commands.base import (
 from planner.engine.curves import engine_label
 from planner.planning.catalog import load_inputs
 from planner.planning.plan import make_plan, plan_coverage, runner_up_caveat
-from planner.planning.plan_files import assumptions_path, read_plan, write_plan
+from planner.planning.plan_files import assumptions_path, plan_file_bytes, read_plan
 from planner.planning.route_table import load_routes
 from planner.sizing.plan_row import PlanRow, plan_rows
 
@@ -44,7 +45,8 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--options-out", metavar="CSV", help="also write every evaluated option")
     p.add_argument("--minutes-out", metavar="CSV", help="also write each online route's SLO windows minute by "
                    "minute (arrivals, TTFT and TPOT at the SLO percentile, breach) for the recommended fleet and "
-                   "fewer replicas down to the whole-log count (at most 8 fleet sizes on a big fleet)")
+                   "fewer replicas down to the whole-log count (at most 8 fleet sizes on a big fleet); not with "
+                   "--no-simulate, which skips the simulation they come from")
     p.add_argument("--xlsx", metavar="FILE.xlsx", help="also write a workbook: plan, totals per route and fleet, "
                    "assumptions, sources (and the baseline difference with --baseline)")
     p.add_argument("--baseline", metavar="PLAN.csv", help="a saved plan to compare with: prints the differences "
@@ -68,11 +70,14 @@ def _diff_path(out: str) -> Path:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from planner.planning.exports import baseline_diff, format_diff, minutes_frame, workbook_bytes
+    from planner.planning.exports import baseline_diff, format_diff
     from planner.planning.fanout import auto_map, route_map
 
     inputs = {"--routes": args.routes, "--prices": args.prices, "--ops": args.ops, "--baseline": args.baseline,
               "--assumptions-from": args.assumptions_from}
+    if args.no_simulate and args.minutes_out:
+        raise InputError(f"--minutes-out {args.minutes_out}: needs the simulation check, which --no-simulate skips "
+                         "(its SLO windows come from the simulated fleets); drop one of the two")
     refuse_overwriting_inputs(_plan_outputs(args), inputs)
     assumptions = assumptions_from_args(args)
     # A bad flag or missing Ray fails before the curves are fitted.
@@ -82,24 +87,31 @@ def _run_plan(args: argparse.Namespace) -> int:
     catalog = load_inputs(args.profiles, args.prices, args.ops, transfer=args.transfer, models=routes["model"])
     result = make_plan(routes, catalog, assumptions, check_by_simulation=not args.no_simulate,
                        **({"map_routes": mapper} if mapper else {}))
-    side = write_plan(result, args.out)
-    if args.options_out:
-        write_csv(result.options, args.options_out)
-    if args.minutes_out:
-        write_csv(minutes_frame(result), args.minutes_out)
     diff = None if baseline is None else baseline_diff(result.rows, baseline)
-    if diff is not None:
-        write_csv(diff, _diff_path(args.out))
-    if args.xlsx:
-        atomic_write_bytes(args.xlsx, workbook_bytes(result, diff))
+    files = _output_files(args, result, diff)
+    atomic_write_all(files)  # every output to a temp file first, then all renamed: all replaced, or none
     print_plan(result)
     if diff is not None:
         print_lines([f"compared with {args.baseline}:", *(format_diff(diff) or ["no route changed"])])
-    written = [args.out, str(side), *(p for p in (args.options_out, args.minutes_out, args.xlsx) if p)]
-    if diff is not None:
-        written.append(str(_diff_path(args.out)))
+    written = [str(path) for path, _ in (files[1], files[0], *files[2:])]  # the plan CSV first, then its assumptions
     print(f"plan written to {', '.join(written)}")
     return 0
+
+
+def _output_files(args: argparse.Namespace, result, diff) -> list[tuple[Path, bytes]]:
+    """Every output of this run as (path, bytes): the plan's assumptions and CSV first, then the ones asked for."""
+    from planner.planning.exports import minutes_frame, workbook_bytes
+
+    files = plan_file_bytes(result, args.out)
+    if args.options_out:
+        files.append((Path(args.options_out), csv_bytes(result.options)))
+    if args.minutes_out:
+        files.append((Path(args.minutes_out), csv_bytes(minutes_frame(result))))
+    if diff is not None:
+        files.append((_diff_path(args.out), csv_bytes(diff)))
+    if args.xlsx:
+        files.append((Path(args.xlsx), workbook_bytes(result, diff)))
+    return files
 
 
 def _money(value: float) -> str:

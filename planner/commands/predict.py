@@ -59,23 +59,23 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                       help="online, open loop: arrivals per second to one replica; prints TTFT/TPOT/ITL/e2e "
                            "p50/p95/p99 from simulation, with 90%% intervals")
     p.add_argument("--arrival-cv", type=float, metavar="CV",
-                   help="with --request-rate: CV of the gaps between arrivals (1 = Poisson, default; 2, 4 = bursty)")
+                   help="only with --request-rate: CV of the gaps between arrivals (1 = Poisson, default; 2, 4 = bursty)")
     p.add_argument("--log", metavar="FILE", help="with --request-rate: replay this request log (any format "
                    "`planner traffic` reads) with its times scaled to R req/s and its own lengths, as `plan` "
                    "sizes a route with a log")
-    p.add_argument("--share", type=int, default=1, metavar="N", help="with --request-rate: one of N replicas "
+    p.add_argument("--share", type=int, metavar="N", help="only with --request-rate: one of N replicas "
                    "behind a load balancer: R/N req/s with the bursts split at random (--log: every N-th "
                    "request) (default 1)")
-    p.add_argument("--replicas", type=int, metavar="N", help="with --request-rate: R req/s is the whole route's "
+    p.add_argument("--replicas", type=int, metavar="N", help="only with --request-rate: R req/s is the whole route's "
                    "rate, served by N replicas behind --router, simulated together on an hour of arrivals (--log: "
                    "the log's own timestamps scaled to R): the fleet tier `plan` sizes and reports online routes on")
-    p.add_argument("--router", choices=tuple(ROUTERS), default=DEFAULT_ROUTER, help="with --replicas: the load "
+    p.add_argument("--router", choices=tuple(ROUTERS), help="only with --replicas: the load "
                    f"balancer (default {DEFAULT_ROUTER}, as plan assumes)")
-    p.add_argument("--closed-loop", choices=CLOSED_LOOPS, default="staggered",
-                   help="with --concurrency: 'staggered' = clients in steady state, as real traffic (default); "
+    p.add_argument("--closed-loop", choices=CLOSED_LOOPS,
+                   help="only with --concurrency: 'staggered' = clients in steady state, as real traffic (default); "
                         "'rounds' = a benchmark's clients starting together and staying in step "
                         "(vllm bench serve --max-concurrency), whose mean TTFT is far higher")
-    p.add_argument("--num-requests", type=int, help="with --closed-loop rounds: requests sent in all "
+    p.add_argument("--num-requests", type=int, help="only with --closed-loop rounds: requests sent in all "
                    "(default: 4 x concurrency)")
     p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
     p.add_argument("--model-config", metavar="PATH", help="the model's Hugging Face config.json (or its folder): "
@@ -88,7 +88,27 @@ def _positive(name: str, value: int | None) -> None:
         raise InputError(f"--{name.replace('_', '-')}: expected a whole number >= 1, got {value}")
 
 
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """InputError naming a flag the asked prediction would not use (none is silently ignored); then the
+    defaults of the ones it uses."""
+    open_loop = args.request_rate is not None
+    unused = (("--share", args.share is not None and not open_loop, "--request-rate"),
+              ("--arrival-cv", args.arrival_cv is not None and not open_loop, "--request-rate"),
+              ("--replicas", args.replicas is not None and not open_loop, "--request-rate"),
+              ("--router", args.router is not None and args.replicas is None, "--replicas"),
+              ("--closed-loop", args.closed_loop is not None and args.concurrency is None, "--concurrency"),
+              ("--num-requests", args.num_requests is not None and args.closed_loop != "rounds",
+               "--closed-loop rounds"))
+    for flag, ignored, needs in unused:
+        if ignored:
+            raise InputError(f"{flag}: only with {needs} (this prediction would not use it); drop it")
+    args.share = 1 if args.share is None else args.share
+    args.router = args.router or DEFAULT_ROUTER
+    args.closed_loop = args.closed_loop or "staggered"
+
+
 def _run_predict(args: argparse.Namespace) -> int:
+    _refuse_unused(args)
     if args.log and args.request_rate is None:
         raise InputError("--log needs --request-rate (the rate the log is replayed at)")
     if not args.log and (args.input_len is None or args.output_len is None):

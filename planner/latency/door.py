@@ -257,15 +257,23 @@ class LatencyReport:
         return not self.misses(route)
 
     def misses(self, route: Route) -> list[tuple[float, str]]:
-        """(predicted / target - 1, description) of each SLO missed at the route's percentile."""
+        """(predicted / target - 1, description) of each SLO missed at the route's percentile.  TPOT is judged
+        only where a request has a second token: requests of 0 or 1 output tokens have none (fleetfacts.slo)."""
         pct, out = route.slo_percentile, []
-        for metric, name, target in (("ttft", "TTFT", route.slo.ttft_ms), ("tpot", "TPOT", route.slo.tpot_ms),
+        tpot_target = route.slo.tpot_ms if self.has_tpot else None
+        for metric, name, target in (("ttft", "TTFT", route.slo.ttft_ms), ("tpot", "TPOT", tpot_target),
                                      ("e2e", "end-to-end latency", route.slo.e2e_ms)):
             predicted = self.value(metric, pct)
             if target is not None and not predicted <= target:
                 ratio = predicted / target - 1.0 if math.isfinite(predicted) else math.inf
                 out.append((ratio, f"p{pct:g} {name} {_ms(predicted)} ms > SLO {target:g} ms at {self.load}"))
         return out
+
+    @property
+    def has_tpot(self) -> bool:
+        """Whether any simulated request has a second token (a TPOT); True for a report of no requests (the
+        analytic tier predicts TPOT at its lengths)."""
+        return not self.results or any(bool(np.any(r.output_len > 1)) for r in self.results)
 
     def check(self, targets: Targets) -> SloCheck:
         """The one SLO verdict (fleetfacts.slo) on the simulated requests (every window, attainment)."""

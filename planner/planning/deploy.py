@@ -433,10 +433,22 @@ def k8s_objects(target: Target, settings: EngineSettings, model_path: str, image
 
 
 def autoscale_floor(target: Target, given: int | None = None) -> int | None:
-    """The HPA's minReplicas: `given` (--min-replicas), else the plan's autoscaled floor; None (no HPA) when it
-    is not below the plan's replicas (the plan found that autoscaling cannot beat steady)."""
+    """The HPA's minReplicas: `given` (--min-replicas), else the plan's autoscaled floor; None (no HPA) for a
+    batch route, or when it is not below the plan's replicas (the plan found that autoscaling cannot beat steady)."""
     floor = given if given is not None else target.autoscaled_floor
+    if target.traffic != "online":
+        return None
     return floor if floor is not None and floor < target.replicas else None
+
+
+def no_hpa_reason(target: Target, given: int) -> str | None:
+    """Why `deploy --format k8s --min-replicas given` writes no HPA for this route ("route (why)"); None when
+    it writes one."""
+    if target.traffic != "online":
+        return f"{target.route} (batch: it runs its replicas until the job is done)"
+    if given >= target.replicas:
+        return f"{target.route} ({target.replicas} replica{'s' if target.replicas != 1 else ''}, not above the floor)"
+    return None
 
 
 def _hpa(target: Target, meta: dict[str, Any], min_replicas: int) -> dict[str, Any]:

@@ -139,6 +139,8 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     plan_row = _plan_row(route, options, catalog, assumptions, held_back, log)
     if log_note:
         plan_row = dataclasses.replace(plan_row, notes=join_notes(log_note, plan_row.notes))
+    if route.traffic == "online" and route.slo.tpot_ms is not None and route.output_len <= 1:
+        plan_row = dataclasses.replace(plan_row, notes=join_notes(NO_TPOT_NOTE, plan_row.notes))
     chosen = next((o for o in options if plan_row.ok and o.name == plan_row.option and o.window_checks), None)
     if chosen is None:
         return plan_row, [option.to_row() for option in options], None
@@ -241,6 +243,11 @@ def fleet_tradeoff(timeline: pd.DataFrame) -> pd.DataFrame:
         "windows_in_breach": grouped["breach"].sum().astype(int), "worst_ttft_ms": grouped["ttft_ms"].max(),
         "worst_tpot_ms": grouped["tpot_ms"].max(), "recommended": grouped["recommended"].first(),
     }).reset_index()
+
+
+# An online route whose requests have no second token (a log of 0- or 1-token outputs): its TPOT target is not judged.
+NO_TPOT_NOTE = ("TPOT not judged: its requests have no second token (0 or 1 output tokens; a 0-token request is "
+                "simulated as its prefill and first token), so TTFT and end-to-end latency decide")
 
 
 def _route_log(route: Route) -> tuple[LogRequests | None, str]:

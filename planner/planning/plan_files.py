@@ -1,4 +1,4 @@
-"""Plan files: write_plan writes the plan CSV and its assumptions JSON beside it (atomic, the CSV's digest
+"""Plan files: write_plan writes the plan CSV and its assumptions JSON beside it (together, the CSV's digest
 recorded); read_plan and read_assumptions read them back, older formats included (a legacy first line, renamed
 columns)."""
 
@@ -13,7 +13,7 @@ import pandas as pd
 from fleetfacts.errors import InputError
 from fleetfacts.schema import (
     PLAN,
-    atomic_write_bytes,
+    atomic_write_all,
     csv_cell,
     read_csv_text,
     unescape_formula,
@@ -56,14 +56,20 @@ def assumptions_document(result: PlanResult) -> dict[str, Any]:
 
 
 def write_plan(result: PlanResult, path: str | Path) -> Path:
-    """Write the plan CSV and its assumptions JSON beside it (both atomic); returns the JSON's path.  The JSON
-    records the CSV's SHA-256, so readers refuse a CSV from another run (planner.planning.plan_pair)."""
-    side = assumptions_path(path)
+    """Write the plan CSV and its assumptions JSON beside it (together: fleetfacts.schema.atomic_write_all);
+    returns the JSON's path."""
+    files = plan_file_bytes(result, path)
+    atomic_write_all(files)
+    return files[0][0]
+
+
+def plan_file_bytes(result: PlanResult, path: str | Path) -> list[tuple[Path, bytes]]:
+    """[(assumptions JSON path, its bytes), (plan CSV path, its bytes)], in the order they are renamed into place.
+    The JSON records the CSV's SHA-256, so readers refuse a CSV from another run (planner.planning.plan_pair)."""
     data = plan_csv_text(result).encode("utf-8")
     document = {**assumptions_document(result), DIGEST_KEY: csv_digest(data)}
-    atomic_write_bytes(side, json.dumps(document, indent=1, sort_keys=True).encode("utf-8"))
-    atomic_write_bytes(path, data)
-    return side
+    return [(assumptions_path(path), json.dumps(document, indent=1, sort_keys=True).encode("utf-8")),
+            (Path(path), data)]
 
 
 def read_plan(path: str | Path) -> tuple[pd.DataFrame, Assumptions | None]:

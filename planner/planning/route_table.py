@@ -31,6 +31,9 @@ def load_routes(path: str | Path) -> pd.DataFrame:
     given = list(routes["log"])
     routes["log"] = [str(base / p) if p and not Path(p).is_absolute() else p for p in given]
     for line, log, resolved in zip(lines, given, routes["log"], strict=True):
+        if log and Path(resolved).is_dir():
+            raise InputError(f"{path}, line {line}, column 'log': request log {log!r} is a directory (expected "
+                             "a request log file)")
         if log and not Path(resolved).is_file():
             raise InputError(f"{path}, line {line}, column 'log': request log {log!r} not found "
                              f"(a path relative to the routes file's folder)")

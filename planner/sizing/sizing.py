@@ -141,9 +141,11 @@ class _Point:
     pct: Any
 
     def misses(self, route: Route) -> list[tuple[float, str]]:
-        """(ratio - 1, description) for each SLO the point misses before queueing."""
+        """(ratio - 1, description) for each SLO the point misses before queueing.  A route whose requests have
+        no second token (mean output 1 token: a 0- or 1-token log) has no TPOT to miss (fleetfacts.slo)."""
         out = []
-        for metric, predicted, target in (("TPOT", self.tpot_ms, route.slo.tpot_ms),
+        tpot_target = route.slo.tpot_ms if route.output_len > 1 else None
+        for metric, predicted, target in (("TPOT", self.tpot_ms, tpot_target),
                                           ("TTFT", self.ttft_ms, route.slo.ttft_ms),
                                           ("end-to-end latency", self.e2e_ms, route.slo.e2e_ms)):
             if target is not None and predicted > target:

@@ -382,19 +382,23 @@ def test_predict_log_prints_the_file_name_with_controls_escaped(capsys, bundled_
     assert "\x1b" not in out and "red.csv" in out
 
 
+def _fail_fsync(monkeypatch, error: BaseException, call: int) -> None:
+    """os.fsync raises `error` on its `call`-th call (1-based): a disk that fills, or a Ctrl-C, mid-write."""
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == call:
+            raise error
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
 def test_a_full_disk_during_plan_keeps_the_old_plan_and_is_one_line(synthetic, tmp_path, capsys, monkeypatch):
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     before = plan_path.read_bytes()
-    import planner.planning.plan_files  # noqa: PLC0415
-
-    real = planner.planning.plan_files.atomic_write_bytes
-
-    def full_disk(path, data):
-        if Path(path).suffix == ".csv":
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        real(path, data)
-
-    monkeypatch.setattr(planner.planning.plan_files, "atomic_write_bytes", full_disk)
+    _fail_fsync(monkeypatch, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), 2)  # the assumptions, then the CSV
     capsys.readouterr()
     assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
                  *_data(synthetic)]) == 2
@@ -407,18 +411,43 @@ def test_ctrl_c_during_plan_is_one_line_and_keeps_the_old_plan(synthetic, tmp_pa
     """A Ctrl-C (KeyboardInterrupt, as Python raises on SIGINT) mid-plan: no traceback, exit 130, the old plan kept."""
     plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
     before = plan_path.read_bytes()
-    import planner.planning.plan_files  # noqa: PLC0415
-
-    def interrupted(path, data):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(planner.planning.plan_files, "atomic_write_bytes", interrupted)
+    _fail_fsync(monkeypatch, KeyboardInterrupt(), 1)
     capsys.readouterr()
     assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), "--no-simulate",
                  *_data(synthetic)]) == 130
     err = capsys.readouterr().err
     assert err.startswith("interrupted: plan stopped") and err.count("\n") == 1 and "Traceback" not in err
     assert plan_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("flag, name", [("--options-out", "o.csv"), ("--minutes-out", "m.csv"), ("--xlsx", "w.xlsx")])
+def test_a_secondary_output_failing_mid_write_replaces_no_output(synthetic, tmp_path, capsys, monkeypatch, flag,
+                                                                  name):
+    """Its folder passed the check before the work, then the disk filled while it was written (issue 47 §5): the plan
+    and its assumptions stay as they were, the error names the user's path, no temp file is left."""
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    _fail_fsync(monkeypatch, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), 3)  # assumptions, plan, then this one
+    capsys.readouterr()
+    simulate = [] if flag == "--minutes-out" else ["--no-simulate"]  # the minutes come from the simulation
+    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), *simulate,
+                 flag, str(tmp_path / name), *_data(synthetic)]) == 2
+    err = _one_line_error(capsys)
+    assert str(tmp_path / name) in err and "No space left on device" in err and ".tmp" not in err
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("flag", ["--options-out", "--minutes-out", "--xlsx"])
+def test_a_secondary_output_in_an_unwritable_folder_fails_before_the_work(synthetic, tmp_path, capsys, flag):
+    plan_path = _plan_pair(synthetic, tmp_path, "old", 5.0)
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    capsys.readouterr()
+    simulate = [] if flag == "--minutes-out" else ["--no-simulate"]
+    assert main(["plan", "--routes", str(tmp_path / "old-routes.csv"), "--out", str(plan_path), *simulate,
+                 flag, "/proc/out.csv", *_data(synthetic)]) == 2
+    err = _one_line_error(capsys)
+    assert f"{flag} /proc/out.csv: cannot write" in err
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def _children(pid: int) -> list[int]:

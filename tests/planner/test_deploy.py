@@ -127,8 +127,9 @@ def test_k8s_manifests_validate_against_the_kubernetes_schema(plan, rows, tmp_pa
         assert container["readinessProbe"]["httpGet"]["path"] == "/health"
         assert deployment["metadata"]["annotations"]["fleetplan.io/profile"] == row.profile
         assert "Service" in kinds
-        assert ("HorizontalPodAutoscaler" in kinds) == (row.replicas > 1)
-        if row.replicas > 1:
+        scales = row.traffic == "online" and row.replicas > 1  # batch routes get none (issue 47 §7)
+        assert ("HorizontalPodAutoscaler" in kinds) == scales
+        if scales:
             hpa = kinds["HorizontalPodAutoscaler"]["spec"]
             assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, row.replicas)
 
@@ -241,3 +242,52 @@ def test_k8s_takes_the_plans_autoscaled_floor_unless_told_otherwise(plan, rows, 
             assert (spec["minReplicas"], spec["maxReplicas"]) == (row.autoscaled_floor, row.replicas)
             assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
     assert any(r.autoscaled_floor is not None and r.autoscaled_floor < (r.replicas or 0) for r in rows.values())
+
+
+# ------------------------------------------------------------------ issue 47 §7: --min-replicas says what it does
+
+def _hpa_routes(folder: Path) -> set[str]:
+    return {p.name.removesuffix(".k8s.yaml") for p in folder.glob("*.k8s.yaml")
+            if any(d["kind"] == "HorizontalPodAutoscaler" for d in _documents(p))}
+
+
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_a_min_replicas_below_one_is_refused(plan, tmp_path, capsys, value):
+    assert _deploy(plan, tmp_path / "out", "k8s", "--min-replicas", value) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --min-replicas {value}: ") and "at least 1" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fmt", ["vllm", "trtllm"])
+def test_min_replicas_beside_a_script_format_is_refused(plan, tmp_path, capsys, fmt):
+    assert _deploy(plan, tmp_path / "out", fmt, "--min-replicas", "2") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --min-replicas: ") and "--format k8s" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_min_replicas_not_below_a_routes_replicas_says_which_hpas_were_dropped(plan, rows, tmp_path, capsys):
+    assert _deploy(plan, tmp_path, "k8s", "--min-replicas", "99") == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: --min-replicas 99: no HPA for ") and err.count("\n") == 1, err
+    for route, row in rows.items():
+        assert f"{route} ({row.replicas} replica" in err or (row.traffic == "batch" and f"{route} (batch" in err)
+    assert _hpa_routes(tmp_path) == set()
+
+
+def test_batch_routes_get_no_hpa_and_the_warning_says_so(plan, rows, tmp_path, capsys):
+    """A batch job runs its deadline's replicas and stops: an HPA on running requests would scale it down mid-job."""
+    from fleetfacts.schema import write_csv  # noqa: PLC0415
+
+    frame = load_plan_rows(plan)
+    batch = frame["traffic"] == "batch"
+    assert batch.any(), "the example plans a batch route"
+    frame.loc[batch, "replicas"] = 3  # a copy with no assumptions beside it: a batch route on 3 replicas
+    copy = tmp_path / "batch3.csv"
+    write_csv(frame, copy)
+    assert _deploy(copy, tmp_path / "out", "k8s", "--min-replicas", "1") == 0
+    err = capsys.readouterr().err
+    assert all(f"{r} (batch" in err for r in frame.loc[batch, "route"]), err
+    online = {r for r, row in rows.items() if row.traffic == "online" and row.replicas > 1}
+    assert _hpa_routes(tmp_path / "out") == online and online

@@ -177,3 +177,110 @@ def test_a_warm_predict_and_plan_do_not_import_scipy(tmp_path):
         assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
         assert runs[0].stdout.replace("plan.csv", "") == runs[1].stdout.replace("plan.csv", "")
         assert runs[1].stderr.strip().endswith("scipy not loaded"), (args[0], runs[1].stderr)
+
+
+# ------------------------------------------------------------------ issue 47 §6: data you can trust or skip
+
+PREDICT = ["predict", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1-8b", "--input-len", "1000",
+           "--output-len", "1000", "--concurrency", "64", "--json"]
+
+
+def _predict(cache, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real CLI's `predict` with FLEETPLAN_CACHE_DIR=cache (a hang fails the test at `timeout` seconds)."""
+    env = {**os.environ, fitcache.CACHE_DIR_ENV: str(cache)}
+    env.pop(fitcache.NO_CACHE_ENV, None)
+    return subprocess.run([sys.executable, "-m", "planner", *PREDICT], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    """A cache one `predict` filled, and that predict's answer."""
+    cache = tmp_path_factory.mktemp("warm") / "cache"
+    done = _predict(cache)
+    assert done.returncode == 0, done.stderr
+    return cache, json.loads(done.stdout)
+
+
+def _copy_cache(warm_cache, tmp_path):
+    import shutil  # noqa: PLC0415
+
+    cache, answer = warm_cache
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    return copy, answer
+
+
+def _rewrite_tables(cache, change) -> None:
+    """Every cached table rewritten as change(table), its Parquet metadata (its key) kept: a hand edit."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    for path in cache.glob("profiles/*.parquet"):
+        table = pq.read_table(path)
+        pq.write_table(change(table).replace_schema_metadata(table.schema.metadata), path)
+
+
+def _double_throughput(table):
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    column = table.schema.get_field_index("output_tok_per_s")
+    return table.set_column(column, "output_tok_per_s", pc.multiply(table["output_tok_per_s"], 2.0))
+
+
+def _retype_throughput(table):
+    import pyarrow as pa  # noqa: PLC0415
+
+    column = table.schema.get_field_index("output_tok_per_s")
+    return table.set_column(column, "output_tok_per_s", table["output_tok_per_s"].cast(pa.string()))
+
+
+@pytest.mark.parametrize("change", [_double_throughput, _retype_throughput,
+                                    lambda table: table.drop_columns(["output_tok_per_s"])],
+                         ids=["edited", "retyped", "dropped"])
+def test_a_hand_edited_table_with_its_key_kept_is_a_miss(warm_cache, tmp_path, change):
+    cache, answer = _copy_cache(warm_cache, tmp_path)
+    _rewrite_tables(cache, change)
+    done = _predict(cache)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(done.stdout) == answer
+
+
+def test_a_fifo_as_an_entry_is_skipped_not_read(warm_cache, tmp_path):
+    cache, answer = _copy_cache(warm_cache, tmp_path)
+    entries = [p for p in cache.rglob("*") if p.is_file()]
+    for path in entries:
+        path.unlink()
+        os.mkfifo(path)
+    done = _predict(cache, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == answer
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink loop"])
+def test_a_cache_dir_that_cannot_be_a_folder_is_skipped(warm_cache, tmp_path, kind):
+    _, answer = warm_cache
+    cache = tmp_path / "cache"
+    if kind == "file":
+        cache.write_text("not a folder\n")
+    else:
+        cache.symlink_to(cache)
+    done = _predict(cache)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == answer
+
+
+def test_a_table_that_cannot_be_stored_or_read_back_is_a_miss(tmp_path, monkeypatch):
+    monkeypatch.setenv(fitcache.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    import pandas as pd  # noqa: PLC0415
+
+    mixed = pd.DataFrame({"a": [1, "x"]})  # an object column Arrow cannot type: the write fails
+    assert fitcache.memo_frame("t", b"mixed", lambda: mixed).equals(mixed)
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
+    plain = pd.DataFrame({"a": [1, 2]})
+    assert fitcache.memo_frame("t", b"plain", lambda: plain).equals(plain)
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    (entry,) = (tmp_path / "cache" / "t").glob("*.parquet")
+    table = pq.read_table(entry)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"pandas": b"[]"}), entry)  # key kept
+    assert fitcache.memo_frame("t", b"plain", lambda: plain).equals(plain)  # a read that fails: computed again
