@@ -340,8 +340,10 @@ def _round(value: float) -> float:
 
 def route_notes(s: RouteTraffic, traffic: TrafficLog) -> str:
     """How the route's numbers were derived, for the ROUTES notes column."""
+    start = (", times relative to its first request" if traffic.format == "mooncake"
+             else f" from {traffic.start:%Y-%m-%d %H:%M} UTC")
     parts = [f"derived by planner.traffic from {Path(traffic.source).name} ({traffic.format} log; {s.requests} "
-             f"requests, log span {traffic.span_s:.0f} s from {traffic.start:%Y-%m-%d %H:%M} UTC)",
+             f"requests, log span {traffic.span_s:.0f} s{start})",
              "rate_rps = log rate (requests-1)/span x the route's share of requests",
              peak_to_mean_note(s),
              "arrival_cv = std/mean of inter-arrival gaps",

@@ -82,13 +82,12 @@ class PrefixReuse:
 
     def describe(self) -> str:
         """One line: reuse share, reuse distance p50/p90 and, when asked, the LRU cache's share."""
-        text = (f"prefix reuse (blocks of {self.block_size} tokens, chained as vLLM chains them): "
-                f"{_percent(self.share)} of prompt tokens repeat an earlier request's prefix (an unbounded prefix "
-                "cache's hits)")
+        text = (f"prefix reuse: {_percent(self.share)} of prompt tokens repeat an earlier request's prefix (what "
+                f"an unbounded prefix cache serves; {self.block_size}-token blocks chained as vLLM chains them)")
         if self.distances_tokens.size:
             p50, p90 = (_tokens(self.distance(q)) for q in REUSE_QUANTILES)
             text += (f"; reuse distance p50 {p50}, p90 {p90} tokens of traffic between a block's uses (an LRU cache "
-                     "holding more catches the reuse)")
+                     "larger than the distance keeps the block)")
         if self.cache_tokens is not None and self.lru_tokens is not None:
             share = self.lru_tokens / self.prompt_tokens if self.prompt_tokens else math.nan
             text += f"; an LRU cache of {_tokens(self.cache_tokens)} tokens serves {_percent(share)}"
