@@ -55,6 +55,9 @@ MOONCAKE_KEYS = (*MOONCAKE_COLUMNS, "hash_ids")  # a JSONL record with all of th
 # Tokens per hash id in the published Mooncake traces (FAST25-release/README.md) and AIPerf's default.
 DEFAULT_BLOCK_SIZE = 512
 HASH_COLUMN, SESSION_COLUMN = "hash_ids", "session_id"
+# A Mooncake trace's timestamps are ms from its start (>= 0); a trace over ~30 years long is corrupt (and
+# would leave pandas' nanosecond range).
+MAX_TRACE_MS = 1e12
 # Hash ids are held as numpy int64.
 MAX_HASH_ID = 2**63 - 1
 GENERIC_COLUMNS = ("timestamp", "route", "prompt_tokens", "completion_tokens")
@@ -315,8 +318,9 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
 def _mooncake_times(cells: pd.Series) -> tuple[np.ndarray, str]:
     """A Mooncake trace's milliseconds from its start, as seconds (NaN where not a number)."""
     ms = pd.to_numeric(cells.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
-    ms[~np.isfinite(ms)] = np.nan
-    return ms / 1000.0, "milliseconds from the trace's start"
+    with np.errstate(invalid="ignore"):
+        ms = np.where((ms >= 0) & (ms <= MAX_TRACE_MS), ms, np.nan)
+    return ms / 1000.0, f"milliseconds from the trace's start, 0 to {MAX_TRACE_MS:.0e}"
 
 
 def _timestamps(cells: pd.Series, path: Path) -> tuple[np.ndarray, str]:
