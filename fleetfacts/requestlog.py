@@ -13,7 +13,8 @@ Formats (read-only inputs, not Fleetplan files):
   (multi-turn: a turn's prompt is the previous turn's prompt and output plus new text).
 - mooncake: the Mooncake (FAST'25) trace, JSON Lines with `timestamp` (ms from the trace's start),
   `input_length`, `output_length` and `hash_ids` (one id per block of the prompt, 512 tokens in the
-  published traces; equal ids = equal tokens), detected by those keys.
+  published traces; equal ids = equal tokens), detected by those keys.  Machine-written, so read as with
+  strict=True: a malformed line is an error naming it.
 
 `read_log` returns the requests (t_s from the first arrival, input_len,
 output_len, route, line), sorted by time.  Rows with a bad timestamp or a
@@ -157,9 +158,11 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
         raise InputError(f"block size: expected a whole number of tokens >= 1, got {block_size}")
     _check_file(path)
     fmt = detect_format(path) if fmt is None else _check_format(fmt)
+    strict = strict or fmt == "mooncake"  # a machine-written trace: a malformed line means a corrupt file
     raw, json_skips = _read_raw(path)
     if strict and json_skips:
-        raise InputError(f"{path}, line {json_skips[0]}: unreadable JSON line (--strict stops at the first bad row)")
+        why = "a Mooncake trace is read strictly" if fmt == "mooncake" else "--strict stops at the first bad row"
+        raise InputError(f"{path}, line {json_skips[0]}: unreadable JSON line ({why})")
     if raw.empty and not json_skips:
         raise InputError(f"{path}: no requests (the log has no data rows)")
     default_route = route or path.stem
@@ -264,8 +267,13 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame({"line": []})
     for column in frame.columns:
         if column not in ("line", HASH_COLUMN):  # a hash list stays a list
-            frame[column] = frame[column].map(lambda v: "" if v is None else str(v))
+            frame[column] = frame[column].map(_cell_text)
     return frame, tuple(bad)
+
+
+def _cell_text(value: object) -> str:
+    """A JSON value as a cell's text: '' for null and for a key the record lacks (NaN once in a frame)."""
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 def _columns(raw: pd.DataFrame, fmt: str, path: Path) -> dict[str, str | None]:
@@ -316,7 +324,7 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
 
 
 def _mooncake_times(cells: pd.Series) -> tuple[np.ndarray, str]:
-    """A Mooncake trace's milliseconds from its start, as seconds (NaN where not a number)."""
+    """A Mooncake trace's milliseconds from its start, as seconds (NaN where not a number from 0 to MAX_TRACE_MS)."""
     ms = pd.to_numeric(cells.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
         ms = np.where((ms >= 0) & (ms <= MAX_TRACE_MS), ms, np.nan)

@@ -105,6 +105,23 @@ def test_a_bad_hash_list_is_a_one_line_error_naming_file_and_line(tmp_path, cell
     assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"timestamp": 9, "input_length": 5', r"line 2: unreadable JSON line \(a Mooncake trace is read strictly\)"),
+    ('{"timestamp": 9, "input_length": "x", "output_length": 1, "hash_ids": [0]}',
+     r"line 2, column 'input_length': non-numeric token count 'x'"),
+    ('{"timestamp": -5, "input_length": 5, "output_length": 1, "hash_ids": [0]}',
+     r"line 2, column 'timestamp': bad timestamp '-5' \(expected milliseconds from the trace's start"),
+    ('{"timestamp": 9, "input_length": 5, "hash_ids": [0]}', r"line 2, column 'output_length': missing token count"),
+])
+def test_a_malformed_mooncake_line_is_refused_in_one_line(tmp_path, line, message):
+    path = tmp_path / "trace.jsonl"
+    path.write_text(json.dumps(mooncake(0, 5, [0])) + "\n" + line + "\n" + json.dumps(mooncake(20, 5, [0])) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(InputError, match=message) as err:
+        read_log(path)  # refused even when only times and lengths are read
+    assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
+
+
 def test_a_session_whose_prompt_drops_the_history_is_refused(tmp_path):
     path = tmp_path / "sessions.csv"
     path.write_text("timestamp,prompt_tokens,completion_tokens,session_id\n"
