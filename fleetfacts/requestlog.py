@@ -154,15 +154,12 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     (None: ignore it).  Raises InputError for an unreadable, empty or unusable log.
     """
     path = Path(path)
-    if block_size is not None and block_size < 1:
-        raise InputError(f"block size: expected a whole number of tokens >= 1, got {block_size}")
     _check_file(path)
     fmt = detect_format(path) if fmt is None else _check_format(fmt)
     strict = strict or fmt == "mooncake"  # a machine-written trace: a malformed line means a corrupt file
     raw, json_skips = _read_raw(path)
     if strict and json_skips:
-        why = "a Mooncake trace is read strictly" if fmt == "mooncake" else "--strict stops at the first bad row"
-        raise InputError(f"{path}, line {json_skips[0]}: unreadable JSON line ({why})")
+        _refuse_json_line(path, fmt, json_skips[0])
     if raw.empty and not json_skips:
         raise InputError(f"{path}: no requests (the log has no data rows)")
     default_route = route or path.stem
@@ -170,6 +167,11 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     frame, skips = _rows(raw, columns, fmt, default_route, path, strict)
     skips = {**({"json": json_skips} if json_skips else {}), **skips}
     return _finish(frame, skips, fmt, path, block_size)
+
+
+def _refuse_json_line(path: Path, fmt: str, line: int) -> None:
+    why = "a Mooncake trace is read strictly" if fmt == "mooncake" else "--strict stops at the first bad row"
+    raise InputError(f"{path}, line {line}: unreadable JSON line ({why})")
 
 
 def _check_file(path: Path) -> None:
@@ -299,8 +301,7 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
           ) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
     """Parse and check every row; returns the good rows (absolute seconds `t`) and skipped lines by reason."""
     lines = raw["line"].to_numpy()
-    stamp_cells = raw[col["timestamp"]] if col["timestamp"] else pd.Series([], dtype=str)
-    stamps, expected = _mooncake_times(stamp_cells) if fmt == "mooncake" else _timestamps(stamp_cells, path)
+    stamps, expected = _stamps(raw, col, fmt, path)
     bad = {"timestamp": ~np.isfinite(stamps)}
     inputs, input_bad = _counts(raw[col["input"]] if col["input"] else pd.Series([], dtype=str))
     outputs, output_bad = _counts(raw[col["output"]] if col["output"] else pd.Series([], dtype=str))
@@ -314,13 +315,23 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
     frame = pd.DataFrame({
         "t": stamps, "input_len": inputs, "output_len": outputs,
         "route": raw[col["route"]].str.strip() if col["route"] else default_route,
-        "model": raw[col["model"]].map(slug) if col["model"] else "", "line": lines,
-        HASH_COLUMN: raw[col[HASH_COLUMN]] if col[HASH_COLUMN] else None,
-        SESSION_COLUMN: raw[col[SESSION_COLUMN]].str.strip() if col[SESSION_COLUMN] else "",
+        "model": raw[col["model"]].map(slug) if col["model"] else "", "line": lines, **_prefix_cells(raw, col),
     })
     frame["route"] = frame["route"].where(frame["route"] != "", default_route)
     skips = {reason: tuple(int(x) for x in lines[mask]) for reason, mask in bad.items() if mask.any()}
     return frame[~taken].reset_index(drop=True), skips
+
+
+def _stamps(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, path: Path) -> tuple[np.ndarray, str]:
+    """Arrival times in seconds (NaN where bad), and what a bad cell should have been."""
+    cells = raw[col["timestamp"]] if col["timestamp"] else pd.Series([], dtype=str)
+    return _mooncake_times(cells) if fmt == "mooncake" else _timestamps(cells, path)
+
+
+def _prefix_cells(raw: pd.DataFrame, col: dict[str, str | None]) -> dict[str, object]:
+    """The raw hash_ids (None without the column) and session_id ('' without it) of every row."""
+    return {HASH_COLUMN: raw[col[HASH_COLUMN]] if col[HASH_COLUMN] else None,
+            SESSION_COLUMN: raw[col[SESSION_COLUMN]].str.strip() if col[SESSION_COLUMN] else ""}
 
 
 def _mooncake_times(cells: pd.Series) -> tuple[np.ndarray, str]:
@@ -412,12 +423,7 @@ def _finish(frame: pd.DataFrame, skips: dict[str, tuple[int, ...]], fmt: str, pa
     models = {r: _single(g["model"]) for r, g in frame.groupby("route", sort=True)}
     if report.count:
         log.warning("%s: %s", path, report.describe())
-    columns = list(REQUEST_COLUMNS)
-    if block_size is not None and _has_prefixes(frame):
-        frame[HASH_COLUMN] = _prefixes(frame, block_size, path)
-        columns.append(HASH_COLUMN)
-    else:
-        block_size = None
+    columns, block_size = _prefix_columns(frame, block_size, path)
     return TrafficLog(frame[columns], str(path), fmt, report, start, models, block_size)
 
 
@@ -428,8 +434,15 @@ def _single(models: pd.Series) -> str:
 
 # ---------------------------------------------------------------- prefix structure
 
-def _has_prefixes(frame: pd.DataFrame) -> bool:
-    return frame[HASH_COLUMN].notna().any() or (frame[SESSION_COLUMN] != "").any()
+def _prefix_columns(frame: pd.DataFrame, block_size: int | None, path: Path) -> tuple[list[str], int | None]:
+    """The request columns and block size: with HASH_COLUMN (each request's block ids, set on `frame`) when the
+    caller asked for prefix structure and the log has some, else without it and None."""
+    if block_size is None or not (frame[HASH_COLUMN].notna().any() or (frame[SESSION_COLUMN] != "").any()):
+        return list(REQUEST_COLUMNS), None
+    if block_size < 1:
+        raise InputError(f"block size: expected a whole number of tokens >= 1, got {block_size}")
+    frame[HASH_COLUMN] = _prefixes(frame, block_size, path)
+    return [*REQUEST_COLUMNS, HASH_COLUMN], block_size
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
