@@ -8,7 +8,13 @@ Formats (read-only inputs, not Fleetplan files):
   completion_tokens` (optional `model`), as OpenAI-compatible gateways
   export them, or with `input_len, output_len` for the two counts (the
   names the planner's own request tables use); `route` may be absent (one route).  A JSONL record may nest
-  the counts in `usage`.  timestamp: ISO-8601 (naive = UTC) or epoch seconds.
+  the counts in `usage`.  timestamp: ISO-8601 (naive = UTC) or epoch seconds.  Optional prefix structure:
+  `hash_ids` (one integer per block of the prompt, ';'-separated in CSV, a list in JSONL) or `session_id`
+  (multi-turn: a turn's prompt is the previous turn's prompt and output plus new text).
+- mooncake: the Mooncake (FAST'25) trace, JSON Lines with `timestamp` (ms from the trace's start),
+  `input_length`, `output_length` and `hash_ids` (one id per block of the prompt, 512 tokens in the
+  published traces; equal ids = equal tokens), detected by those keys.  Machine-written, so read as with
+  strict=True: a malformed line is an error naming it.
 
 `read_log` returns the requests (t_s from the first arrival, input_len,
 output_len, route, line), sorted by time.  Rows with a bad timestamp or a
@@ -19,6 +25,12 @@ order are sorted and reported.  An empty log, one with fewer than 2 usable
 requests, or one whose requests all share one timestamp raises InputError:
 it cannot give a rate.  planner/traffic/logs.py derives route statistics from it;
 measure verify replays it.
+
+Prefix structure is read only when the caller passes `block_size` (tokens per hash id): then every request
+carries `hash_ids`, its prompt's block ids (a prompt of n tokens has ceil(n / block_size) of them, the last
+block possibly partial), and a hash list that is not integers, has the wrong length, or a session whose
+prompt does not hold the previous turn raises InputError naming the file and line (a broken chain cannot
+be skipped: it changes every later request's reuse).  Without `block_size` those columns are ignored.
 """
 
 from __future__ import annotations
@@ -37,13 +49,23 @@ from fleetfacts.schema import escape_controls, record_lines, slug
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("azure", "generic")
+FORMATS = ("azure", "generic", "mooncake")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+MOONCAKE_COLUMNS = ("timestamp", "input_length", "output_length")
+MOONCAKE_KEYS = (*MOONCAKE_COLUMNS, "hash_ids")  # a JSONL record with all of these is a Mooncake trace
+# Tokens per hash id in the published Mooncake traces (FAST25-release/README.md) and AIPerf's default.
+DEFAULT_BLOCK_SIZE = 512
+HASH_COLUMN, SESSION_COLUMN = "hash_ids", "session_id"
+# A Mooncake trace's timestamps are ms from its start (>= 0); a trace over ~30 years long is corrupt (and
+# would leave pandas' nanosecond range).
+MAX_TRACE_MS = 1e12
+# Hash ids are held as numpy int64.
+MAX_HASH_ID = 2**63 - 1
 GENERIC_COLUMNS = ("timestamp", "route", "prompt_tokens", "completion_tokens")
 # The generic format's two token counts, under a gateway's names or the planner's own (input_len, output_len).
 GENERIC_COUNT_NAMES = (("prompt_tokens", "completion_tokens"), ("input_len", "output_len"))
 GENERIC_OPTIONAL = ("route", "model")
-REQUEST_COLUMNS = ("t_s", "input_len", "output_len", "route", "line")
+REQUEST_COLUMNS = ("t_s", "input_len", "output_len", "route", "line")  # + HASH_COLUMN with prefix structure
 # Epoch values above this are milliseconds (or micro/nanoseconds), not seconds: year 5138 in seconds.
 MAX_EPOCH_SECONDS = 1e11
 REASONS = {"timestamp": "bad timestamp", "missing": "missing token count", "numeric": "non-numeric token count",
@@ -102,8 +124,10 @@ def _lines(lines: Sequence[int]) -> str:
 class TrafficLog:
     """A parsed request log: requests (REQUEST_COLUMNS, sorted by t_s), where it came from, what was skipped.
 
-    start: absolute time of the first arrival (UTC), for hour-of-day profiles.
+    start: absolute time of the first arrival (UTC), for hour-of-day profiles (a Mooncake trace's times are
+    relative: it starts at 1970-01-01 00:00 UTC).
     models: route -> model slug named by the log ('' when it names none).
+    block_size: tokens per hash id when the requests carry `hash_ids` (numpy int64 arrays), else None.
     """
 
     requests: pd.DataFrame
@@ -112,6 +136,7 @@ class TrafficLog:
     skipped: SkipReport
     start: pd.Timestamp
     models: dict[str, str]
+    block_size: int | None = None
 
     @property
     def span_s(self) -> float:
@@ -120,26 +145,33 @@ class TrafficLog:
 
 # ---------------------------------------------------------------- reading
 
-def read_log(path: str | Path, fmt: str | None = None, route: str | None = None, strict: bool = False
-             ) -> TrafficLog:
+def read_log(path: str | Path, fmt: str | None = None, route: str | None = None, strict: bool = False,
+             block_size: int | None = None) -> TrafficLog:
     """Read a request log (format auto-detected when `fmt` is None); see the module doc.
 
     route: the route name for logs without a route column (default: the file's
-    stem).  Raises InputError for an unreadable, empty or unusable log.
+    stem).  block_size: tokens per hash id, to read the log's prefix structure
+    (None: ignore it).  Raises InputError for an unreadable, empty or unusable log.
     """
     path = Path(path)
     _check_file(path)
     fmt = detect_format(path) if fmt is None else _check_format(fmt)
+    strict = strict or fmt == "mooncake"  # a machine-written trace: a malformed line means a corrupt file
     raw, json_skips = _read_raw(path)
     if strict and json_skips:
-        raise InputError(f"{path}, line {json_skips[0]}: unreadable JSON line (--strict stops at the first bad row)")
+        _refuse_json_line(path, fmt, json_skips[0])
     if raw.empty and not json_skips:
         raise InputError(f"{path}: no requests (the log has no data rows)")
     default_route = route or path.stem
     columns = _columns(raw, fmt, path)
     frame, skips = _rows(raw, columns, fmt, default_route, path, strict)
     skips = {**({"json": json_skips} if json_skips else {}), **skips}
-    return _finish(frame, skips, fmt, path)
+    return _finish(frame, skips, fmt, path, block_size)
+
+
+def _refuse_json_line(path: Path, fmt: str, line: int) -> None:
+    why = "a Mooncake trace is read strictly" if fmt == "mooncake" else "--strict stops at the first bad row"
+    raise InputError(f"{path}, line {line}: unreadable JSON line ({why})")
 
 
 def _check_file(path: Path) -> None:
@@ -159,10 +191,11 @@ def _check_format(fmt: str) -> str:
 
 
 def detect_format(path: Path) -> str:
-    """'azure' when the header is the Azure trace's, else 'generic' (CSV or JSONL)."""
+    """'azure' when the header is the Azure trace's, 'mooncake' when the first JSON line has MOONCAKE_KEYS,
+    else 'generic' (CSV or JSONL)."""
     first = _first_line(path)
     if first.startswith("{"):
-        return "generic"
+        return "mooncake" if set(MOONCAKE_KEYS) <= set(_json_keys(first)) else "generic"
     header = {c.strip().lower() for c in first.split(",")}
     if {c.lower() for c in AZURE_COLUMNS} <= header:
         return "azure"
@@ -171,6 +204,14 @@ def detect_format(path: Path) -> str:
     raise InputError(f"{path}, line 1: not a request log I recognise; expected a CSV header "
                      f"{', '.join(AZURE_COLUMNS)} (Azure trace) or {', '.join(GENERIC_COLUMNS)} (generic), "
                      f"or JSON Lines, got {first[:80]!r}")
+
+
+def _json_keys(line: str) -> list[str]:
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return []
+    return list(record) if isinstance(record, dict) else []
 
 
 def _first_line(path: Path) -> str:
@@ -227,25 +268,32 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
             records.append({**{k: v for k, v in usage.items() if k in GENERIC_COLUMNS}, **record, "line": number})
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame({"line": []})
     for column in frame.columns:
-        if column != "line":
-            frame[column] = frame[column].map(lambda v: "" if v is None else str(v))
+        if column not in ("line", HASH_COLUMN):  # a hash list stays a list
+            frame[column] = frame[column].map(_cell_text)
     return frame, tuple(bad)
 
 
+def _cell_text(value: object) -> str:
+    """A JSON value as a cell's text: '' for null and for a key the record lacks (NaN once in a frame)."""
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
 def _columns(raw: pd.DataFrame, fmt: str, path: Path) -> dict[str, str | None]:
-    """Map roles (timestamp, input, output, route, model) to the raw frame's column names."""
+    """Map roles (timestamp, input, output, route, model, hash_ids, session_id) to the raw frame's column names."""
     lower = {c.lower(): c for c in raw.columns if c != "line"}
     counts = next((names for names in GENERIC_COUNT_NAMES if all(n in lower for n in names)), GENERIC_COUNT_NAMES[0])
-    wanted = dict(zip(("timestamp", "input", "output"), AZURE_COLUMNS if fmt == "azure"
-                      else ("timestamp", *counts), strict=True))
+    named = {"azure": AZURE_COLUMNS, "mooncake": MOONCAKE_COLUMNS}.get(fmt, ("timestamp", *counts))
+    wanted = dict(zip(("timestamp", "input", "output"), named, strict=True))
     missing = [name for name in wanted.values() if name.lower() not in lower]
     if missing and not raw.empty:
-        expected = AZURE_COLUMNS if fmt == "azure" else GENERIC_COLUMNS
+        expected = {"azure": AZURE_COLUMNS, "mooncake": MOONCAKE_KEYS}.get(fmt, GENERIC_COLUMNS)
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} for a {fmt} log; "
                          f"expected {', '.join(expected)}")
     out: dict[str, str | None] = {role: lower.get(name.lower()) for role, name in wanted.items()}
     for role in GENERIC_OPTIONAL:
         out[role] = lower.get(role) if fmt == "generic" else None
+    out[HASH_COLUMN] = lower.get(HASH_COLUMN) if fmt != "azure" else None
+    out[SESSION_COLUMN] = lower.get(SESSION_COLUMN) if fmt == "generic" else None
     return out
 
 
@@ -253,7 +301,7 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
           ) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
     """Parse and check every row; returns the good rows (absolute seconds `t`) and skipped lines by reason."""
     lines = raw["line"].to_numpy()
-    stamps, epoch_mode = _timestamps(raw[col["timestamp"]] if col["timestamp"] else pd.Series([], dtype=str), path)
+    stamps, expected = _stamps(raw, col, fmt, path)
     bad = {"timestamp": ~np.isfinite(stamps)}
     inputs, input_bad = _counts(raw[col["input"]] if col["input"] else pd.Series([], dtype=str))
     outputs, output_bad = _counts(raw[col["output"]] if col["output"] else pd.Series([], dtype=str))
@@ -263,19 +311,40 @@ def _rows(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, default_route
         bad[reason] = mask
         taken |= mask
     if strict:
-        _raise_first(raw, col, bad, path, epoch_mode)
+        _raise_first(raw, col, bad, path, expected)
     frame = pd.DataFrame({
         "t": stamps, "input_len": inputs, "output_len": outputs,
         "route": raw[col["route"]].str.strip() if col["route"] else default_route,
-        "model": raw[col["model"]].map(slug) if col["model"] else "", "line": lines,
+        "model": raw[col["model"]].map(slug) if col["model"] else "", "line": lines, **_prefix_cells(raw, col),
     })
     frame["route"] = frame["route"].where(frame["route"] != "", default_route)
     skips = {reason: tuple(int(x) for x in lines[mask]) for reason, mask in bad.items() if mask.any()}
     return frame[~taken].reset_index(drop=True), skips
 
 
-def _timestamps(cells: pd.Series, path: Path) -> tuple[np.ndarray, bool]:
-    """Seconds since the epoch (NaN where unreadable); epoch mode when most cells are plain numbers."""
+def _stamps(raw: pd.DataFrame, col: dict[str, str | None], fmt: str, path: Path) -> tuple[np.ndarray, str]:
+    """Arrival times in seconds (NaN where bad), and what a bad cell should have been."""
+    cells = raw[col["timestamp"]] if col["timestamp"] else pd.Series([], dtype=str)
+    return _mooncake_times(cells) if fmt == "mooncake" else _timestamps(cells, path)
+
+
+def _prefix_cells(raw: pd.DataFrame, col: dict[str, str | None]) -> dict[str, object]:
+    """The raw hash_ids (None without the column) and session_id ('' without it) of every row."""
+    return {HASH_COLUMN: raw[col[HASH_COLUMN]] if col[HASH_COLUMN] else None,
+            SESSION_COLUMN: raw[col[SESSION_COLUMN]].str.strip() if col[SESSION_COLUMN] else ""}
+
+
+def _mooncake_times(cells: pd.Series) -> tuple[np.ndarray, str]:
+    """A Mooncake trace's milliseconds from its start, as seconds (NaN where not a number from 0 to MAX_TRACE_MS)."""
+    ms = pd.to_numeric(cells.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        ms = np.where((ms >= 0) & (ms <= MAX_TRACE_MS), ms, np.nan)
+    return ms / 1000.0, f"milliseconds from the trace's start, 0 to {MAX_TRACE_MS:.0e}"
+
+
+def _timestamps(cells: pd.Series, path: Path) -> tuple[np.ndarray, str]:
+    """Seconds since the epoch (NaN where unreadable), and what a bad cell should have been: epoch seconds when
+    most cells are plain numbers, else an ISO-8601 time."""
     text = cells.astype(str).str.strip()
     numbers = pd.to_numeric(text, errors="coerce")
     filled = text != ""
@@ -286,12 +355,12 @@ def _timestamps(cells: pd.Series, path: Path) -> tuple[np.ndarray, bool]:
         if finite.size and np.median(finite) > MAX_EPOCH_SECONDS:
             raise InputError(f"{path}, column 'timestamp': epoch values like {finite[0]:.0f} look like milliseconds "
                              f"or finer; expected epoch seconds (divide by 1000) or ISO-8601 times")
-        return values, True
+        return values, "epoch seconds"
     parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
     # Times outside pandas' nanosecond range (years 1678-2261, e.g. 9999-12-31) are bad timestamps.
     parsed = parsed.where((parsed.dt.year > MIN_YEAR) & (parsed.dt.year < MAX_YEAR))
     seconds = (parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
-    return seconds.to_numpy(dtype=float, na_value=np.nan), False
+    return seconds.to_numpy(dtype=float, na_value=np.nan), "an ISO-8601 time or epoch seconds"
 
 
 def _counts(cells: pd.Series) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -307,7 +376,7 @@ def _counts(cells: pd.Series) -> tuple[np.ndarray, dict[str, np.ndarray]]:
 
 
 def _raise_first(raw: pd.DataFrame, col: dict[str, str | None], bad: dict[str, np.ndarray], path: Path,
-                 epoch_mode: bool) -> None:
+                 expected: str) -> None:
     any_bad = np.zeros(len(raw), dtype=bool)
     for mask in bad.values():
         any_bad |= mask
@@ -317,7 +386,6 @@ def _raise_first(raw: pd.DataFrame, col: dict[str, str | None], bad: dict[str, n
     reason = next(r for r, mask in bad.items() if mask[index])
     column = col["timestamp"] if reason == "timestamp" else _count_column(raw, col, index)
     value = raw.at[index, column] if column else ""
-    expected = "epoch seconds" if epoch_mode else "an ISO-8601 time or epoch seconds"
     what = (f"expected {expected}" if reason == "timestamp"
             else f"expected a whole number of tokens from 0 to {MAX_TOKENS_PER_REQUEST:.0e}")
     raise InputError(f"{path}, line {raw.at[index, 'line']}, column {column!r}: {REASONS[reason]} {value!r} ({what})")
@@ -333,7 +401,8 @@ def _count_column(raw: pd.DataFrame, col: dict[str, str | None], index: int) -> 
     return col["input"]
 
 
-def _finish(frame: pd.DataFrame, skips: dict[str, tuple[int, ...]], fmt: str, path: Path) -> TrafficLog:
+def _finish(frame: pd.DataFrame, skips: dict[str, tuple[int, ...]], fmt: str, path: Path, block_size: int | None
+            ) -> TrafficLog:
     """Sort (reporting rows out of order), check there is a rate to measure, and build the TrafficLog."""
     report_lines = {REASONS[k]: v for k, v in skips.items()}
     t = frame["t"].to_numpy()
@@ -354,9 +423,95 @@ def _finish(frame: pd.DataFrame, skips: dict[str, tuple[int, ...]], fmt: str, pa
     models = {r: _single(g["model"]) for r, g in frame.groupby("route", sort=True)}
     if report.count:
         log.warning("%s: %s", path, report.describe())
-    return TrafficLog(frame[list(REQUEST_COLUMNS)], str(path), fmt, report, start, models)
+    columns, block_size = _prefix_columns(frame, block_size, path)
+    return TrafficLog(frame[columns], str(path), fmt, report, start, models, block_size)
 
 
 def _single(models: pd.Series) -> str:
     names = sorted(set(models) - {""})
     return names[0] if len(names) == 1 else ""
+
+
+# ---------------------------------------------------------------- prefix structure
+
+def _prefix_columns(frame: pd.DataFrame, block_size: int | None, path: Path) -> tuple[list[str], int | None]:
+    """The request columns and block size: with HASH_COLUMN (each request's block ids, set on `frame`) when the
+    caller asked for prefix structure and the log has some, else without it and None."""
+    if block_size is None or not (frame[HASH_COLUMN].notna().any() or (frame[SESSION_COLUMN] != "").any()):
+        return list(REQUEST_COLUMNS), None
+    if block_size < 1:
+        raise InputError(f"block size: expected a whole number of tokens >= 1, got {block_size}")
+    frame[HASH_COLUMN] = _prefixes(frame, block_size, path)
+    return [*REQUEST_COLUMNS, HASH_COLUMN], block_size
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    """Hash ids a prompt of `tokens` tokens carries: one per block of `block_size`, the last possibly partial."""
+    return -(-int(tokens) // block_size)
+
+
+def _prefixes(frame: pd.DataFrame, block_size: int, path: Path) -> np.ndarray:
+    """Each request's block ids (an object array of int64 arrays): its `hash_ids` when the log has them, else
+    derived from `session_id`."""
+    if frame[HASH_COLUMN].notna().any():
+        lists = [_hash_list(v, n, line, block_size, path)
+                 for v, n, line in zip(frame[HASH_COLUMN], frame["input_len"], frame["line"], strict=True)]
+    else:
+        lists = _session_blocks(frame, block_size, path)
+    out = np.empty(len(lists), dtype=object)  # not np.array(lists): equal lengths would make a 2-D array
+    out[:] = lists
+    return out
+
+
+def _hash_list(value: object, tokens: int, line: int, block_size: int, path: Path) -> np.ndarray:
+    """A `hash_ids` cell (a JSON list, or ids separated by ';') as int64, one id per block of the prompt."""
+    items = value if isinstance(value, list) else [] if _blank(value) else str(value).split(";")
+    ids = [_hash_id(item) for item in items]
+    at = f"{path}, line {line}, column {HASH_COLUMN!r}"
+    if any(i is None for i in ids):
+        shown = str(value)[:80]
+        raise InputError(f"{at}: expected a list of integer block hashes (a JSON list, or ';'-separated in CSV), "
+                         f"got {shown!r}")
+    need = blocks_for(tokens, block_size)
+    if len(ids) != need:
+        raise InputError(f"{at}: {len(ids)} hash ids for a {tokens}-token prompt; blocks of {block_size} tokens "
+                         f"need {need} (one per block, the last may be partial): was the log written with another "
+                         f"block size? (--trace-block-size)")
+    return np.array(ids, dtype=np.int64)
+
+
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value)) or not str(value).strip()
+
+
+def _hash_id(item: object) -> int | None:
+    """An integer id within int64, else None (a bool, a float or text that is not a whole number)."""
+    if isinstance(item, bool) or isinstance(item, float):
+        return None
+    try:
+        number = int(str(item).strip()) if isinstance(item, str) else item
+    except ValueError:
+        return None
+    return number if isinstance(number, int) and abs(number) <= MAX_HASH_ID else None
+
+
+def _session_blocks(frame: pd.DataFrame, block_size: int, path: Path) -> list[np.ndarray]:
+    """Block ids from `session_id`: a session is one token stream (each turn's prompt holds the previous turn's
+    prompt and output), so block j of every turn of a session has one id; a request without a session shares
+    nothing.  Raises InputError for a turn whose prompt is shorter than the previous turn's prompt + output."""
+    streams: dict[str, tuple[list[int], int, int]] = {}  # session -> (its block ids, its context length, line)
+    next_id, out = 0, []
+    for session, n, o, line in zip(frame[SESSION_COLUMN], frame["input_len"], frame["output_len"], frame["line"],
+                                   strict=True):
+        ids, context, before = streams.get(session, ([], 0, 0)) if session else ([], 0, 0)
+        if n < context:
+            raise InputError(f"{path}, line {line}, column {SESSION_COLUMN!r}: session {session!r} has a {n}-token "
+                             f"prompt after a turn of {context} tokens of prompt and output (line {before}); a "
+                             "turn's prompt holds the previous turn's prompt and output plus new text")
+        fresh = max(0, blocks_for(n, block_size) - len(ids))
+        ids = ids + list(range(next_id, next_id + fresh))
+        next_id += fresh
+        out.append(np.array(ids[:blocks_for(n, block_size)], dtype=np.int64))
+        if session:
+            streams[session] = (ids, int(n + o), int(line))
+    return out

@@ -203,6 +203,10 @@ ROUTES = Schema(
                "engine's prefix cache (shared system prompts, multi-turn); `measure verify` flags a run whose "
                "server reports more, since it measured less prefill than production does", minimum=0, maximum=1,
                default=0.0),
+        Column("shared_prefix_tokens", "int", False, "a route without a log: prompt tokens every request starts "
+               "with (a system prompt), at most the shortest prompt length given (input_len_*); blank = none. "
+               "Declared for the prefix cache; the sizing does not use it yet (prefill is sized cold)", minimum=0,
+               maximum=MAX_TOKENS),
         Column("log", "str", False, "online: request log replayed by the simulation check (path relative to "
                "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv)"),
         Column("notes", "str", False, "where the route's numbers come from"),

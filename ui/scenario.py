@@ -51,7 +51,7 @@ from planner.planning.plan_files import plan_csv_text
 from planner.planning.route_table import validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_rows
-from planner.traffic.logs import log_to_routes
+from planner.traffic.logs import DEFAULT_BLOCK_SIZE, log_to_routes
 
 SCENARIO_FORMAT = "fleetplan-scenario"
 SCENARIO_VERSION = 1
@@ -302,8 +302,10 @@ def routes_from_log_upload(path: Path, model: str | None = None,
     """A saved request log (`save_uploaded_log`) -> (ROUTES table whose routes replay it, summary lines), via
     planner.traffic.logs.log_to_routes; errors and lines name the file, not the session folder."""
     try:
-        # fmt, route and strict named (their defaults) so that mypy sees **slos fills none of them.
-        routes, lines = log_to_routes(path, fmt=None, route=None, strict=False, model=model, **slos)
+        # fmt, route, strict, block_size and cache_tokens named (their defaults) so that mypy sees **slos fills none
+        # of them.
+        routes, lines = log_to_routes(path, fmt=None, route=None, strict=False, model=model,
+                                      block_size=DEFAULT_BLOCK_SIZE, cache_tokens=None, **slos)
     except InputError as err:
         raise InputError(str(err).replace(str(path), path.name)) from None
     return routes.assign(log=str(path)), [line.replace(str(path), path.name) for line in lines]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from fleetfacts.errors import InputError
+from fleetfacts.requestlog import DEFAULT_BLOCK_SIZE, FORMATS
 from fleetfacts.schema import ROUTES, slug, terminal_safe, write_table
 from planner.commands.base import Command, refuse_overwriting_inputs, register
 from planner.latency import ROUTERS
@@ -24,20 +25,27 @@ from planner.traffic.workload import replay_requests
 
 
 def _traffic_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log", required=True, metavar="FILE", help="request log: Azure trace CSV, or generic CSV/JSONL")
-    p.add_argument("--format", choices=("azure", "generic"), type=slug, help="log format (default: detected)")
+    p.add_argument("--log", required=True, metavar="FILE", help="request log: Azure trace CSV, generic CSV/JSONL, "
+                   "or Mooncake trace JSONL")
+    p.add_argument("--format", choices=FORMATS, type=slug, help="log format (default: detected)")
     p.add_argument("--route", help="route name for a log without a route column (default: the file name)")
     p.add_argument("--model", type=slug, help="model slug for routes whose log names none (default 'unknown')")
     p.add_argument("--out", required=True, metavar="ROUTES.csv", help="where to write the routes CSV")
     p.add_argument("--ttft-slo-ms", type=float, help="TTFT target to write into every route")
     p.add_argument("--tpot-slo-ms", type=float, help="TPOT target to write into every route")
     p.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+    p.add_argument("--trace-block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="TOKENS",
+                   help=f"tokens per hash id of the log's `hash_ids` (default {DEFAULT_BLOCK_SIZE}, as the Mooncake "
+                   "traces); for a log with `session_id`, the block size of the reuse report")
+    p.add_argument("--cache-tokens", type=int, metavar="TOKENS", help="also report what an LRU prefix cache of "
+                   "this many tokens serves (a log with prefix structure)")
 
 
 def _run_traffic(args: argparse.Namespace) -> int:
 
     refuse_overwriting_inputs({"--out": args.out}, {"--log": args.log})
     routes, lines = log_to_routes(args.log, args.format, args.route, args.strict, args.model,
+                                  args.trace_block_size, args.cache_tokens,
                                   ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms)
     # The plan replays the log each route came from (its bursts, not a gamma stand-in with the same CV).
     routes["log"] = os.path.relpath(Path(args.log).resolve(), Path(args.out).resolve().parent)
@@ -56,7 +64,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", required=True, help="plan CSV (written by `plan`)")
     p.add_argument("--log", metavar="FILE", help="replay this request log instead of each route's own load (a "
                    "route's `log`, else synthetic arrivals)")
-    p.add_argument("--format", choices=("azure", "generic"), type=slug, help="log format (default: detected)")
+    p.add_argument("--format", choices=FORMATS, type=slug, help="log format (default: detected)")
     p.add_argument("--route", help="route a log without a route column feeds (default: the only online route)")
     p.add_argument("--router", choices=tuple(ROUTERS), help="load balancer (default: the plan's assumption)")
     p.add_argument("--seed", type=int, default=0, help="seed for synthetic arrivals and lengths")

@@ -75,6 +75,7 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
                              f"({ROUTES.column(column).doc})")
     if row["traffic"] == "online":
         _check_online_row(row, at)
+    _check_shared_prefix(row, at)
     if row["slo_percentile"] >= 100:
         raise InputError(f"{at}, column 'slo_percentile': expected a percentile below 100, "
                          f"got {row['slo_percentile']!r}")
@@ -87,6 +88,24 @@ def _check_route_row(row: dict, at: str, seen: set[str]) -> None:
             if not item.isdigit() or int(item) < 1:
                 raise InputError(f"{at}, column {column!r}: expected whole numbers >= 1 separated by ';', "
                                  f"got {row[column]!r}")
+
+
+def _check_shared_prefix(row: dict, at: str) -> None:
+    """shared_prefix_tokens: only on a route without a log (a log carries its own prefixes), and no longer than
+    the shortest prompt length the row gives (every request starts with it)."""
+    shared = row.get("shared_prefix_tokens")
+    if shared is None or pd.isna(shared):
+        return
+    if row.get("log"):
+        raise InputError(f"{at}, column 'shared_prefix_tokens': the route replays a log ({row['log']}), whose "
+                         "prefixes come from the log itself (hash_ids or session_id); leave it blank")
+    given = {c: row[c] for c in ("input_len_mean", "input_len_p50", "input_len_p95", "input_len_p99")
+             if not pd.isna(row[c])}
+    column = min(given, key=lambda c: given[c])
+    if shared > given[column]:
+        raise InputError(f"{at}, column 'shared_prefix_tokens': {shared} tokens is longer than {column} "
+                         f"{given[column]:g}; every request starts with the shared prefix, so it is at most the "
+                         "shortest prompt")
 
 
 def _check_online_row(row: dict, at: str) -> None:

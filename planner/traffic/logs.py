@@ -8,7 +8,8 @@ hour over the mean hour; 1 for a log shorter than a day, which carries its own
 bursts), burstiness (CV of inter-arrival gaps), burst descriptors (peak 10 s /
 60 s / 300 s sliding-window rates over the mean, index of dispersion of minute
 counts: descriptors, never scale factors), a diurnal profile (hourly rate
-multipliers) when the log spans at least 24 h, and length quantiles;
+multipliers) when the log spans at least 24 h, length quantiles, and the prefix
+reuse of a log that carries prefix structure (planner.traffic.prefixes);
 `routes_frame` turns them into a ROUTES table.  Definitions: docs/traffic.md.
 """
 
@@ -25,8 +26,10 @@ import pandas as pd
 from fleetfacts.errors import InputError
 from fleetfacts.requestlog import (  # noqa: F401 - re-exported: the planner's callers read logs from here
     AZURE_COLUMNS,
+    DEFAULT_BLOCK_SIZE,
     FORMATS,
     GENERIC_COLUMNS,
+    HASH_COLUMN,
     MAX_LOG_BYTES,
     MAX_TOKENS_PER_REQUEST,
     SkipReport,
@@ -35,6 +38,7 @@ from fleetfacts.requestlog import (  # noqa: F401 - re-exported: the planner's c
     read_log,
 )
 from fleetfacts.schema import MAX_ARRIVAL_CV, MAX_PEAK_TO_MEAN, ROUTES, validate_frame
+from planner.traffic.prefixes import PrefixReuse, PromptBlocks, prefix_reuse
 
 BUCKET_S = 60.0          # peak_minute_rps: busiest full minute
 DIURNAL_MIN_SPAN_S = 24 * 3600.0  # a diurnal profile needs at least one whole day
@@ -103,7 +107,8 @@ class RouteTraffic:
     the route's inter-arrival gaps (1.0, assumed Poisson, with only 2
     requests); diurnal: 24 hourly rate multipliers (UTC hour of day, mean 1 over
     the log's hours) or None when the log spans less than 24 h; bursts: burst
-    descriptors (peak 10/60/300 s rates over the mean, dispersion at 60 s).
+    descriptors (peak 10/60/300 s rates over the mean, dispersion at 60 s);
+    reuse: the prefix reuse of a log with prefix structure, else None.
     """
 
     route: str
@@ -117,6 +122,7 @@ class RouteTraffic:
     output: LengthStats
     bursts: BurstDescriptors
     notes: tuple[str, ...] = ()
+    reuse: PrefixReuse | None = None
 
     @property
     def peak_to_mean(self) -> float:
@@ -244,8 +250,12 @@ def _hour_exposure(offset: float, span_s: float) -> np.ndarray:
     return exposure
 
 
-def route_traffic(traffic: TrafficLog) -> tuple[list[RouteTraffic], list[str]]:
-    """Per-route statistics, and notes on routes left out (fewer than 2 requests: no rate)."""
+def route_traffic(traffic: TrafficLog, cache_tokens: int | None = None) -> tuple[list[RouteTraffic], list[str]]:
+    """Per-route statistics, and notes on routes left out (fewer than 2 requests: no rate).
+
+    A log with prefix structure also gives each route's reuse (one cache per route), with what an LRU cache of
+    `cache_tokens` serves when given.
+    """
     req = traffic.requests
     span = traffic.span_s
     log_rate = (len(req) - 1) / span
@@ -254,13 +264,14 @@ def route_traffic(traffic: TrafficLog) -> tuple[list[RouteTraffic], list[str]]:
         if len(group) < 2:
             left_out.append(f"route {name!r}: {len(group)} request, cannot give a rate; left out")
             continue
-        out.append(_route(str(name), group, len(req), log_rate, traffic))
+        out.append(_route(str(name), group, len(req), log_rate, traffic, cache_tokens))
     if not out:
         raise InputError(f"{traffic.source}: no route has at least 2 requests; a rate needs at least 2")
     return out, left_out
 
 
-def _route(name: str, group: pd.DataFrame, total: int, log_rate: float, traffic: TrafficLog) -> RouteTraffic:
+def _route(name: str, group: pd.DataFrame, total: int, log_rate: float, traffic: TrafficLog,
+           cache_tokens: int | None) -> RouteTraffic:
     t = group["t_s"].to_numpy()
     rate = log_rate * len(group) / total  # the log's rate times the route's share of its requests
     gaps = np.diff(t)
@@ -273,13 +284,21 @@ def _route(name: str, group: pd.DataFrame, total: int, log_rate: float, traffic:
     bursts = burst_descriptors(t, start_s=0.0, end_s=traffic.span_s, mean_rps=rate)
     stats = RouteTraffic(name, len(group), float(t[-1] - t[0]), rate, peak_hour_rps(t, traffic.span_s), cv,
                          diurnal_profile(t, traffic.start, traffic.span_s), length_stats(group["input_len"]),
-                         length_stats(group["output_len"]), bursts, tuple(notes))
+                         length_stats(group["output_len"]), bursts, tuple(notes),
+                         _reuse(group, traffic.block_size, cache_tokens))
     if stats.peak_to_mean > MAX_PEAK_TO_MEAN or cv > MAX_ARRIVAL_CV:
         raise InputError(f"{traffic.source}: route {name!r} has {len(group)} requests over {_span_text(stats.span_s)}; "
                          f"its busiest hour runs at {stats.peak_to_mean:.3g}x its mean rate and its gaps have a CV of "
                          f"{cv:.3g} (the planner takes at most {MAX_PEAK_TO_MEAN:g} and {MAX_ARRIVAL_CV:g}): too "
                          "sparse to plan on; give a log of the route's continuous traffic")
     return stats
+
+
+def _reuse(group: pd.DataFrame, block_size: int | None, cache_tokens: int | None) -> PrefixReuse | None:
+    if block_size is None:
+        return None
+    blocks = PromptBlocks(group["t_s"].to_numpy(), group["input_len"].to_numpy(), list(group[HASH_COLUMN]))
+    return prefix_reuse(blocks, block_size, cache_tokens)
 
 
 def _span_text(seconds: float) -> str:
@@ -321,8 +340,10 @@ def _round(value: float) -> float:
 
 def route_notes(s: RouteTraffic, traffic: TrafficLog) -> str:
     """How the route's numbers were derived, for the ROUTES notes column."""
+    start = (", times relative to its first request" if traffic.format == "mooncake"
+             else f" from {traffic.start:%Y-%m-%d %H:%M} UTC")
     parts = [f"derived by planner.traffic from {Path(traffic.source).name} ({traffic.format} log; {s.requests} "
-             f"requests, log span {traffic.span_s:.0f} s from {traffic.start:%Y-%m-%d %H:%M} UTC)",
+             f"requests, log span {traffic.span_s:.0f} s{start})",
              "rate_rps = log rate (requests-1)/span x the route's share of requests",
              peak_to_mean_note(s),
              "arrival_cv = std/mean of inter-arrival gaps",
@@ -330,6 +351,8 @@ def route_notes(s: RouteTraffic, traffic: TrafficLog) -> str:
              "lengths = mean and p50/p95/p99 (linear) of prompt and output tokens"]
     if s.diurnal is not None:
         parts.append("diurnal multipliers by UTC hour 0-23: " + " ".join(f"{m:.2f}" for m in s.diurnal))
+    if s.reuse is not None:
+        parts.append(s.reuse.describe() + "; the plan does not use it yet: prefill is sized cold")
     if traffic.skipped.count:
         parts.append(traffic.skipped.describe())
     parts.extend(s.notes)
@@ -368,6 +391,8 @@ def summary_lines(traffic: TrafficLog, stats: Sequence[RouteTraffic], left_out: 
                    f"input mean/p50/p95/p99 {_lengths_text(s.input)}, output {_lengths_text(s.output)}"
                    + (", diurnal profile derived" if s.diurnal is not None else ""))
         out.append(f"{s.route}: {burst_text(s.bursts)}")
+        if s.reuse is not None:
+            out.append(f"{s.route}: {s.reuse.describe()}")
     return out
 
 
@@ -376,9 +401,11 @@ def _lengths_text(lengths: LengthStats) -> str:
 
 
 def log_to_routes(path: str | Path, fmt: str | None = None, route: str | None = None, strict: bool = False,
-                  model: str | None = None, **slos: float | None) -> tuple[pd.DataFrame, list[str]]:
-    """read_log + route_traffic + routes_frame: (ROUTES table, summary lines)."""
-    traffic = read_log(path, fmt, route, strict)
-    stats, left_out = route_traffic(traffic)
+                  model: str | None = None, block_size: int = DEFAULT_BLOCK_SIZE, cache_tokens: int | None = None,
+                  **slos: float | None) -> tuple[pd.DataFrame, list[str]]:
+    """read_log (its prefix structure at `block_size` tokens per hash id) + route_traffic + routes_frame:
+    (ROUTES table, summary lines)."""
+    traffic = read_log(path, fmt, route, strict, block_size)
+    stats, left_out = route_traffic(traffic, cache_tokens)
     return routes_frame(stats, traffic, model, **slos), summary_lines(traffic, stats, left_out)
 

@@ -266,6 +266,7 @@ class Route:
 
     Rates in requests/s; deadline in hours (NaN for an online route); slo_percentile
     in percent.  allow_lists: (column, cell as given: ';'-separated text or blank) of the allow-list columns.
+    shared_prefix_tokens: prompt tokens every request starts with (0 = none declared).
     """
 
     name: str
@@ -286,6 +287,7 @@ class Route:
     slo_window_s: float = DEFAULT_WINDOW_S
     allow_lists: tuple[tuple[str, Any], ...] = ()
     diurnal: tuple[float, ...] | None = None
+    shared_prefix_tokens: int = 0
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Route:
@@ -305,6 +307,7 @@ class Route:
             slo_window_s=_num(_get(row, "slo_window_s"), DEFAULT_WINDOW_S),
             allow_lists=tuple((c, _get(row, c)) for c in ALLOW_LISTS),
             diurnal=parse_diurnal(_get(row, "diurnal")),
+            shared_prefix_tokens=int(_num(_get(row, "shared_prefix_tokens"), 0.0)),
         )
 
     def targets(self, attainment: float) -> Targets:

@@ -172,6 +172,22 @@ def test_fuzzed_jsonl_logs_read_or_fail_with_one_line(mutations):
         _each(read_log, seed, "log.jsonl", mutations)
 
 
+# A Mooncake trace with prefix structure (blocks of 4 tokens): a shared first block, a session growing by turns.
+MOONCAKE_SEED = "".join(f'{{"timestamp": {500 * i}, "input_length": {9 + i % 4}, "output_length": 3, '
+                        f'"hash_ids": [0, {1 + i % 3}, {100 + i}]}}\n' for i in range(30))
+
+
+@FUZZ
+@given(st.lists(MUTATION, min_size=1, max_size=4))
+def test_fuzzed_mooncake_traces_read_or_fail_with_one_line(mutations):
+    from planner.traffic.logs import log_to_routes
+    with tempfile.TemporaryDirectory() as folder:
+        seed = Path(folder) / "seed.jsonl"
+        seed.write_text(MOONCAKE_SEED)
+        _each(lambda p: log_to_routes(p, model="llama-3.1-8b", block_size=4, cache_tokens=16, ttft_slo_ms=1000.0),
+              seed, "trace.jsonl", mutations)
+
+
 @FUZZ
 @given(st.lists(MUTATION, min_size=1, max_size=4))
 def test_fuzzed_scenarios_load_or_fail_with_one_line(mutations):

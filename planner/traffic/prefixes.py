@@ -1,0 +1,190 @@
+"""Prefix reuse of a request log: the prompt blocks an earlier request already had, found as vLLM's automatic
+prefix caching finds them (docs/traffic.md, "Prefix reuse").  Pure functions: no engine, no timing.
+
+A request is its arrival and its prompt's block ids (`PromptBlocks`): one id per block of `block_size` tokens,
+the last block possibly partial, equal ids = equal tokens (a Mooncake trace's `hash_ids`).  The rules, after
+vLLM v1 (`v1/core/kv_cache_utils.py`, `v1/core/kv_cache_manager.py`):
+- blocks are chained: block j's key is (key of block j - 1, id j), so a block matches only behind the same
+  prefix.  Keys are interned exactly (a dict), so there are no hash collisions;
+- only full blocks are cached (floor(n / block_size) of a prompt of n tokens);
+- a hit is the leading run of cached keys, at most floor((n - 1) / block_size) blocks: the last prompt token
+  is always recomputed for its logits;
+- a request's blocks enter the cache at its arrival (here: no prefill timing); blocks of generated tokens are
+  not cached here (vLLM caches those too, so a multi-turn session's next turn may hit a little more);
+- LRU: a request references its blocks tail first (vLLM frees a finished request's blocks in reverse order,
+  so a chain's head outlives its tail), and the least recently referenced block is evicted.  No block is
+  held by a running request (no ref counts: nothing runs here).
+
+`hit_tokens` gives per request the tokens served by an unbounded cache and by an LRU cache of a capacity;
+`prefix_reuse` the share of prompt tokens seen before and the reuse distances.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Container, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetfacts.errors import InputError
+from fleetfacts.requestlog import blocks_for
+
+REUSE_QUANTILES = (50, 90)  # reuse distance percentiles `traffic` prints
+ROOT_KEY = -1  # the parent key of a prompt's first block
+
+
+@dataclass(frozen=True)
+class PromptBlocks:
+    """Requests as a prefix cache sees them: arrival_s (s), prompt_tokens (tokens per prompt), hash_ids (per
+    request an int array, one id per block of the prompt: ceil(prompt_tokens / block_size) of them)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    hash_ids: Sequence[np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.prompt_tokens)
+
+
+@dataclass(frozen=True)
+class CacheHits:
+    """Prompt tokens served from the cache per request (in the requests' order): unbounded and LRU."""
+
+    infinite: np.ndarray
+    lru: np.ndarray
+
+
+@dataclass(frozen=True)
+class PrefixReuse:
+    """A log's reuse: prompt_tokens (all prompts), reused_tokens (what an unbounded cache serves: hit_tokens'
+    `infinite`), distances_tokens (per reused block, the cached prompt tokens of the requests between its
+    previous use and this one), block_size; lru_tokens: what an LRU of cache_tokens serves (None if not asked)."""
+
+    prompt_tokens: int
+    reused_tokens: int
+    distances_tokens: np.ndarray
+    block_size: int
+    cache_tokens: int | None = None
+    lru_tokens: int | None = None
+
+    @property
+    def share(self) -> float:
+        """Share of prompt tokens seen before (NaN without prompt tokens)."""
+        return self.reused_tokens / self.prompt_tokens if self.prompt_tokens else math.nan
+
+    def distance(self, percentile: float) -> float:
+        """Reuse distance at a percentile (tokens; linear interpolation), NaN when nothing is reused."""
+        if not self.distances_tokens.size:
+            return math.nan
+        return float(np.percentile(self.distances_tokens, percentile))
+
+    def describe(self) -> str:
+        """One line: reuse share, reuse distance p50/p90 and, when asked, the LRU cache's share."""
+        text = (f"prefix reuse: {_percent(self.share)} of prompt tokens repeat an earlier request's prefix (what "
+                f"an unbounded prefix cache serves; {self.block_size}-token blocks chained as vLLM chains them)")
+        if self.distances_tokens.size:
+            p50, p90 = (_tokens(self.distance(q)) for q in REUSE_QUANTILES)
+            text += (f"; reuse distance p50 {p50}, p90 {p90} tokens of traffic between a block's uses (an LRU cache "
+                     "larger than the distance keeps the block)")
+        if self.cache_tokens is not None and self.lru_tokens is not None:
+            share = self.lru_tokens / self.prompt_tokens if self.prompt_tokens else math.nan
+            text += f"; an LRU cache of {_tokens(self.cache_tokens)} tokens serves {_percent(share)}"
+        return text
+
+
+def _percent(share: float) -> str:
+    return "n/a" if math.isnan(share) else f"{100 * share:.1f}%"
+
+
+def _tokens(value: float) -> str:
+    """12345 -> '12.3k', 2.5e6 -> '2.5M'."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.0f}"
+
+
+# ---------------------------------------------------------------- the walk over requests
+
+def _walk(requests: PromptBlocks, block_size: int) -> Iterator[tuple[int, list[int], int]]:
+    """(request index, chained keys of its full blocks, most blocks a hit may take), in arrival order (ties in
+    the given order).  Raises InputError for a block size below 1 or a hash list of the wrong length."""
+    if block_size < 1:
+        raise InputError(f"block size: expected a whole number of tokens >= 1, got {block_size}")
+    if not len(requests.arrival_s) == len(requests.prompt_tokens) == len(requests.hash_ids):
+        raise InputError(f"prompt blocks: {len(requests.arrival_s)} arrivals, {len(requests.prompt_tokens)} prompt "
+                         f"lengths and {len(requests.hash_ids)} hash lists; expected one of each per request")
+    chain: dict[tuple[int, int], int] = {}
+    for i in np.argsort(np.asarray(requests.arrival_s, dtype=float), kind="stable"):
+        n, ids = int(requests.prompt_tokens[i]), requests.hash_ids[i]
+        if len(ids) != blocks_for(n, block_size):
+            raise InputError(f"request {i}: {len(ids)} hash ids for a {n}-token prompt; blocks of {block_size} "
+                             f"tokens need {blocks_for(n, block_size)}")
+        keys, parent = [], ROOT_KEY
+        for block_id in ids[: n // block_size]:
+            parent = chain.setdefault((parent, int(block_id)), len(chain))
+            keys.append(parent)
+        yield int(i), keys, max(0, (n - 1) // block_size)
+
+
+def _leading(keys: list[int], cap: int, cached: Container[int]) -> int:
+    """Blocks in the leading run of `keys` found in `cached`, at most `cap`."""
+    run = 0
+    for key in keys[:cap]:
+        if key not in cached:
+            break
+        run += 1
+    return run
+
+
+def _reference(cache: OrderedDict[int, None], keys: list[int], capacity_blocks: int) -> None:
+    """LRU: reference a request's blocks tail first, then evict the least recently used beyond the capacity."""
+    for key in reversed(keys):
+        cache[key] = None
+        cache.move_to_end(key)
+    while len(cache) > capacity_blocks:
+        cache.popitem(last=False)
+
+
+# ---------------------------------------------------------------- public
+
+def hit_tokens(requests: PromptBlocks, capacity_tokens: int, block_size: int) -> CacheHits:
+    """Per request (in the given order), prompt tokens served from the prefix cache: under an unbounded cache,
+    and under an LRU cache of `capacity_tokens` (floor(capacity / block_size) blocks).  Raises InputError for a
+    negative capacity, a block size below 1 or a hash list of the wrong length."""
+    if capacity_tokens < 0:
+        raise InputError(f"cache capacity: expected tokens >= 0, got {capacity_tokens}")
+    infinite = np.zeros(len(requests), dtype=np.int64)
+    lru = np.zeros(len(requests), dtype=np.int64)
+    seen: set[int] = set()
+    cache: OrderedDict[int, None] = OrderedDict()
+    for i, keys, cap in _walk(requests, block_size):
+        infinite[i] = _leading(keys, cap, seen) * block_size
+        lru[i] = _leading(keys, cap, cache) * block_size
+        seen.update(keys)
+        _reference(cache, keys, int(capacity_tokens // block_size))
+    return CacheHits(infinite, lru)
+
+
+def prefix_reuse(requests: PromptBlocks, block_size: int, cache_tokens: int | None = None) -> PrefixReuse:
+    """The share of prompt tokens an unbounded prefix cache serves, and per reused block its reuse distance: the
+    cached prompt tokens (full blocks) of the requests that arrived between its previous use and this one.  An
+    LRU cache keeps a block while fewer distinct blocks than it holds were referenced since, so a cache of N
+    tokens catches every reuse at a distance below N minus the block's own prefix (repeated blocks in between
+    count every time: the distance is an upper bound on what LRU needs).  cache_tokens: also give what an LRU
+    cache of that many tokens serves (hit_tokens)."""
+    last: dict[int, int] = {}  # key -> position (in arrival order) of its last use
+    traffic = [0]  # cached prompt tokens of the requests before each position
+    distances: list[int] = []
+    reused = 0
+    for position, (_, keys, cap) in enumerate(_walk(requests, block_size)):
+        run = _leading(keys, cap, last)
+        reused += run * block_size
+        distances.extend(traffic[position] - traffic[last[key] + 1] for key in keys[:run])
+        last.update((key, position) for key in keys)
+        traffic.append(traffic[-1] + len(keys) * block_size)
+    lru = None if cache_tokens is None else int(hit_tokens(requests, cache_tokens, block_size).lru.sum())
+    return PrefixReuse(int(np.sum(requests.prompt_tokens)), reused, np.asarray(distances, dtype=np.int64),
+                       block_size, cache_tokens, lru)
