@@ -28,6 +28,7 @@ from planner.latency import (
     OpenLoop,
     Replay,
     predict,
+    rounds_answer,
     with_server_latency_of,
 )
 from planner.latency.analytic import AnalyticLoad, Offline, Rounds, Steady, analytic
@@ -119,7 +120,8 @@ def _run_predict(args: argparse.Namespace) -> int:
         return _run_predict_open_loop(args)
 
     curve = _predict_curve(args, serving=args.batch_size is None)
-    answer = analytic(curve, _analytic_load(args))
+    load = _analytic_load(args)
+    answer = rounds_answer(curve, load) if isinstance(load, Rounds) else analytic(curve, load)
     record = {**_prediction_record(curve, answer.prediction), "closed_loop": args.closed_loop if args.concurrency
               else None, "tier": answer.tier, "statistic": answer.statistic}
     if args.json:

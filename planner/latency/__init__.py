@@ -5,6 +5,7 @@ its per-request result type, SimResult, is what a simulated report carries).
 """
 
 from planner.latency.analytic import service_time_s
+from planner.latency.closed_loop import TIER_CLOSED_LOOP, rounds_answer
 from planner.latency.door import (
     DEFAULT_ROUTER,
     PERCENTILES,
@@ -39,8 +40,8 @@ from planner.latency.server_fit import (
 )
 from planner.latency.simulate import SimResult
 
-__all__ = ["DEFAULT_ROUTER", "METRICS", "PERCENTILES", "ROUTERS", "TIER_ANALYTIC", "TIER_FLEET", "TIER_JOB",
+__all__ = ["DEFAULT_ROUTER", "METRICS", "PERCENTILES", "ROUTERS", "TIER_ANALYTIC", "TIER_CLOSED_LOOP", "TIER_FLEET", "TIER_JOB",
            "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "Fleet", "Job", "LatencyReport", "Lengths", "Load",
            "OpenLoop", "Replay", "SimResult", "calibrate", "latency_basis", "latency_summary", "load_shares",
-           "predict", "predict_row", "server_rows", "serving_curves", "service_time_s", "validate_latency",
+           "predict", "predict_row", "rounds_answer", "server_rows", "serving_curves", "service_time_s", "validate_latency",
            "with_server_latency", "with_server_latency_of"]
