@@ -75,3 +75,18 @@ def test_a_one_route_log_is_the_routes_own_whatever_its_route_column_says(tmp_pa
     status, replayed, err = plan_and_simulate(tmp_path, "Chat", capsys)
     assert status == 0, err
     assert f"the route's log ({PER_ROUTE} requests" in replayed, replayed
+
+
+def test_the_fleet_check_replays_each_route_its_own_rows_of_a_shared_log(tmp_path):
+    """Two routes on one multi-route log at the same peak_to_mean: the fleet check's log cache was keyed on the
+    file and the peak alone, so the second route replayed the first one's rows."""
+    from planner.planning import fleet_check
+    from planner.traffic.routes import Route
+
+    two_route_log(tmp_path)
+    prompts = {}
+    for name in ("chat", "code"):
+        route = Route.from_row({"name": name, **ROUTE_ROW, "log": str(tmp_path / "log.csv")})
+        arrivals, inputs, _ = fleet_check._log(route)
+        prompts[name] = (len(arrivals), set(inputs.tolist()))
+    assert prompts == {"chat": (PER_ROUTE, {OWN_PROMPT}), "code": (PER_ROUTE, {10 * OWN_PROMPT})}
