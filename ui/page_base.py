@@ -10,7 +10,6 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -27,9 +26,10 @@ from planner.planning.plan import PlanResult
 from planner.planning.route_table import load_routes
 from planner.sizing.assumptions import Assumptions
 from ui import charts, scenario, tables
+from ui.uploads import EXAMPLES_DIR
 
 log = logging.getLogger("fleetplan.app")
-EXAMPLE_ROUTES = Path(__file__).resolve().parents[1] / "examples" / "routes.csv"
+EXAMPLE_ROUTES = EXAMPLES_DIR / "routes.csv"
 ASSUMED = Assumptions()
 CHEAPEST = ""  # provider choice meaning "the cheapest provider listed for each GPU"
 # Routes editor: the columns a capacity review changes; the rest behind "all columns".
@@ -62,7 +62,7 @@ def bundled_inputs() -> Catalog:
 
 @st.cache_data(show_spinner=False)
 def bundled_routes() -> pd.DataFrame:
-    return scenario.resolve_logs(load_routes(EXAMPLE_ROUTES), EXAMPLE_ROUTES.parent, "examples/routes.csv")
+    return scenario.resolve_logs(load_routes(EXAMPLE_ROUTES), EXAMPLES_DIR, "examples/routes.csv")
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

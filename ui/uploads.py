@@ -25,9 +25,10 @@ from fleetfacts.errors import InputError
 # The bundled examples: the only folder whose request logs a routes table in the app may name (relative to it).
 # (profiles/ holds no request logs: naming a file there could only fail.)
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
-# Bounds of one uploaded request log: parsing holds ~12x the file in memory (a 50 MB log of 1.8 million requests
-# peaked at 630 MB deriving its routes) and every plan replays each of its requests; the bundled trace has 8,819.
-# Larger logs: `python -m planner`.  .streamlit/config.toml's server.maxUploadSize (MiB) is MAX_APP_LOG_BYTES.
+# Bounds of one uploaded request log: every plan replays each of its requests (a 50 MB log of 1.8 million took
+# the app to 2.5 GB and 10 minutes; 200,000 requests: 490 MB with the catalog and 35 s, docs/app.md); the bundled
+# trace has 8,819.  Larger logs: `python -m planner`.  .streamlit/config.toml's server.maxUploadSize (MiB) is
+# MAX_APP_LOG_BYTES.
 MAX_APP_LOG_BYTES = 25 * 2**20
 MAX_APP_LOG_ROWS = 200_000
 # Request logs one session keeps (the disk it may take: this many times MAX_APP_LOG_BYTES).
