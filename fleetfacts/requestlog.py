@@ -16,6 +16,9 @@ Formats (read-only inputs, not Fleetplan files):
   published traces; equal ids = equal tokens), detected by those keys.  Machine-written, so read as with
   strict=True: a malformed line is an error naming it.
 
+Errors name the file, the line and the column and say what was expected; they never quote the file's text (a
+log named by someone else may be any file: the app shows its errors).
+
 `read_log` returns the requests (t_s from the first arrival, input_len,
 output_len, route, line), sorted by time.  Rows with a bad timestamp or a
 missing, non-numeric, fractional or negative token count are skipped and
@@ -203,7 +206,7 @@ def detect_format(path: Path) -> str:
         return "generic"
     raise InputError(f"{path}, line 1: not a request log I recognise; expected a CSV header "
                      f"{', '.join(AZURE_COLUMNS)} (Azure trace) or {', '.join(GENERIC_COLUMNS)} (generic), "
-                     f"or JSON Lines, got {first[:80]!r}")
+                     f"or JSON Lines (a line starting with '{{')")
 
 
 def _json_keys(line: str) -> list[str]:
@@ -353,8 +356,8 @@ def _timestamps(cells: pd.Series, path: Path) -> tuple[np.ndarray, str]:
         values = numbers.to_numpy(dtype=float)
         finite = values[np.isfinite(values)]
         if finite.size and np.median(finite) > MAX_EPOCH_SECONDS:
-            raise InputError(f"{path}, column 'timestamp': epoch values like {finite[0]:.0f} look like milliseconds "
-                             f"or finer; expected epoch seconds (divide by 1000) or ISO-8601 times")
+            raise InputError(f"{path}, column 'timestamp': epoch values above {MAX_EPOCH_SECONDS:.0e} look like "
+                             f"milliseconds or finer; expected epoch seconds (divide by 1000) or ISO-8601 times")
         return values, "epoch seconds"
     parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
     # Times outside pandas' nanosecond range (years 1678-2261, e.g. 9999-12-31) are bad timestamps.
@@ -385,10 +388,9 @@ def _raise_first(raw: pd.DataFrame, col: dict[str, str | None], bad: dict[str, n
     index = int(np.argmax(any_bad))
     reason = next(r for r, mask in bad.items() if mask[index])
     column = col["timestamp"] if reason == "timestamp" else _count_column(raw, col, index)
-    value = raw.at[index, column] if column else ""
     what = (f"expected {expected}" if reason == "timestamp"
             else f"expected a whole number of tokens from 0 to {MAX_TOKENS_PER_REQUEST:.0e}")
-    raise InputError(f"{path}, line {raw.at[index, 'line']}, column {column!r}: {REASONS[reason]} {value!r} ({what})")
+    raise InputError(f"{path}, line {raw.at[index, 'line']}, column {column!r}: {REASONS[reason]} ({what})")
 
 
 def _count_column(raw: pd.DataFrame, col: dict[str, str | None], index: int) -> str | None:

@@ -208,7 +208,9 @@ ROUTES = Schema(
                "Declared for the prefix cache; the sizing does not use it yet (prefill is sized cold)", minimum=0,
                maximum=MAX_TOKENS),
         Column("log", "str", False, "online: request log replayed by the simulation check (path relative to "
-               "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv)"),
+               "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv); a log of "
+               "several routes replays only the rows whose route is the route's name (ignoring case when one "
+               "matches so) and is refused when none does"),
         Column("notes", "str", False, "where the route's numbers come from"),
     ),
 )

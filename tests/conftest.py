@@ -88,7 +88,7 @@ def code_completion_load(peak_to_mean: float | None = None):
     routes = load_routes(Path(__file__).resolve().parents[1] / "examples" / "routes.csv")
     row = routes[routes["name"] == "code-completion"].iloc[0].to_dict()
     route = Route.from_row(row if peak_to_mean is None else {**row, "peak_to_mean": peak_to_mean})
-    log, _ = _route_log(route)
+    log = _route_log(route)
     curve = next(c for c in bundled_catalog().curves.values()
                  if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
                  == ("vllm", "h200", "fp8", route.model, "default"))

@@ -62,7 +62,7 @@ def bundled_inputs() -> Catalog:
 
 @st.cache_data(show_spinner=False)
 def bundled_routes() -> pd.DataFrame:
-    return scenario.resolve_logs(load_routes(EXAMPLE_ROUTES), EXAMPLE_ROUTES.parent, "examples/routes.csv")
+    return scenario.resolve_logs(load_routes(EXAMPLE_ROUTES), EXAMPLES_DIR, "examples/routes.csv")
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

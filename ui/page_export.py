@@ -67,7 +67,8 @@ def export_section(shown: Shown, fleet: FleetResult | None, routes: pd.DataFrame
 
 def baseline_section(result: PlanResult) -> pd.DataFrame | None:
     """Load a saved plan CSV and show the differences per route (engine, GPUs, $/month); returns them."""
-    st.file_uploader("Compare with a saved plan (plan CSV, e.g. last quarter's)", type=["csv"], key="baseline_upload")
+    st.file_uploader("Compare with a saved plan (plan CSV, e.g. last quarter's)", type=["csv"], key="baseline_upload",
+                     max_upload_size=scenario.MAX_UPLOAD_BYTES // 2**20)
     upload = st.session_state.get("baseline_upload")
     if upload is None:
         return None

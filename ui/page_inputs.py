@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import tempfile
+import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -20,7 +19,6 @@ from ui.page_base import (
     ASSUMED,
     CHEAPEST,
     EDITOR_COLUMNS,
-    EXAMPLE_ROUTES,
     GROWTH_RANGE,
     PRICE_RANGE,
     allowed_options,
@@ -31,6 +29,10 @@ from ui.page_base import (
     put_settings,
     set_base,
 )
+from ui.uploads import EXAMPLES_DIR, MAX_APP_LOG_BYTES, MAX_APP_LOG_ROWS, MAX_SESSION_LOGS, SessionLogs
+
+# The browser's limit on a table or scenario upload, MiB (the app checks it again: scenario.check_upload_size).
+TABLE_UPLOAD_MIB = scenario.MAX_UPLOAD_BYTES // 2**20
 
 
 def sidebar(inputs: Catalog) -> bool:
@@ -59,13 +61,15 @@ def sidebar(inputs: Catalog) -> bool:
 
 
 def scenario_loader(inputs: Catalog) -> None:
-    st.file_uploader("Load a scenario file", type=["json"], key="scenario_upload",
+    st.file_uploader("Load a scenario file", type=["json"], key="scenario_upload", max_upload_size=TABLE_UPLOAD_MIB,
                      help="A file saved with 'Download scenario' below the plan.")
     upload = new_upload("scenario_upload")
     if upload is None:
         return
     try:
         loaded = scenario.scenario_from_json(upload.getvalue(), upload.name)
+        loaded = dataclasses.replace(loaded, routes=scenario.resolve_logs(loaded.routes, EXAMPLES_DIR, upload.name,
+                                                                          session_logs()))
     except InputError as err:
         st.error(f"{err}. The current scenario is unchanged.")
         return
@@ -134,7 +138,7 @@ def routes_section(inputs: Catalog) -> pd.DataFrame:
             st.caption("Edited here: " + "; ".join(f"{printable(r)} ({printable(c)})" for r, c in edits.items())
                        + ". Their notes describe the rows before the edit (marked so in the plan's files).")
         edited = scenario.with_stale_notes_marked(st.session_state.routes_base, edited, edits)
-    routes = checked("routes", lambda: scenario.check_routes(edited, "routes table"))
+    routes = checked("routes", lambda: scenario.check_routes(edited, "routes table", session_logs()))
     for warning in scenario.ignored_fields(routes):
         st.warning(warning)
     return routes
@@ -155,7 +159,8 @@ def routes_column_config() -> dict:
 
 
 def routes_importer() -> None:
-    st.file_uploader("Routes CSV (the format of examples/routes.csv)", type=["csv"], key="routes_upload")
+    st.file_uploader("Routes CSV (the format of examples/routes.csv)", type=["csv"], key="routes_upload",
+                     max_upload_size=TABLE_UPLOAD_MIB)
     upload = new_upload("routes_upload")
     if upload is None:
         show_message("routes_upload")
@@ -164,7 +169,7 @@ def routes_importer() -> None:
         frame = scenario.check_routes_count(
             validate_routes(scenario.read_csv_upload(upload.getvalue(), ROUTES, upload.name), upload.name),
             upload.name)
-        frame = scenario.resolve_logs(frame, EXAMPLE_ROUTES.parent, upload.name, uploaded_logs())
+        frame = scenario.resolve_logs(frame, EXAMPLES_DIR, upload.name, session_logs())
     except InputError as err:
         remember_message("routes_upload", "error", f"{err}. The routes table is unchanged.")
     else:
@@ -187,18 +192,11 @@ def show_message(key: str) -> None:
         st.warning(warning)
 
 
-def uploaded_logs() -> dict[str, Path]:
-    """This session's uploaded request logs: file name -> where it is kept (the latest upload of each name)."""
-    return st.session_state.setdefault("uploaded_logs", {})
-
-
-def keep_uploaded_log(upload) -> Path:
-    """Keeps an uploaded request log for the session (its routes replay it; a routes file names it), in a folder
-    of this session's own."""
-    folder = st.session_state.setdefault("log_folder", tempfile.mkdtemp(prefix="fleetplan-logs-"))
-    path = scenario.save_uploaded_log(upload.getvalue(), upload.name, Path(folder))
-    uploaded_logs()[path.name] = path
-    return path
+def session_logs() -> SessionLogs:
+    """This session's uploaded request logs (ui.uploads.SessionLogs: a folder of its own, removed with the session)."""
+    if "uploaded_logs" not in st.session_state:
+        st.session_state.uploaded_logs = SessionLogs()
+    return st.session_state.uploaded_logs
 
 
 def request_log_importer(inputs: Catalog) -> None:
@@ -208,12 +206,14 @@ def request_log_importer(inputs: Catalog) -> None:
                "(TIMESTAMP, ContextTokens, GeneratedTokens) or a gateway export (timestamp, route, "
                "prompt_tokens, completion_tokens) as CSV or JSON Lines. The log names no SLOs: set them here.")
     st.file_uploader("Request log", type=["csv", "jsonl", "json"], key="log_upload",
-                     help="Kept for this session: a routes CSV imported afterwards whose `log` column names this file "
-                          "replays it.")
+                     max_upload_size=MAX_APP_LOG_BYTES // 2**20,
+                     help=f"Kept for this session only: a routes CSV imported afterwards whose `log` column names this "
+                          f"file replays it. Up to {MAX_APP_LOG_BYTES // 2**20} MiB and {MAX_APP_LOG_ROWS:,} "
+                          f"requests ({MAX_SESSION_LOGS} logs a session).")
     fresh = new_upload("log_upload")
     if fresh is not None:
         try:
-            keep_uploaded_log(fresh)
+            session_logs().keep(fresh.getvalue(), fresh.name)
         except InputError as err:
             remember_message("log_upload", "error", f"{err}. The routes table is unchanged.")
     models = sorted({k.model for k in inputs.curves})
@@ -226,7 +226,7 @@ def request_log_importer(inputs: Catalog) -> None:
     upload = st.session_state.get("log_upload")
     if st.button("Add the log's routes", key="log_add", disabled=upload is None) and upload is not None:
         try:
-            saved = keep_uploaded_log(upload)
+            saved = session_logs().keep(upload.getvalue(), upload.name)
             derived, lines = scenario.routes_from_log_upload(saved, model, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
                                                              slo_percentile=pct)
             merged = scenario.check_routes_count(scenario.merge_routes(st.session_state.good_routes, derived),
@@ -253,7 +253,8 @@ def costs_section() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def table_editor(name: str, schema, caption: str) -> pd.DataFrame:
     st.caption(caption)
-    st.file_uploader(f"Replace with a {schema.name} CSV", type=["csv"], key=f"{name}_upload")
+    st.file_uploader(f"Replace with a {schema.name} CSV", type=["csv"], key=f"{name}_upload",
+                     max_upload_size=TABLE_UPLOAD_MIB)
     upload = new_upload(f"{name}_upload")
     if upload is not None:
         try:

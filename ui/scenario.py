@@ -12,7 +12,6 @@ frames and dataclasses out; mistakes raise `InputError` naming the row.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -52,6 +51,7 @@ from planner.planning.route_table import validate_routes
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.plan_row import plan_rows
 from planner.traffic.logs import DEFAULT_BLOCK_SIZE, log_to_routes
+from ui.uploads import SessionLogs, readable_log
 
 SCENARIO_FORMAT = "fleetplan-scenario"
 SCENARIO_VERSION = 1
@@ -76,10 +76,8 @@ BOOL_SETTINGS = ("allow_prerelease", "allow_unverified_latency")
 ALLOW_SETTINGS = ("engines", "gpus", "precisions", "configs")
 # Growth and price factors outside this range are typos, not what-ifs.
 FACTOR_RANGE = (0.01, 100.0)
-# An uploaded file larger than this is not a routes/prices table (protects the app's memory).
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024
-# Request logs are longer than tables; beyond this the CLI is the better tool.
-MAX_LOG_BYTES = 200 * 1024 * 1024
+# An uploaded file larger than this is not a routes/prices table nor a scenario (protects the app's memory).
+MAX_UPLOAD_BYTES = 20 * 2**20
 
 
 @dataclass(frozen=True)
@@ -150,14 +148,16 @@ def validate_table(frame: pd.DataFrame, schema: Schema, where: str) -> pd.DataFr
         raise InputError(_line_to_row(str(err), raw)) from None
 
 
-def check_routes(frame: pd.DataFrame, where: str = "routes table") -> pd.DataFrame:
+def check_routes(frame: pd.DataFrame, where: str = "routes table", logs: SessionLogs | None = None) -> pd.DataFrame:
     """A routes table edited in the app: schema plus per-traffic rules (planner.planning.route_table.validate_routes),
-    errors naming the row and the route.  Raises InputError."""
+    errors naming the row and the route, and logs the app may read (resolve_logs; `logs`: this session's
+    uploads).  Raises InputError."""
     typed = validate_table(frame, ROUTES, where)
     try:
-        return validate_routes(typed, where)
+        typed = validate_routes(typed, where)
     except InputError as err:
         raise InputError(_line_to_row(str(err), _as_cells(typed))) from None
+    return resolve_logs(typed, EXAMPLES_DIR, where, logs)
 
 
 EDITED_NOTE = "edited in the app ({changes}); the rest of this note describes the row before: "
@@ -224,14 +224,19 @@ def _line_to_row(message: str, raw: pd.DataFrame) -> str:
     return message[: match.start()] + label + ", " + message[match.end():]
 
 
+def check_upload_size(data: str | bytes, where: str, what: str) -> None:
+    """InputError when an uploaded table or scenario is over MAX_UPLOAD_BYTES (checked before it is parsed)."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise InputError(f"{where}: file is {len(data) / 2**20:.1f} MiB; {what} is expected to be under "
+                         f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+
+
 def read_csv_upload(data: bytes, schema: Schema, where: str) -> pd.DataFrame:
     """Parse and validate an uploaded CSV (bytes); leading '#' lines are skipped.
 
     Raises InputError naming `where` (the file name), the line and the column.
     """
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise InputError(f"{where}: file is {len(data) / 1e6:.1f} MB; a {schema.name} table is expected "
-                         f"to be under {MAX_UPLOAD_BYTES / 1e6:.0f} MB")
+    check_upload_size(data, where, f"a {schema.name} table")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -265,36 +270,6 @@ def check_routes_count(routes: pd.DataFrame, where: str) -> pd.DataFrame:
         raise InputError(f"{where}: {len(routes):,} routes; the app plans up to {MAX_APP_ROUTES} interactively "
                          f"(plan larger files with `python -m planner plan --routes FILE`)")
     return routes
-
-
-# Characters kept in an uploaded file's name when it is written to a temporary folder; at most this many.
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-MAX_NAME_CHARS = 100
-
-
-def safe_file_name(filename: str, default: str = "requests.csv") -> str:
-    """An upload's name reduced to a plain file name: no folders, NUL or odd characters, at most 100 chars."""
-    name = _SAFE_NAME.sub("_", Path(str(filename).replace("\x00", "")).name.replace("\\", "_")).strip("._")
-    if not name:
-        return default
-    stem, dot, suffix = name.rpartition(".")
-    if dot and len(suffix) <= 10:
-        return stem[: MAX_NAME_CHARS - len(suffix) - 1] + "." + suffix
-    return name[:MAX_NAME_CHARS]
-
-
-def save_uploaded_log(data: bytes, filename: str, folder: Path) -> Path:
-    """An uploaded request log kept for the session: `folder`/<content hash>/<plain file name>, so that a route
-    can replay it for as long as the session lives and a new upload under the same name is a new path (a plan
-    cached for the old one is not reused)."""
-    if len(data) > MAX_LOG_BYTES:
-        raise InputError(f"{filename}: file is {len(data) / 1e6:.1f} MB; request logs up to "
-                         f"{MAX_LOG_BYTES / 1e6:.0f} MB can be uploaded (use `python -m planner` for larger ones)")
-    path = folder / hashlib.sha256(data).hexdigest()[:12] / safe_file_name(filename)
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return path
 
 
 def routes_from_log_upload(path: Path, model: str | None = None,
@@ -380,32 +355,26 @@ def _unpriced_hint(options: pd.DataFrame) -> str:
             "help." if gpus else "")
 
 
-def resolve_logs(routes: pd.DataFrame, folder: Path, where: str,
-                 uploaded: Mapping[str, Path] | None = None) -> pd.DataFrame:
-    """A routes table as the app shows it, each `log` relative to `folder` (the bundled examples folder, where
-    `examples/routes.csv` names its logs: `traces/...`), never this machine's absolute path to it; a relative log
-    found nowhere else is the session's upload of that file name (`uploaded`: name -> saved path), by its path.
+def resolve_logs(routes: pd.DataFrame, folder: Path, where: str, logs: SessionLogs | None = None) -> pd.DataFrame:
+    """A routes table as the app keeps it, each `log` as ui.uploads.readable_log gives it: relative to `folder`
+    (the bundled examples folder, where `examples/routes.csv` names its logs: `traces/...`), never this machine's
+    absolute path to it, or the path of this session's upload (`logs`) it names.
 
-    An upload has no folder of its own, so a relative log that is neither bundled nor uploaded cannot be read:
-    InputError naming each such route (the CLI refuses the same file), never a route sized on arrivals made up
-    from the log's statistics.  Paths leading out of `folder` (`../`) are not followed.  Absolute paths outside
-    `folder` are kept as given."""
-    routes = routes.copy()
-    base, uploaded = folder.resolve(), uploaded or {}
-    missing, shown = [], []
+    Any other log raises InputError naming each such route (an absolute path elsewhere, `..`, another session's
+    upload, a file neither bundled nor uploaded): the app reads nothing else, and never sizes a route on
+    arrivals made up from the log's statistics."""
+    shown, refused = [], []
     for name, given in zip(routes["name"], routes["log"], strict=True):
-        inside = _inside(given, base)
-        relative = isinstance(given, str) and given and not Path(given).is_absolute()
-        saved = uploaded.get(Path(given).name) if relative and inside is None else None
-        shown.append(inside.relative_to(base).as_posix() if inside else str(saved) if saved else given)
-        if relative and inside is None and saved is None:
-            missing.append(f"route '{printable(str(name))}' replays request log {printable(given)!r}")
-    if missing:
-        raise InputError(f"{where}: {'; '.join(missing)}, which the app cannot read: upload the log under "
-                         f"'From a request log' first (a routes file then finds it by file name), or clear the "
-                         f"route's `log` to size it on its rate and arrival CV")
-    routes["log"] = shown
-    return routes
+        try:
+            shown.append(readable_log(given if isinstance(given, str) else "", logs, folder))
+        except InputError as why:
+            refused.append(f"route '{printable(str(name))}' replays request log {printable(str(given))!r}, which "
+                           f"the app cannot read ({why})")
+    if refused:
+        raise InputError(f"{where}: {'; '.join(refused)}: upload the log under 'From a request log' first (a "
+                         f"routes file then finds it by file name), or clear the route's `log` to size it on its "
+                         f"rate and arrival CV")
+    return routes.assign(log=shown)
 
 
 def planning_logs(routes: pd.DataFrame, folder: Path = EXAMPLES_DIR) -> pd.DataFrame:
@@ -690,6 +659,7 @@ def _json_scalar(value: object) -> object:
 
 def scenario_from_json(text: str | bytes, where: str = "scenario file") -> Scenario:
     """Load a scenario file; raises InputError saying what is wrong with it."""
+    check_upload_size(text, where, "a scenario file")
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:

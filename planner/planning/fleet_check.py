@@ -212,16 +212,20 @@ def _stream_requests(stream: Stream, keep: float, duration: float, seed: int
     return times[mine], inp[mine], out[mine]
 
 
-_LOGS: dict[tuple[str, float], tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+_LOGS: dict[tuple[str, str, float], tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+# Route loads from logs kept at once: each holds a log's rows (the app keeps the process for every session).
+LOG_MEMO_SIZE = 32
 
 
 def _log(route: Route) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(arrival s, prompt, output tokens) of the route's one load when it has a request log (route_requests), read
-    once; None without one."""
+    """(arrival s, prompt, output tokens) of the route's one load when it has a request log (route_requests: its
+    own rows of the log), read once per log, route and peak; None without one."""
     if not route.log:
         return None
-    key = (route.log, route.peak_to_mean)
+    key = (route.log, route.name, route.peak_to_mean)
     if key not in _LOGS:
+        if len(_LOGS) >= LOG_MEMO_SIZE:
+            _LOGS.clear()
         found = route_log_requests(route)
         if found is None or len(found[0]) < 2:
             _LOGS[key] = None

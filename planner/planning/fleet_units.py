@@ -18,8 +18,9 @@ from planner.planning.catalog import Catalog, candidate_curves
 from planner.planning.fleet_check import Bucket
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
-from planner.traffic.logs import diurnal_profile, read_log
+from planner.traffic.logs import diurnal_profile
 from planner.traffic.routes import HOURS_PER_DAY, LengthDistribution, Route, Slo
+from planner.traffic.workload import route_log
 
 # GPU mix: prompts and outputs each split at this quantile of the route's lengths (4 buckets a route).
 MIX_SPLIT_QUANTILE = 0.5
@@ -107,7 +108,7 @@ class Unit:
 def hourly_multipliers(route: Route) -> np.ndarray:
     """24 rate multipliers scaled so the busiest hour is 1: the route's `diurnal`, else its log's hourly
     profile when the log spans a day, else flat."""
-    profile = route.diurnal if route.diurnal is not None else _log_profile(route.log)
+    profile = route.diurnal if route.diurnal is not None else _log_profile(route.log, route.name)
     if profile is None:
         return np.ones(HOURS_PER_DAY)
     values = np.asarray(profile, dtype=float)
@@ -115,10 +116,11 @@ def hourly_multipliers(route: Route) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _log_profile(path: str) -> tuple[float, ...] | None:
-    if not path:
+def _log_profile(path: str, name: str) -> tuple[float, ...] | None:
+    """The hourly profile of route `name`'s rows of its log (route_log), None without a log."""
+    log_ = route_log(Route.from_row({"name": name, "log": path}))
+    if log_ is None:
         return None
-    log_ = read_log(path)
     t = log_.requests["t_s"].to_numpy(float)
     return diurnal_profile(t, log_.start, log_.span_s)
 

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetfacts.errors import InputError
 from fleetfacts.schema import (
     DEFAULT_CONFIG,
 )
@@ -129,7 +128,7 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     pickle it)."""
     route = Route.from_row(row)
     curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
-    log, log_note = _route_log(route)
+    log = _route_log(route)
     options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions, log)
                for curve in curves]
     if check_by_simulation and route.traffic == "online":
@@ -137,8 +136,6 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     elif check_by_simulation and route.traffic == "batch":
         options = batch_simulation_check(route, options, assumptions)
     plan_row = _plan_row(route, options, catalog, assumptions, held_back, log)
-    if log_note:
-        plan_row = dataclasses.replace(plan_row, notes=join_notes(log_note, plan_row.notes))
     if route.traffic == "online" and route.slo.tpot_ms is not None and route.output_len <= 1:
         plan_row = dataclasses.replace(plan_row, notes=join_notes(NO_TPOT_NOTE, plan_row.notes))
     chosen = next((o for o in options if plan_row.ok and o.name == plan_row.option and o.window_checks), None)
@@ -250,16 +247,11 @@ NO_TPOT_NOTE = ("TPOT not judged: its requests have no second token (0 or 1 outp
                 "simulated as its prefill and first token), so TTFT and end-to-end latency decide")
 
 
-def _route_log(route: Route) -> tuple[LogRequests | None, str]:
-    """The online route's request log, and a note when it names one that cannot be read (a routes table
-    edited or uploaded in the app, whose log is not beside it: load_routes refuses such a file)."""
-    if route.traffic != "online":
-        return None, ""
-    try:
-        return route_log_requests(route), ""
-    except InputError as err:
-        return None, (f"its request log could not be read ({err}): sized on synthetic arrivals at its rate and "
-                      "arrival CV instead")
+def _route_log(route: Route) -> LogRequests | None:
+    """The online route's request log (only its rows: route_log_requests), None without one.  A log that cannot be
+    read, or holds no rows of the route, raises InputError: never arrivals made up in its place, nor another
+    route's traffic (the app lets a route name only a log bundled or uploaded in the session)."""
+    return route_log_requests(route) if route.traffic == "online" else None
 
 
 # ---------------------------------------------------------------- choosing

@@ -3,7 +3,7 @@
 Requests: `synthetic_requests(route)` (arrivals at the route's peak rate with
 its burstiness, lengths drawn from its LengthDistributions), or replayed from a
 request log: `replay_requests(log, routes)` per route name, and
-`route_log_requests(route)` for a route's own `log` column.
+`route_log_requests(route)` for a route's own `log` column (only its rows of a log of several routes).
 
 Seeded generators of request arrival times (seconds from the first arrival's clock start):
 
@@ -22,6 +22,7 @@ and returns a sorted float64 numpy array.  Bad arguments raise InputError.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,11 +32,13 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
-from planner.traffic.logs import read_log
+from planner.traffic.logs import TrafficLog, read_log
 from planner.traffic.routes import Route
 
 HOURS_PER_DAY = 24
 SECONDS_PER_HOUR = 3600.0
+# Route names of a log shown when a route is not among them (a gateway's log may hold thousands).
+MAX_ROUTES_SHOWN = 10
 # Below this CV the gamma shape would exceed ~1e12: the gaps are treated as exactly regular.
 MIN_GAMMA_CV = 1e-6
 
@@ -200,13 +203,44 @@ def synthetic_requests(route: Route, n: int = DEFAULT_SIM_REQUESTS, seed: int = 
     return Requests(np.asarray(arrival_s, dtype=float), inp, out, ", ".join(parts))
 
 
-def route_log_requests(route: Route) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
-    """(arrival times, (input lengths, output lengths)) of the route's own request log (`log`), or None."""
+def route_log(route: Route) -> TrafficLog | None:
+    """The route's own request log (`log`), None without one: a log of one route (or without a route column)
+    whole, a log of several routes only the route's rows (own_rows; times still from the log's first arrival).
+
+    Raises InputError when the log cannot be read or holds no rows of the route."""
     if not route.log:
         return None
-    requests = read_log(route.log, route=route.name).requests
-    if (requests["route"] == route.name).any():   # a log of several routes: this route's requests
-        requests = requests[requests["route"] == route.name]
+    traffic = read_log(route.log, route=route.name)
+    return dataclasses.replace(traffic, requests=own_rows(traffic.requests, route.name, traffic.source))
+
+
+def own_rows(requests: pd.DataFrame, name: str, source: str) -> pd.DataFrame:
+    """The rows of route `name` in a log's requests: all of them when the log holds one route; else those whose
+    route is `name`, or failing that the one route that is `name` ignoring case (`Chat` replays `chat`).
+
+    Raises InputError naming the log's routes when none, or two spellings, match: a route is never sized on
+    another route's traffic."""
+    routes = sorted(set(requests["route"]))
+    if len(routes) == 1:
+        return requests
+    matches = [name] if name in routes else [r for r in routes if r.casefold() == name.casefold()]
+    if len(matches) == 1:
+        return requests[requests["route"] == matches[0]]
+    if matches:
+        raise InputError(f"{source}: route {name!r} matches {', '.join(matches)} of this log ignoring case; "
+                         "name the route exactly as the log does")
+    shown = ", ".join(routes[:MAX_ROUTES_SHOWN]) + (f", ... {len(routes) - MAX_ROUTES_SHOWN} more"
+                                                   if len(routes) > MAX_ROUTES_SHOWN else "")
+    raise InputError(f"{source}: route {name!r} is not in this log of {len(routes)} routes ({shown}); name the "
+                     "route as the log does (case aside), or give it a log of its own")
+
+
+def route_log_requests(route: Route) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
+    """(arrival times, (input lengths, output lengths)) of the route's own request log (route_log), or None."""
+    traffic = route_log(route)
+    if traffic is None:
+        return None
+    requests = traffic.requests
     return (requests["t_s"].to_numpy(float),
             (requests["input_len"].to_numpy(), requests["output_len"].to_numpy()))
 

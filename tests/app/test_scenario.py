@@ -181,23 +181,53 @@ def test_drop_unknown_allow_values_warns_per_setting():
 
 
 def test_resolve_logs_reads_only_inside_the_examples_folder_or_the_sessions_uploads(tmp_path):
-    from ui.scenario import planning_logs, resolve_logs, save_uploaded_log
+    from ui.scenario import planning_logs, resolve_logs
+    from ui.uploads import SessionLogs
     (tmp_path / "traces").mkdir()
     (tmp_path / "traces" / "a.csv").write_text("x")
     (tmp_path.parent / "secret.csv").write_text("x")
-    routes = pd.DataFrame({"name": ["in", "out", "none", "absolute"],
-                           "log": ["traces/a.csv", "../secret.csv", "", "/abs/log.csv"]})
+    routes = pd.DataFrame({"name": ["in", "out", "none", "named"], "log": ["traces/a.csv", "../secret.csv", "", "b.csv"]})
     with pytest.raises(InputError, match=r"^up.csv: route 'out' replays request log '../secret.csv', which the app "
-                                         r"cannot read: upload the log"):
+                                         r"cannot read \('\.\.' leads out .*\); route 'named' .*: upload the log"):
         resolve_logs(routes, tmp_path, "up.csv")  # never sized on arrivals made up from the log's statistics
-    saved = save_uploaded_log(b"y", "secret.csv", tmp_path / "session")
-    resolved = resolve_logs(routes, tmp_path, "up.csv", {"secret.csv": saved})
-    assert list(resolved["log"]) == ["traces/a.csv", str(saved), "", "/abs/log.csv"]  # bundled: no local path
-    assert saved.read_bytes() == b"y" and save_uploaded_log(b"z", "secret.csv", tmp_path / "session") != saved
+    logs = SessionLogs()
+    saved = logs.keep(b"y", "b.csv")
+    resolved = resolve_logs(routes.iloc[[0, 2, 3]], tmp_path, "up.csv", logs)
+    assert list(resolved["log"]) == ["traces/a.csv", "", str(saved)]  # bundled: no local path
+    assert saved.read_bytes() == b"y" and logs.keep(b"z", "b.csv") != saved
     planned = planning_logs(resolved, tmp_path)  # what the planner reads
-    assert list(planned["log"]) == [str(tmp_path / "traces" / "a.csv"), str(saved), "", "/abs/log.csv"]
+    assert list(planned["log"]) == [str(tmp_path / "traces" / "a.csv"), "", str(saved)]
     absolute = pd.DataFrame({"name": ["bundled"], "log": [str(tmp_path / "traces" / "a.csv")]})
     assert list(resolve_logs(absolute, tmp_path, "examples/routes.csv")["log"]) == ["traces/a.csv"]
+
+
+def test_a_log_cell_may_name_only_a_bundled_file_or_this_sessions_upload(tmp_path):
+    """Issue 47 item 1: an absolute path, `..`, a symlink out of the examples and another session's upload are
+    refused, each with its reason; a session's folder is its own (mode 0o700, removed with the session)."""
+    import gc
+    import stat
+
+    from ui.uploads import SessionLogs, readable_log
+    bundled = tmp_path / "examples"
+    (bundled / "traces").mkdir(parents=True)
+    (bundled / "traces" / "a.csv").write_text("x")
+    (bundled / "traces" / "out.csv").symlink_to("/etc/passwd")
+    mine, theirs = SessionLogs(), SessionLogs()
+    their_log = theirs.keep(b"theirs", "log.csv")
+    refused = {"/etc/passwd": "an absolute path", "../examples/traces/a.csv": "'..' leads out",
+               "traces/out.csv": "neither a bundled example nor", str(their_log): "an absolute path",
+               "log.csv": "neither a bundled example nor", "nul\x00.csv": "not a file name"}
+    for given, why in refused.items():
+        with pytest.raises(InputError, match=why):
+            readable_log(given, mine, bundled)
+    my_log = mine.keep(b"mine", "log.csv")
+    assert readable_log("log.csv", mine, bundled) == readable_log(str(my_log), mine, bundled) == str(my_log)
+    assert readable_log("traces/a.csv", mine, bundled) == "traces/a.csv"
+    assert mine.folder != theirs.folder and stat.S_IMODE(mine.folder.stat().st_mode) == 0o700
+    folder = mine.folder
+    del mine
+    gc.collect()
+    assert not folder.exists()
 
 
 def test_an_edited_routes_notes_are_marked_as_describing_the_row_before():

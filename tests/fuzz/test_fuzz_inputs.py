@@ -133,10 +133,11 @@ def test_fuzzed_profiles_fit_or_fail_with_one_line(mutations):
 def test_fuzzed_plans_read_or_fail_with_one_line(mutations):
     from planner.planning.plan import make_plan
     from planner.planning.plan_files import read_plan, write_plan
+    from planner.planning.route_table import load_routes
     seed_dir = Path(tempfile.mkdtemp())
     try:
         seed = seed_dir / "plan.csv"
-        write_plan(make_plan(pd.read_csv(ROUTES), catalog()), seed)
+        write_plan(make_plan(load_routes(ROUTES), catalog()), seed)
         _each(read_plan, seed, "plan.csv", mutations)
     finally:
         shutil.rmtree(seed_dir)

@@ -262,3 +262,15 @@ def test_a_log_routes_control_characters_match_the_routes_derived_from_it(tmp_pa
     assert list(routes["name"]) == ["ch\\x1bat"]
     replayed = workload.replay_requests(log_path, routes)
     assert list(replayed) == ["ch\\x1bat"] and len(replayed["ch\\x1bat"].arrival_s) == 6
+
+
+@pytest.mark.parametrize("text, strict, where", [
+    ("root:x:0:0:root:/root:/bin/bash\n", False, "log.csv, line 1:"),
+    (GENERIC.replace("300,40", "300,root:x:0:0"), True, "log.csv, line 5, column 'completion_tokens':"),
+    (GENERIC.replace("2026-01-05T10:00:04Z", "root:x:0:0"), True, "log.csv, line 5, column 'timestamp':"),
+])
+def test_log_errors_name_the_file_and_line_and_never_echo_its_content(tmp_path, text, strict, where):
+    """Issue 47 item 1: a log error quoted the file's first line, so the app showed any server file's first line."""
+    with pytest.raises(InputError) as err:
+        traffic.read_log(write(tmp_path, "log.csv", text), strict=strict)
+    assert where in str(err.value) and "root:x" not in str(err.value), err.value
