@@ -122,8 +122,10 @@ def checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int
 def _simulated_checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int,
                       target: float) -> dict[str, SloCheck]:
     """Per route, the verdict of its worst stream (a route split over buckets holds only if each part does)."""
-    t, i, o, owner, warmup = _requests(curve, streams, replicas, seed)
-    fleet = Fleet(Requests(t, i, o, "the deployment's streams"), min(replicas, SIM_MAX_REPLICAS), DEFAULT_ROUTER)
+    t, i, o, owner, warmup, simulated = _requests(curve, streams, replicas, seed)
+    # `simulated` replicas with their share of the streams: fewer than SIM_MAX_REPLICAS when the streams are too busy
+    # to simulate that many (each replica must see the load it would see in the whole fleet).
+    fleet = Fleet(Requests(t, i, o, "the deployment's streams"), simulated, DEFAULT_ROUTER)
     result = predict(curve, fleet).results[0]
     out: dict[str, SloCheck] = {}
     for index, stream in enumerate(streams):
@@ -167,9 +169,9 @@ def _service_s(curve: CurveLike, route: Route) -> float:
 
 
 def _requests(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, int]:
     """Merged, sorted requests of every stream for the simulated subset: (t, input, output, stream index,
-    warm-up seconds)."""
+    warm-up seconds, replicas simulated)."""
     service = max(_service_s(curve, s.route) for s in streams)
     warmup = SIM_WARMUP_SERVICE_TIMES * service
     k = min(replicas, SIM_MAX_REPLICAS)
@@ -187,7 +189,7 @@ def _requests(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: 
     order = np.argsort(t, kind="stable")
     columns = [np.concatenate([p[j] for p in parts])[order] for j in range(3)]
     owner = np.concatenate([np.full(p[0].size, p[3]) for p in parts])[order]
-    return columns[0], columns[1], columns[2], owner, warmup
+    return columns[0], columns[1], columns[2], owner, warmup, k
 
 
 def _stream_requests(stream: Stream, keep: float, duration: float, seed: int

@@ -10,6 +10,7 @@ from planner.cli import main as cli_main
 from planner.engine import curves as curves_module
 from planner.engine import fitcache
 from planner.engine.curves import GroupKey, fit_curves, load_profiles
+from planner.engine.physics_prior import physics_priors
 from planner.latency import server_fit
 
 # Bundled groups, one per way a curve gets its server model: its own server rows; borrowed from the closest
@@ -25,7 +26,7 @@ PREDICT = ["predict", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1
 def everything():
     """The bundled profiles, and every curve with its server model (as the app's catalog holds them)."""
     profiles = load_profiles()
-    return profiles, server_fit.with_server_latency(fit_curves(profiles), profiles)
+    return profiles, server_fit.with_server_latency(fit_curves(profiles, physics_priors(profiles)), profiles)
 
 
 def _published_vllm(curves) -> GroupKey:
@@ -51,7 +52,7 @@ def test_a_plans_models_are_fitted_with_the_server_groups_only_and_equal_the_ful
     profiles, curves = everything
     fitted = []
     real = curves_module.fit_group
-    monkeypatch.setattr(curves_module, "fit_group", lambda key, group: fitted.append(key) or real(key, group))
+    monkeypatch.setattr(curves_module, "fit_group", lambda key, group, prior=None: fitted.append(key) or real(key, group, prior))
     some = server_fit.serving_curves(profiles, ["qwen3-30b-a3b"])
     assert set(some) == {k for k in curves if k.model == "qwen3-30b-a3b"}
     assert all(some[k].front_end == curves[k].front_end and (some[k].fit.theta == curves[k].fit.theta).all()

@@ -54,7 +54,8 @@ def test_prerelease_builds_are_recommended_only_when_allowed(bundled, example_pl
 
 
 def test_plan_intervals_are_never_tighter_than_leave_one_out(bundled, example_plan):
-    loo = leave_one_out(bundled.profiles_df).set_index("group")["max_err_pct"] / 100
+    from planner.engine.physics_prior import physics_priors
+    loo = leave_one_out(bundled.profiles_df, physics_priors(bundled.profiles_df)).set_index("group")["max_err_pct"] / 100
     checked = 0
     for r in example_plan[example_plan["status"] == "ok"].to_dict("records"):
         key = next(k for k in bundled.curves if (k.engine, k.engine_version, k.gpu, k.precision, k.tp) ==

@@ -113,3 +113,19 @@ def test_the_check_fails_an_overloaded_fleet_because_it_simulates_many_service_t
     measured = SIM_SERVICE_TIMES - SIM_WARMUP_SERVICE_TIMES
     assert span >= measured * service_time_s(option.curve, route.input_len, route.output_len) * 0.99
     assert not check.ok and check.attainment < 0.5
+
+
+def test_a_fleet_too_small_by_the_curves_own_best_rate_fails_the_check_whatever_share_is_simulated(bundled):
+    """Above SIM_MAX_REPLICAS replicas the check simulates a subset fed its share; when the streams are too busy even
+    for that, it halves the subset, and the requests must then be shared among the halved subset too (they were
+    thinned for 8 replicas and spread over 16, so 17-20 replicas of a fleet needing 34 passed)."""
+    inputs, _ = bundled
+    route = Route.from_row(validate_routes(_high_rate_routes(1000.0)).to_dict("records")[0])
+    curve = next(c for c in inputs.curves.values() if c.key.model == route.model)
+    slots = curve.max_num_seqs
+    best = slots / curve.step_time_s(slots, route.input_len + route.output_len / 2)  # every slot decoding
+    needed = route.peak_rps * route.output_len / best
+    for replicas in sorted({17, 20, math.floor(0.7 * needed)}):
+        if replicas < needed:
+            check = fleet_check.checks(curve, [fleet_check.Stream(route, route.peak_rps)], replicas)[route.name]
+            assert not check.ok, (replicas, needed)
