@@ -32,7 +32,7 @@ from planner.latency import (
     with_server_latency_of,
 )
 from planner.latency.analytic import AnalyticLoad, Offline, Rounds, Steady, analytic
-from planner.traffic.logs import read_log
+from planner.traffic.logs import DEFAULT_BLOCK_SIZE, FORMATS, TrafficLog, log_blocks, read_log
 from planner.traffic.routes import Route
 from planner.traffic.workload import route_requests
 
@@ -63,7 +63,12 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                    help="only with --request-rate: CV of the gaps between arrivals (1 = Poisson, default; 2, 4 = bursty)")
     p.add_argument("--log", metavar="FILE", help="with --request-rate: replay this request log (any format "
                    "`planner traffic` reads) with its times scaled to R req/s and its own lengths, as `plan` "
-                   "sizes a route with a log")
+                   "sizes a route with a log; a log with prefix structure (Mooncake `hash_ids`, or `session_id`) "
+                   "is simulated with a prefix cache per replica and the report gives its token hit rate")
+    p.add_argument("--format", choices=FORMATS, type=slug, help="only with --log: its format (default: detected)")
+    p.add_argument("--trace-block-size", type=int, metavar="TOKENS", help=f"only with --log: tokens per hash id "
+                   f"of its `hash_ids` (default {DEFAULT_BLOCK_SIZE}, as the Mooncake traces); for a log with "
+                   "`session_id`, the block size of the prefix cache")
     p.add_argument("--share", type=int, metavar="N", help="only with --request-rate: one of N replicas "
                    "behind a load balancer: R/N req/s with the bursts split at random (--log: every N-th "
                    "request) (default 1)")
@@ -97,6 +102,8 @@ def _refuse_unused(args: argparse.Namespace) -> None:
               ("--arrival-cv", args.arrival_cv is not None and not open_loop, "--request-rate"),
               ("--replicas", args.replicas is not None and not open_loop, "--request-rate"),
               ("--router", args.router is not None and args.replicas is None, "--replicas"),
+              ("--format", args.format is not None and not args.log, "--log"),
+              ("--trace-block-size", args.trace_block_size is not None and not args.log, "--log"),
               ("--closed-loop", args.closed_loop is not None and args.concurrency is None, "--concurrency"),
               ("--num-requests", args.num_requests is not None and args.closed_loop != "rounds",
                "--closed-loop rounds"))
@@ -105,6 +112,7 @@ def _refuse_unused(args: argparse.Namespace) -> None:
             raise InputError(f"{flag}: only with {needs} (this prediction would not use it); drop it")
     args.share = 1 if args.share is None else args.share
     args.router = args.router or DEFAULT_ROUTER
+    args.trace_block_size = args.trace_block_size or DEFAULT_BLOCK_SIZE
     args.closed_loop = args.closed_loop or "staggered"
 
 
@@ -253,13 +261,15 @@ def _check_open_loop_args(args: argparse.Namespace) -> None:
 def _predict_log(args: argparse.Namespace, curve) -> tuple[LatencyReport, float]:
     """`predict --request-rate R --log FILE [--share N]`: one replica's share of the log replayed at R req/s;
     (its latency, the output tok/s it is offered)."""
-    requests = read_log(args.log).requests
+    traffic = _read_log(args)
+    requests = traffic.requests
     if len(requests) // args.share < MIN_REPLAY_REQUESTS:
         raise InputError(f"--share {args.share}: leaves {len(requests) // args.share} of the log's "
                          f"{len(requests)} requests, too few for a p99 (at least {MIN_REPLAY_REQUESTS}); "
                          f"use --share {max(1, len(requests) // MIN_REPLAY_REQUESTS)} or less")
     lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
-    load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share, Path(args.log).name)
+    load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share, Path(args.log).name,
+                         log_blocks(traffic))
     return predict(curve, load, percentiles=SHOWN_PERCENTILES), load.rate_rps * float(np.mean(load.output_len))
 
 
@@ -271,16 +281,23 @@ def _predict_fleet(args: argparse.Namespace, curve) -> LatencyReport:
     row: dict = {"name": "predict", "model": args.model, "traffic": "online", "rate_rps": args.request_rate,
                  "peak_to_mean": 1.0, "arrival_cv": args.arrival_cv, "input_len_mean": args.input_len,
                  "output_len_mean": args.output_len}
-    log = None
+    log, blocks = None, None
     if args.log:
-        requests = read_log(args.log).requests
+        traffic = _read_log(args)
+        requests, blocks = traffic.requests, log_blocks(traffic)
         t = np.sort(requests["t_s"].to_numpy(float))
         own = (t.size - 1) / (t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else args.request_rate
         row.update(rate_rps=own, peak_to_mean=args.request_rate / own, input_len_mean=1.0, output_len_mean=1.0)
         log = (requests["t_s"].to_numpy(float), (requests["input_len"].to_numpy(), requests["output_len"].to_numpy()))
     route = Route.from_row(row)
-    load = Fleet(route_requests(route, log), args.replicas, args.router)
+    load = Fleet(route_requests(route, log, blocks), args.replicas, args.router)
     return predict(curve, load, percentiles=SHOWN_PERCENTILES)
+
+
+def _read_log(args: argparse.Namespace) -> TrafficLog:
+    if args.trace_block_size < 1:
+        raise InputError(f"--trace-block-size: expected a whole number of tokens >= 1, got {args.trace_block_size}")
+    return read_log(args.log, args.format, block_size=args.trace_block_size)
 
 
 def _finite(value: object) -> object:
@@ -298,6 +315,9 @@ def _print_open_loop(r: dict) -> None:
             value, low, high = r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high")
             cells.append("n/a" if value is None else f"p{p} {value:.1f} [{low:.1f}..{high:.1f}]")
         print(f"  {metric.upper():5s} ms  " + "   ".join(cells))
+    if r.get("prefix_hit_rate") is not None:
+        print(f"  prefix cache: {100 * r['prefix_hit_rate']:.1f}% of prompt tokens found cached (per replica, LRU "
+              "of its KV cache; the rest prefilled)")
     if r["front_end"]:
         print(f"  server front end: {r['front_end']}")
     if r["overloaded"]:

@@ -34,6 +34,7 @@ from fleetfacts.slo import SloCheck, Targets, judge
 from planner.engine.curves import CurveLike
 from planner.latency.analytic import TIER_ANALYTIC, Steady, analytic
 from planner.latency.simulate import SimResult, simulate
+from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import LengthDistribution, Route
 from planner.traffic.workload import SIM_MAX_REPLICAS, Numbers, Requests, gamma, thin_requests
 
@@ -48,8 +49,9 @@ Z90 = 1.645
 TIER_SIMULATED, TIER_REPLAYED = "simulated", "replayed log"
 TIER_FLEET = "fleet simulated"
 TIER_JOB = "simulated job"
-# The load balancers a fleet can be planned behind, and the simulator's name for each.
-ROUTERS = {"least-outstanding": "jsq", "round-robin": "round-robin"}
+# The load balancers a fleet can be planned behind, and the simulator's name for each (prefix-affinity: to the
+# replica caching the longest prefix of the request, unless it is much busier; planner.latency.simulate).
+ROUTERS = {"least-outstanding": "jsq", "round-robin": "round-robin", "prefix-affinity": "prefix-affinity"}
 DEFAULT_ROUTER = "least-outstanding"
 
 
@@ -81,19 +83,21 @@ class OpenLoop:
 
 @dataclass(frozen=True, eq=False)
 class Replay:
-    """Given requests: sorted arrival times (s) and their prompt and output tokens."""
+    """Given requests: sorted arrival times (s) and their prompt and output tokens; blocks: their prompts' block
+    ids (prefix structure: the replica then keeps a prefix cache, and the report its hit rate)."""
 
     arrival_s: np.ndarray
     input_len: np.ndarray
     output_len: np.ndarray
     source: str = "replayed requests"
+    blocks: BlockIds | None = None
 
     @classmethod
     def of_log(cls, arrival_s: np.ndarray, lengths: tuple[Numbers, Numbers], rate_rps: float,
-               replicas: int = 1, source: str = "the route's log") -> Replay:
+               replicas: int = 1, source: str = "the route's log", blocks: BlockIds | None = None) -> Replay:
         """A log's requests with their times scaled so their mean rate is rate_rps (the whole route's), then
         one replica's share of `replicas`: every replicas-th request, as a round-robin balancer sends them
-        (a burst is split between the replicas)."""
+        (a burst is split between the replicas).  blocks: the log's prefix structure, if any."""
         t = np.asarray(arrival_s, dtype=float)
         t = t - t[0]
         own = (t.size - 1) / t[-1] if t.size > 1 and t[-1] > 0 else rate_rps
@@ -101,7 +105,7 @@ class Replay:
         pick = slice(None, None, max(1, int(replicas)))
         share = f", 1 of {replicas} replicas (round robin)" if replicas > 1 else ""
         return cls((t * own / rate_rps)[pick], inputs[pick], outputs[pick],
-                   f"{source} at {rate_rps:.4g} req/s{share}")
+                   f"{source} at {rate_rps:.4g} req/s{share}", None if blocks is None else blocks.take(pick))
 
     @property
     def rate_rps(self) -> float:
@@ -214,6 +218,8 @@ class LatencyReport:
     metrics / low / high: keyed like `ttft_p95_ms`.  tier: simulated, replayed log or analytic.  basis: what
     the latency rests on (the curve's latency_basis: measured, transferred, unverified).  in_flight_p99:
     requests in flight at the 99th percentile of arrivals (simulated tiers; the analytic tier's concurrency).
+    prefix_hit_rate: prompt tokens found in the replicas' prefix caches over all prompt tokens (a replayed load
+    with prefix structure; else NaN).
     """
 
     load: str
@@ -227,6 +233,7 @@ class LatencyReport:
     in_flight_p99: float = math.nan
     results: tuple[SimResult, ...] = field(default=(), compare=False, repr=False)
     makespan_s: float = math.nan  # a Job: seconds until its last request ends
+    prefix_hit_rate: float = math.nan
 
     def value(self, metric: str, pct: float) -> float:
         """The metric (ttft, tpot, itl, e2e) at percentile pct, ms: a reported one, else from the requests."""
@@ -290,6 +297,8 @@ class LatencyReport:
             record[name] = value
             record[f"{name}_low"] = self.low[name]
             record[f"{name}_high"] = self.high[name]
+        if not math.isnan(self.prefix_hit_rate):
+            record["prefix_hit_rate"] = self.prefix_hit_rate
         return record
 
 
@@ -336,26 +345,26 @@ def _open_loop(curve: CurveLike, load: OpenLoop, lengths: Lengths, percentiles: 
 
 
 def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> LatencyReport:
-    result = simulate(curve, load.arrival_s, load.input_len, load.output_len)
+    result = simulate(curve, load.arrival_s, load.input_len, load.output_len, blocks=load.blocks)
     metrics = _percentiles(result, percentiles)
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s
     return LatencyReport(load.describe(), load.rate_rps, TIER_REPLAYED, latency_basis(curve), tok_s, metrics, low, high,
-                         _in_flight_p99(result), (result,))
+                         _in_flight_p99(result), (result,), prefix_hit_rate=result.prefix_hit_rate)
 
 
 def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> LatencyReport:
     k = load.simulated
     requests = thin_requests(load.requests, k / load.replicas, seed=0)
     result = simulate(curve, requests.arrival_s, requests.input_len, requests.output_len, k, ROUTERS[load.router],
-                      active=load.active, prefix=load.prefix if k == load.replicas else 0)
+                      active=load.active, prefix=load.prefix if k == load.replicas else 0, blocks=requests.blocks)
     metrics = _percentiles(result, percentiles)
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s / k if result.makespan_s > 0 else math.nan
     in_flight = max((_in_flight_p99(result, result.replica == r) for r in range(k)), default=math.nan)
     rate = Replay(load.requests.arrival_s, load.requests.input_len, load.requests.output_len).rate_rps
     return LatencyReport(load.describe(), rate, TIER_FLEET, latency_basis(curve), tok_s, metrics, low, high,
-                         in_flight, (result,))
+                         in_flight, (result,), prefix_hit_rate=result.prefix_hit_rate)
 
 
 def _job(curve: CurveLike, load: Job, percentiles: Sequence[float]) -> LatencyReport:

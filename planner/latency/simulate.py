@@ -30,8 +30,29 @@ calling step_time_s when the curve is not affine.  A curve served through an
 OpenAI server (its `front_end`, planner.engine.frontend) prefills at the front end's
 prefill_scale, and each request's first token then waits for the front end,
 loaded by what its replica streamed just before it arrived.  Routers: round robin
-(replicas simulated independently) and join-shortest-queue (least outstanding
-requests; replicas advanced lazily, only when their load may have changed).
+(replicas simulated independently), join-shortest-queue (least outstanding
+requests; replicas advanced lazily, only when their load may have changed) and
+prefix affinity (below).
+
+Prefix cache (only when the requests come with their prompts' block ids,
+planner.traffic.prefixes.BlockIds; without them none of this runs): each
+replica keeps an LRU of chained block keys holding kv_cache_tokens / block_size
+blocks.  A request admitted on a replica looks up the leading run of its blocks
+in that cache (at most floor((n - 1) / block_size) blocks, as vLLM); it then
+prefills only its other tokens, while its attention still reads the whole
+prompt (the step's prefill context is the full prompt).  Its blocks enter the
+cache when its prefill completes (vLLM commits them chunk by chunk as they are
+scheduled: completion is a first approximation that misses hits between
+siblings prefilling at the same time).  Not modelled: cached blocks do not
+lower the KV a request reserves at admission (a shared prefix is counted once
+per request, conservative), running requests' blocks are not pinned (the LRU
+may evict them; each hit refreshes them), the cache is not shrunk by the KV
+running requests hold, and there is no host (CPU) tier.  Prefix affinity sends
+a request to the replica whose cache holds the longest prefix of it (ties: the
+least outstanding), unless that replica has more than AFFINITY_LOAD_CAP
+outstanding requests beyond the least loaded one's: then, as without a match,
+to the least loaded (llm-d's and SGLang's cache-aware routers, with their
+real caches read exactly: a "precise" router).
 """
 
 from __future__ import annotations
@@ -50,6 +71,7 @@ import numpy as np
 from fleetfacts.errors import InputError
 from planner.engine.curves import CurveLike
 from planner.engine.frontend import FrontEnd, stream_load
+from planner.traffic.prefixes import BlockIds, chained_keys
 from planner.traffic.routes import Slo
 from planner.traffic.workload import Numbers
 
@@ -57,7 +79,10 @@ log = logging.getLogger(__name__)
 
 # assumption: vLLM's chunked-prefill token budget per step when the curve does not record one.
 DEFAULT_PREFILL_BUDGET = 8192
-ROUTERS = ("jsq", "round-robin")
+ROUTERS = ("jsq", "round-robin", "prefix-affinity")
+# Prefix affinity yields to the least loaded replica beyond this many extra outstanding requests: SGLang's router's
+# balance_abs_threshold default (sgl-router src/policies/mod.rs, /work/shared/review/long-and-repeated.md section 2).
+AFFINITY_LOAD_CAP = 32
 # Relative tolerance when checking that the curve's step time is affine in context and prefill tokens.
 AFFINE_RTOL = 1e-9
 # Probe points for that check: batch sizes, contexts (tokens), prefill tokens, prompt lengths.
@@ -241,13 +266,46 @@ def _direct_closures(f: StepTimeFn) -> tuple[StepFn, JumpFn, StepsToFn]:
 
 # ---------------------------------------------------------------- replica state
 
+class _BlockCache:
+    """One replica's prefix cache: chained block keys, least recently used first, at most `capacity` of them."""
+
+    __slots__ = ("blocks", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.capacity = capacity
+
+    def match(self, keys: list[int], cap: int) -> int:
+        """Blocks in the leading run of `keys` held here, at most `cap`."""
+        run, blocks = 0, self.blocks
+        for key in keys[:cap]:
+            if key not in blocks:
+                break
+            run += 1
+        return run
+
+    def touch(self, keys: list[int]) -> None:
+        """Reference `keys` tail first (a chain's head is evicted last), then evict beyond the capacity."""
+        blocks = self.blocks
+        for key in reversed(keys):
+            blocks[key] = None
+            blocks.move_to_end(key)
+        while len(blocks) > self.capacity:
+            blocks.popitem(last=False)
+
+    def copy(self) -> _BlockCache:
+        twin = _BlockCache(self.capacity)
+        twin.blocks = OrderedDict(self.blocks)
+        return twin
+
+
 class _Replica:
     """Mutable state of one replica (slots: the hot loop reads and writes these)."""
 
     __slots__ = ("index", "queue", "qhead", "clock", "prefill", "head_done", "heap", "steps", "b", "ctx", "kv",
-                 "running", "outstanding", "wake", "busy_s", "started")
+                 "running", "outstanding", "wake", "busy_s", "started", "cache")
 
-    def __init__(self, index: int = 0) -> None:
+    def __init__(self, index: int = 0, cache: _BlockCache | None = None) -> None:
         self.index = index           # its place in the fleet
         self.queue: list[int] = []   # ids routed here, in arrival order
         self.qhead = 0               # first id not yet admitted
@@ -264,6 +322,7 @@ class _Replica:
         self.wake = 0.0              # nothing visible changes before this time unless a request is routed here
         self.busy_s = 0.0            # time spent in iterations, s
         self.started = 0.0           # when the last iteration started (async scheduling decided the next then), s
+        self.cache = cache           # its prefix cache (None: the requests carry no prefix structure)
 
     def copy(self) -> _Replica:
         """An independent copy (its lists too)."""
@@ -271,6 +330,7 @@ class _Replica:
         for name in self.__slots__:
             setattr(twin, name, getattr(self, name))
         twin.queue, twin.prefill, twin.heap = list(self.queue), deque(self.prefill), list(self.heap)
+        twin.cache = None if self.cache is None else self.cache.copy()
         return twin
 
 
@@ -282,15 +342,25 @@ class _Run:
     inp: list[int]
     out: list[int]
     model: StepModel
+    blocks: BlockIds | None = None
     ttft: list[float] = field(init=False)
     e2e: list[float] = field(init=False)
     done: list[int] = field(init=False)
+    todo: list[int] = field(init=False)  # prompt tokens to prefill: the prompt less its cached prefix
+    cached: list[int] = field(init=False)  # prompt tokens found in the prefix cache (with `blocks`)
+    keys: list[list[int]] = field(init=False)  # chained block keys of each prompt's full blocks (with `blocks`)
+    caps: list[int] = field(init=False)  # the most blocks a hit may take (with `blocks`)
+    block_size: int = field(init=False)  # tokens per block (0 without `blocks`)
 
     def __post_init__(self) -> None:
         n = len(self.arr)
         self.ttft = [math.nan] * n
         self.e2e = [math.nan] * n
         self.done = [0] * n
+        self.todo = self.inp if self.blocks is None else list(self.inp)
+        self.cached = [0] * n
+        self.block_size = 0 if self.blocks is None else self.blocks.block_size
+        self.keys, self.caps = ([], []) if self.blocks is None else chained_keys(self.blocks, np.asarray(self.inp))
 
 
 # The steps of a replica's iterations are closures over the run's arrays (read as locals: attribute
@@ -298,25 +368,26 @@ class _Run:
 # Each is called at most once per turn of `advance`, and only when it has work: admission and retirement take
 # every request that is due at once, one call per turn rather than one per request.
 
-AdmitFn = Callable[[list[int], int, float, int, int, deque[int]], tuple[int, int, int, int]]
-IterateFn = Callable[[deque[int], int, int, int, int, float, list[tuple[int, int]]],
+AdmitFn = Callable[[list[int], int, float, int, int, deque[int], _BlockCache | None], tuple[int, int, int, int]]
+IterateFn = Callable[[deque[int], int, int, int, int, float, list[tuple[int, int]], _BlockCache | None],
                      tuple[float, int, int, int, int, int, int]]
 DecodeFn = Callable[[int, int, int, float, float, float, float], tuple[int, float, float]]
 RetireFn = Callable[[list[tuple[int, int]], int, float], tuple[int, int]]
 
 
 def _make_admission(run: _Run) -> AdmitFn:
-    """admit(queue, qhead, seen, kv, running, prefill) -> (qhead, kv, running, rejected).
+    """admit(queue, qhead, seen, kv, running, prefill, cache) -> (qhead, kv, running, rejected).
 
     FIFO from queue[qhead]: each request that arrived by `seen` joins `prefill` while fewer than max_num_seqs
     are running and its prompt + output KV tokens are free; one that could never fit is rejected (its ttft
-    and e2e stay NaN).  Stops at the first request that has not arrived or must wait.
+    and e2e stay NaN).  Stops at the first request that has not arrived or must wait.  With a prefix `cache`,
+    an admitted request's cached prefix is looked up there (`_cached_prefix`).
     """
     arr, inp, out = run.arr, run.inp, run.out
     max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
 
     def admit(queue: list[int], qhead: int, seen: float, kv: int, running: int,
-              prefill: deque[int]) -> tuple[int, int, int, int]:
+              prefill: deque[int], cache: _BlockCache | None) -> tuple[int, int, int, int]:
         nq = len(queue)
         rejected = 0
         while qhead < nq:
@@ -332,14 +403,25 @@ def _make_admission(run: _Run) -> AdmitFn:
                 kv += need
                 running += 1
                 prefill.append(i)
+                if cache is not None:
+                    _cached_prefix(run, cache, i)
             qhead += 1
         return qhead, kv, running, rejected
 
     return admit
 
 
+def _cached_prefix(run: _Run, cache: _BlockCache, i: int) -> None:
+    """Request i admitted on the replica of `cache`: its cached prefix (refreshed in the LRU) is not prefilled."""
+    keys, block_size = run.keys[i], run.block_size
+    hit = cache.match(keys, run.caps[i])
+    cache.touch(keys[:hit])
+    run.cached[i] = hit * block_size
+    run.todo[i] = run.inp[i] - hit * block_size
+
+
 def _make_mixed_iteration(run: _Run) -> IterateFn:
-    """iterate(prefill, head_done, b, ctx, steps, clock, heap) -> (dt, head_done, steps, b, ctx, freed, ended).
+    """iterate(prefill, head_done, b, ctx, steps, clock, heap, cache) -> (dt, head_done, steps, b, ctx, freed, ended).
 
     One mixed iteration starting at `clock`: the b running sequences (contexts
     summing to ctx) decode one token while prompts are prefilled in chunks,
@@ -349,18 +431,21 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
     (TTFT); one-token requests finish there, the others join `heap` at the
     decode iteration that ends them.  Returns the decode iterations so far, the
     batch and its contexts after it, the KV tokens freed and the requests ended.
+    A prompt's prefill is its tokens not in the prefix cache (`run.todo`); its
+    blocks enter `cache` (when given) as its prefill completes.
     """
     arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
+    todo, keys = run.todo, run.keys
     step, overhead, budget_cap = run.model.step, run.model.overhead_s, run.model.prefill_budget
 
     def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
-                heap: list[tuple[int, int]]) -> tuple[float, int, int, int, int, int, int]:
+                heap: list[tuple[int, int]], cache: _BlockCache | None) -> tuple[float, int, int, int, int, int, int]:
         budget = budget_cap - b
         p = pw = 0
         first: list[int] = []
         while prefill and budget > 0:
             i = prefill[0]
-            left = inp[i] - head_done
+            left = todo[i] - head_done
             if left <= budget:
                 prefill.popleft()
                 head_done = 0
@@ -378,6 +463,8 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
             ctx += b
         freed = ended = 0
         for i in first:
+            if cache is not None:
+                cache.touch(keys[i])
             ttft[i] = clock - arr[i]
             if out[i] == 1:
                 e2e[i] = ttft[i]
@@ -463,17 +550,17 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
         queue, prefill, heap = rep.queue, rep.prefill, rep.heap
         nq, qhead, clock, head_done = len(queue), rep.qhead, rep.clock, rep.head_done
         steps, b, ctx, kv, running, busy = rep.steps, rep.b, rep.ctx, rep.kv, rep.running, rep.busy_s
-        started = rep.started
+        started, cache = rep.started, rep.cache
         finished = 0
         wake = inf  # stays inf when it stops idle with nothing routed here
         while clock < limit:
             seen = started if lag and (b or prefill) else clock
             if qhead < nq and arr[queue[qhead]] <= seen:
-                qhead, kv, running, rejected = admit(queue, qhead, seen, kv, running, prefill)
+                qhead, kv, running, rejected = admit(queue, qhead, seen, kv, running, prefill, cache)
                 finished += rejected
             if prefill:
                 started = clock
-                dt, head_done, steps, b, ctx, freed, ended = iterate(prefill, head_done, b, ctx, steps, clock, heap)
+                dt, head_done, steps, b, ctx, freed, ended = iterate(prefill, head_done, b, ctx, steps, clock, heap, cache)
                 kv, running, finished = kv - freed, running - ended, finished + ended
             elif b:
                 arrival = arr[queue[qhead]] if qhead < nq else inf
@@ -574,10 +661,37 @@ def _route_jsq_scheduled(reps: list[_Replica], run: _Run, active: Active, first:
     return assigned
 
 
+def _route_affinity(reps: list[_Replica], run: _Run, active: Active | None = None, first: int = 0) -> list[int]:
+    """Arrivals from `first` on, each to the replica whose prefix cache holds the longest prefix of it (ties: the
+    fewest outstanding, then the lowest index) among those taking arrivals then (`active`; the first when none
+    does), unless it has more than AFFINITY_LOAD_CAP outstanding requests beyond the least loaded one: then to
+    that one.  Without prefix caches, or without a match, this is _route_jsq."""
+    arr, keys, caps = run.arr, run.keys, run.caps
+    assigned = [0] * (len(arr) - first)
+    advance = _make_advance(run)
+    for i in range(first, len(arr)):
+        t = arr[i]
+        serving = [rep for r, rep in enumerate(reps) if _takes(active, r, t)] or reps[:1]
+        for rep in serving:
+            if rep.wake <= t:
+                advance(rep, t)
+        least = min(serving, key=lambda rep: rep.outstanding)
+        best = max(serving, key=lambda rep: (rep.cache.match(keys[i], caps[i]) if rep.cache else 0,
+                                             -rep.outstanding))
+        if best.outstanding - least.outstanding > AFFINITY_LOAD_CAP:
+            best = least
+        best.queue.append(i)
+        best.outstanding += 1
+        best.wake = min(best.wake, t)
+        assigned[i - first] = best.index
+    return assigned
+
+
 def _router(router: str, replicas: int, active: Active | None) -> Callable[..., list[int]]:
     # One replica takes every arrival whatever the router: served in one pass, without routing each arrival.
-    one_queue = router != "jsq" or (replicas == 1 and active is None)
-    return _route_round_robin if one_queue else _route_jsq
+    if router == "round-robin" or (replicas == 1 and active is None):
+        return _route_round_robin
+    return _route_affinity if router == "prefix-affinity" else _route_jsq
 
 
 # ---------------------------------------------------------------- a load's first requests, simulated once
@@ -591,10 +705,14 @@ PREFIX_STATES = 8
 
 
 def _start(curve: CurveLike, t: np.ndarray, i: np.ndarray, o: np.ndarray, replicas: int, router: str,
-           prefix: int) -> tuple[_Run, list[_Replica], list[int]]:
+           prefix: int, blocks: BlockIds | None = None) -> tuple[_Run, list[_Replica], list[int]]:
     """A run of these requests, its replicas and the first `prefix` requests' replicas: fresh, or (0 < prefix <
-    requests) as the prefix left them up to its last arrival, simulated once per curve, fleet and prefix."""
-    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve))
+    requests, no `blocks`) as the prefix left them up to its last arrival, simulated once per curve, fleet and
+    prefix.  blocks: the prompts' block ids; each replica then has a prefix cache."""
+    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve), blocks)
+    if blocks is not None:
+        size = run.model.kv_cache_tokens // blocks.block_size
+        return run, [_Replica(r, _BlockCache(size)) for r in range(replicas)], []
     if not 0 < prefix < t.size:
         return run, [_Replica(r) for r in range(replicas)], []
     key = (curve, replicas, router, t[:prefix].tobytes(), i[:prefix].tobytes(), o[:prefix].tobytes())
@@ -637,7 +755,9 @@ class SimResult:
     tpot_s is NaN for one-token requests; ttft/e2e are NaN for rejected ones
     (prompt + output larger than the KV cache).  completions counts how often
     each request finished (1 for every served request).  attainment: share of
-    requests meeting every SLO in `slo` (NaN without one).
+    requests meeting every SLO in `slo` (NaN without one).  cached_tokens: per
+    request, prompt tokens found in its replica's prefix cache (None when the
+    requests carried no prefix structure).
     """
 
     arrival_s: np.ndarray
@@ -653,6 +773,7 @@ class SimResult:
     busy_s: np.ndarray
     slo: Slo
     attainment: float
+    cached_tokens: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -668,6 +789,16 @@ class SimResult:
         ends = self.arrival_s + self.e2e_s
         return float(np.nanmax(ends)) if self.n else 0.0
 
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Prompt tokens found in the prefix caches over all prompt tokens, of the served requests, as vLLM's
+        prefix_cache_hits / prefix_cache_queries (NaN without prefix structure or served requests)."""
+        if self.cached_tokens is None:
+            return math.nan
+        served = np.isfinite(self.e2e_s)
+        prompts = float(np.sum(self.input_len[served]))
+        return float(np.sum(self.cached_tokens[served])) / prompts if prompts else math.nan
+
     def percentile_ms(self, metric: str, pct: float) -> float:
         """The `pct` percentile of ttft / tpot / e2e over served requests, ms (NaN if none)."""
         values = getattr(self, f"{metric}_s")
@@ -679,6 +810,8 @@ class SimResult:
         out: dict[str, float | int | str] = {"requests": self.n, "replicas": self.replicas, "router": self.router,
                                              "rejected": self.rejected, "attainment": self.attainment,
                                              "slo": self.slo.describe()}
+        if self.cached_tokens is not None:
+            out["prefix_hit_rate"] = self.prefix_hit_rate
         for metric in METRICS:
             for pct in PERCENTILES:
                 out[f"{metric}_p{pct}_ms"] = self.percentile_ms(metric, pct)
@@ -705,12 +838,14 @@ def _check_requests(arrival_s: Numbers, input_len: Numbers, output_len: Numbers
 
 def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_len: Numbers,
              replicas: int = 1, router: str = "jsq", slo: Slo | None = None, active: Active | None = None,
-             prefix: int = 0) -> SimResult:
+             prefix: int = 0, blocks: BlockIds | None = None) -> SimResult:
     """Simulate `replicas` replicas of `curve` serving the given requests.
 
     arrival_s: sorted arrival times, s; input_len / output_len: tokens per
-    request (>= 1).  router: "jsq" (least outstanding requests) or
-    "round-robin".  active: per replica, when it takes arrivals (an autoscaled
+    request (>= 1).  router: "jsq" (least outstanding requests), "round-robin"
+    or "prefix-affinity" (see the module doc).  blocks: the prompts' block ids
+    (one array per request): each replica then keeps a prefix cache, and the
+    result its hits (`cached_tokens`, `prefix_hit_rate`).  active: per replica, when it takes arrivals (an autoscaled
     fleet: a replica started later, or draining); a request it took is served
     to the end.  prefix: the first `prefix` requests start other loads
     simulated on this fleet too; their simulation is kept and reused (the
@@ -723,7 +858,9 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     if int(replicas) != replicas or replicas < 1:
         raise InputError(f"replicas: expected a whole number >= 1, got {replicas!r}")
     t, i, o = _check_requests(arrival_s, input_len, output_len)
-    run, reps, assigned = _start(curve, t, i, o, int(replicas), router, prefix if active is None else 0)
+    if blocks is not None and len(blocks) != t.size:
+        raise InputError(f"blocks: expected one block id list per request ({t.size}), got {len(blocks)}")
+    run, reps, assigned = _start(curve, t, i, o, int(replicas), router, prefix if active is None else 0, blocks)
     assigned += _router(router, int(replicas), active)(reps, run, active, len(assigned))
     advance = _make_advance(run)
     for rep in reps:
@@ -758,5 +895,6 @@ def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: li
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(o > 1, (e2e - ttft) / (o - 1), math.nan)
     attainment = math.nan if slo.empty or not t.size else float(np.mean(slo.met(ttft, tpot, e2e)))
+    cached = None if run.blocks is None else np.array(run.cached, dtype=np.int64)
     return SimResult(t, i, o, ttft, tpot, e2e, np.array(assigned, dtype=np.int64), np.array(run.done),
-                     len(reps), router, np.array([rep.busy_s for rep in reps]), slo, attainment)
+                     len(reps), router, np.array([rep.busy_s for rep in reps]), slo, attainment, cached)

@@ -226,6 +226,12 @@ def router_lines(target: Target) -> list[str]:
         lines.append("a plain Kubernetes Service (kube-proxy) or DNS spreads requests without looking at load: put "
                      "a least-request balancer in front (Envoy or Istio LEAST_REQUEST, the Gateway API inference "
                      "extension), or re-plan with router round-robin")
+    if target.router == "prefix-affinity":
+        lines.append("a prefix-cache-aware router must send each request to the replica caching its longest prefix "
+                     "unless that replica is busier (llm-d's precise prefix-cache scorer, SGLang's cache_aware "
+                     "router, Dynamo's KV router); the plan assumed it reads the replicas' caches exactly and yields "
+                     "to the least-loaded replica beyond a load cap (planner.latency.simulate AFFINITY_LOAD_CAP): "
+                     "set its thresholds to match")
     return lines
 
 

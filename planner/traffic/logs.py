@@ -38,7 +38,7 @@ from fleetfacts.requestlog import (  # noqa: F401 - re-exported: the planner's c
     read_log,
 )
 from fleetfacts.schema import MAX_ARRIVAL_CV, MAX_PEAK_TO_MEAN, ROUTES, validate_frame
-from planner.traffic.prefixes import PrefixReuse, PromptBlocks, prefix_reuse
+from planner.traffic.prefixes import BlockIds, PrefixReuse, PromptBlocks, prefix_reuse
 
 BUCKET_S = 60.0          # peak_minute_rps: busiest full minute
 DIURNAL_MIN_SPAN_S = 24 * 3600.0  # a diurnal profile needs at least one whole day
@@ -292,6 +292,14 @@ def _route(name: str, group: pd.DataFrame, total: int, log_rate: float, traffic:
                          f"{cv:.3g} (the planner takes at most {MAX_PEAK_TO_MEAN:g} and {MAX_ARRIVAL_CV:g}): too "
                          "sparse to plan on; give a log of the route's continuous traffic")
     return stats
+
+
+def log_blocks(traffic: TrafficLog) -> BlockIds | None:
+    """The log's prefix structure (each request's block ids, in the log's order) when it was read with a block
+    size and has one (`hash_ids` or `session_id`), else None."""
+    if traffic.block_size is None:
+        return None
+    return BlockIds(tuple(traffic.requests[HASH_COLUMN]), traffic.block_size)
 
 
 def _reuse(group: pd.DataFrame, block_size: int | None, cache_tokens: int | None) -> PrefixReuse | None:

@@ -16,7 +16,9 @@ vLLM v1 (`v1/core/kv_cache_utils.py`, `v1/core/kv_cache_manager.py`):
   held by a running request (no ref counts: nothing runs here).
 
 `hit_tokens` gives per request the tokens served by an unbounded cache and by an LRU cache of a capacity;
-`prefix_reuse` the share of prompt tokens seen before and the reuse distances.
+`prefix_reuse` the share of prompt tokens seen before and the reuse distances.  `BlockIds` is the prefix structure
+a simulation carries beside its requests (planner.latency.simulate keeps one such cache per replica), and
+`chained_keys` its requests' chained block keys.
 """
 
 from __future__ import annotations
@@ -46,6 +48,34 @@ class PromptBlocks:
 
     def __len__(self) -> int:
         return len(self.prompt_tokens)
+
+
+@dataclass(frozen=True, eq=False)
+class BlockIds:
+    """The prefix structure of a list of requests: per request an int array of its prompt's block ids (one per
+    block of block_size tokens, the last possibly partial; equal ids = equal tokens), in the requests' order."""
+
+    hash_ids: tuple[np.ndarray, ...]
+    block_size: int
+
+    def __len__(self) -> int:
+        return len(self.hash_ids)
+
+    def take(self, index: np.ndarray | slice) -> BlockIds:
+        """The requests at `index` (a boolean mask, positions or a slice), in that order."""
+        return BlockIds(tuple(self.hash_ids[k] for k in np.arange(len(self))[index]), self.block_size)
+
+    @classmethod
+    def shared(cls, prompt_tokens: np.ndarray, shared_tokens: int, block_size: int) -> BlockIds:
+        """Requests that all start with the same `shared_tokens` prompt tokens (a system prompt) and share nothing
+        else: the shared blocks have ids 0..k-1 in every request, every other block an id of its own."""
+        shared = np.arange(int(shared_tokens) // block_size, dtype=np.int64)
+        ids, fresh = [], len(shared)
+        for n in np.asarray(prompt_tokens, dtype=np.int64):
+            own = blocks_for(int(n), block_size) - min(len(shared), int(n) // block_size)
+            ids.append(np.concatenate([shared[: int(n) // block_size], np.arange(fresh, fresh + own)]))
+            fresh += own
+        return cls(tuple(ids), int(block_size))
 
 
 @dataclass(frozen=True)
@@ -127,6 +157,18 @@ def _walk(requests: PromptBlocks, block_size: int) -> Iterator[tuple[int, list[i
             parent = chain.setdefault((parent, int(block_id)), len(chain))
             keys.append(parent)
         yield int(i), keys, max(0, (n - 1) // block_size)
+
+
+def chained_keys(blocks: BlockIds, prompt_tokens: np.ndarray) -> tuple[list[list[int]], list[int]]:
+    """Per request (in the given order) the chained keys of its full blocks and the most blocks a hit may take
+    (floor((n - 1) / block_size)).  Raises InputError as `hit_tokens`."""
+    n = len(prompt_tokens)
+    requests = PromptBlocks(np.arange(n, dtype=float), np.asarray(prompt_tokens), blocks.hash_ids)
+    keys: list[list[int]] = [[] for _ in range(n)]
+    caps = [0] * n
+    for i, chain, cap in _walk(requests, blocks.block_size):
+        keys[i], caps[i] = chain, cap
+    return keys, caps
 
 
 def _leading(keys: list[int], cap: int, cached: Container[int]) -> int:

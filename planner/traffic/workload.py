@@ -33,6 +33,7 @@ import pandas as pd
 
 from fleetfacts.errors import InputError
 from planner.traffic.logs import TrafficLog, read_log
+from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import Route
 
 HOURS_PER_DAY = 24
@@ -167,6 +168,8 @@ class Requests:
     input_len: np.ndarray
     output_len: np.ndarray
     source: str
+    # The prompts' block ids (a log with prefix structure): the simulation then keeps a prefix cache per replica.
+    blocks: BlockIds | None = None
 
 
 def synthetic_requests(route: Route, n: int = DEFAULT_SIM_REQUESTS, seed: int = 0,
@@ -297,8 +300,9 @@ def thin_requests(requests: Requests, keep: float, seed: int = 0) -> Requests:
         return requests
     mask = np.random.default_rng(seed).uniform(size=requests.arrival_s.size) < keep
     t = requests.arrival_s[mask]
+    blocks = None if requests.blocks is None else requests.blocks.take(mask)
     return Requests(t, requests.input_len[mask], requests.output_len[mask],
-                    f"{requests.source}, thinned to {keep:.3g} of the requests")
+                    f"{requests.source}, thinned to {keep:.3g} of the requests", blocks)
 
 
 # ---------------------------------------------------------------- the one load of a route
@@ -356,11 +360,12 @@ def joined_blocks(blocks: Sequence[Requests], window_s: float) -> Requests:
 LogRequests = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]
 
 
-def route_requests(route: Route, log: LogRequests | None = None) -> Requests:
+def route_requests(route: Route, log: LogRequests | None = None, blocks: BlockIds | None = None) -> Requests:
     """The arrivals every path replays for an online route: sizing, the checks, `simulate`, `fleet`, the app.
 
     A route with a request log replays the log's own timestamps (its bursts are in them), its busiest hour
-    `peak_to_mean` times as busy as the log (1: the log as recorded).  A route without one: gamma arrivals at
+    `peak_to_mean` times as busy as the log (1: the log as recorded); `blocks`: the log's prefix structure (its
+    requests' block ids, in the log's order), carried along.  A route without one: gamma arrivals at
     rate_rps x peak_to_mean with its arrival_cv over LOAD_HORIZON_S, lengths drawn from its quantiles, fixed seeds.
     """
     if log is not None:
@@ -373,7 +378,8 @@ def route_requests(route: Route, log: LogRequests | None = None) -> Requests:
         span = float(t[-1]) if t.size else 0.0
         return Requests(t, np.maximum(1, np.asarray(inputs, dtype=np.int64)[order]),
                         np.maximum(1, np.asarray(outputs, dtype=np.int64)[order]),
-                        f"the route's log ({t.size} requests over {span:.0f} s){scale}")
+                        f"the route's log ({t.size} requests over {span:.0f} s){scale}",
+                        None if blocks is None else blocks.take(order))
     rate = route.peak_rps
     n = max(1, min(LOAD_MAX_REQUESTS, math.ceil(rate * LOAD_HORIZON_S)))
     return synthetic_requests(route, n, LOAD_SEED)

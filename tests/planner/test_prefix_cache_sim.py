@@ -1,0 +1,102 @@
+"""The simulator's per-replica prefix cache and the prefix-affinity router (issue 49, part 2), through the door."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from planner.cli import main
+from planner.latency import Fleet, Replay, predict
+from planner.latency import simulate as sim
+from planner.traffic.logs import log_blocks, read_log
+from planner.traffic.prefixes import BlockIds, PromptBlocks, prefix_reuse
+from planner.traffic.workload import Requests
+from tests.conftest import REPO
+from tests.planner.sim_fakes import SimCurve
+
+EXAMPLE = REPO / "examples" / "traces" / "synthetic_chat_prefix.jsonl"
+BLOCK = 64
+SHARED, PROMPT, N = 4096, 4196, 40  # every prompt: a 4096-token shared prefix, then 100 tokens of its own
+
+
+def shared_log(n: int = N) -> tuple[np.ndarray, np.ndarray, np.ndarray, BlockIds]:
+    inp = np.full(n, PROMPT)
+    return np.arange(n) * 0.5, inp, np.full(n, 20), BlockIds.shared(inp, SHARED, BLOCK)
+
+
+def session_log(sessions: int, n: int, prefix_tokens: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Requests of `sessions` sessions in random order, each session's prompts starting with its own prefix."""
+    gen = np.random.default_rng(seed)
+    which = gen.integers(0, sessions, n)
+    inp = np.full(n, prefix_tokens + 100)
+    per = prefix_tokens // BLOCK
+    ids = tuple(np.concatenate([s * per + np.arange(per), [sessions * per + i, sessions * per + n + i]])
+                for i, s in enumerate(which))
+    return np.arange(n) * 0.25, inp, np.full(n, 20), BlockIds(ids, BLOCK)
+
+
+def test_a_shared_prefix_is_served_from_the_cache_after_the_first_request():
+    t, inp, out, blocks = shared_log()
+    result = predict(SimCurve(), Replay(t, inp, out, blocks=blocks)).results[0]
+    assert result.cached_tokens is not None
+    assert result.cached_tokens[0] == 0 and np.all(result.cached_tokens[1:] == SHARED)
+    assert result.prefix_hit_rate == pytest.approx(SHARED / PROMPT * (N - 1) / N)
+
+
+def test_cached_prefixes_lower_ttft_and_no_structure_reports_no_rate():
+    t, inp, out, blocks = shared_log()
+    warm = predict(SimCurve(), Replay(t, inp, out, blocks=blocks))
+    cold = predict(SimCurve(), Replay(t, inp, out))
+    assert warm.value("ttft", 50) < 0.5 * cold.value("ttft", 50)
+    assert math.isnan(cold.prefix_hit_rate) and "prefix_hit_rate" not in cold.to_record()
+    assert warm.to_record()["prefix_hit_rate"] == pytest.approx(warm.prefix_hit_rate)
+
+
+def test_blocks_that_never_repeat_change_nothing():
+    t, inp, out, _ = shared_log()
+    unique = BlockIds.shared(inp, 0, BLOCK)
+    cold = sim.simulate(SimCurve(), t, inp, out, replicas=2)
+    fresh = sim.simulate(SimCurve(), t, inp, out, replicas=2, blocks=unique)
+    assert fresh.prefix_hit_rate == 0.0
+    np.testing.assert_array_equal(fresh.ttft_s, cold.ttft_s)
+    np.testing.assert_array_equal(fresh.e2e_s, cold.e2e_s)
+
+
+def test_prefix_affinity_keeps_sessions_on_their_replica_and_hits_more_than_round_robin():
+    t, inp, out, blocks = session_log(sessions=5, n=200, prefix_tokens=2048)
+    rates = {router: predict(SimCurve(), Fleet(Requests(t, inp, out, "sessions", blocks), 2, router)).prefix_hit_rate
+             for router in ("round-robin", "least-outstanding", "prefix-affinity")}
+    assert rates["round-robin"] < rates["prefix-affinity"]
+    assert rates["least-outstanding"] < rates["prefix-affinity"]
+    # with affinity, each session misses once (its first request) on the one replica it sticks to
+    assert rates["prefix-affinity"] == pytest.approx(2048 / 2148 * (200 - 5) / 200)
+
+
+def test_an_lru_cache_too_small_for_the_prefixes_it_cycles_through_hits_nothing():
+    # 10 sessions in turn, each prefix 2048 tokens: a cache of ~3 prefixes has always evicted the next one
+    t, inp, out, _ = session_log(sessions=10, n=100, prefix_tokens=2048)
+    turn = np.arange(100) % 10
+    per = 2048 // BLOCK
+    ids = tuple(np.concatenate([s * per + np.arange(per), [1000 + i, 2000 + i]]) for i, s in enumerate(turn))
+    cycled = BlockIds(ids, BLOCK)
+    small = sim.simulate(SimCurve(kv_cache_tokens=3 * 2148), t, inp, out, blocks=cycled)
+    large = sim.simulate(SimCurve(), t, inp, out, blocks=cycled)
+    assert small.prefix_hit_rate == 0.0
+    assert large.prefix_hit_rate == pytest.approx(2048 / 2148 * 0.9)
+
+
+def test_predicted_hit_rate_of_the_example_log_is_at_most_its_reuse(capsys):
+    traffic = read_log(EXAMPLE, "mooncake", block_size=512)
+    requests = traffic.requests
+    blocks = log_blocks(traffic)
+    assert blocks is not None
+    reuse = prefix_reuse(PromptBlocks(requests["t_s"].to_numpy(), requests["input_len"].to_numpy(),
+                                      blocks.hash_ids), 512).share
+    capsys.readouterr()
+    assert main(["predict", "--gpu", "h200", "--engine", "vllm", "--model", "llama-3.1-8b", "--log", str(EXAMPLE),
+                 "--format", "mooncake", "--request-rate", "0.7256", "--replicas", "1", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert 0.0 < record["prefix_hit_rate"] <= reuse + 1e-12
