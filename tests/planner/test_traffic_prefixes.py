@@ -108,9 +108,9 @@ def test_a_bad_hash_list_is_a_one_line_error_naming_file_and_line(tmp_path, cell
 @pytest.mark.parametrize(("line", "message"), [
     ('{"timestamp": 9, "input_length": 5', r"line 2: unreadable JSON line \(a Mooncake trace is read strictly\)"),
     ('{"timestamp": 9, "input_length": "x", "output_length": 1, "hash_ids": [0]}',
-     r"line 2, column 'input_length': non-numeric token count 'x'"),
+     r"line 2, column 'input_length': non-numeric token count"),
     ('{"timestamp": -5, "input_length": 5, "output_length": 1, "hash_ids": [0]}',
-     r"line 2, column 'timestamp': bad timestamp '-5' \(expected milliseconds from the trace's start"),
+     r"line 2, column 'timestamp': bad timestamp \(expected milliseconds from the trace's start"),
     ('{"timestamp": 9, "input_length": 5, "hash_ids": [0]}', r"line 2, column 'output_length': missing token count"),
 ])
 def test_a_malformed_mooncake_line_is_refused_in_one_line(tmp_path, line, message):
