@@ -201,23 +201,41 @@ def min_window_requests(percentile: float) -> int:
     return max(1, math.ceil(1.0 / tail - 1e-9))
 
 
+def occupied_windows(t: np.ndarray, window_s: float, origin: float
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The windows [origin + k w, origin + (k + 1) w) that hold any of the sorted arrivals `t` (t[0] >= origin,
+    window_s > 0): their indices k, each one's first and end index into t, and how many windows span t (the last
+    takes every arrival from its start on).  Empty windows cost nothing: a log with a year between two requests
+    has a handful of windows here, not half a million.  The edges are those of
+    `origin + window_s * np.arange(count + 1)`, bit for bit."""
+    count = max(1, math.floor((float(t[-1]) - origin) / window_s) + 1)
+    guess = np.unique(np.floor((t - origin) / window_s).astype(np.int64))
+    # An arrival within rounding of an edge may belong to the window beside its guess.
+    k = np.unique(np.concatenate([guess - 1, guess, guess + 1]))
+    k = k[(k >= 0) & (k < count)]
+    first = np.searchsorted(t, origin + window_s * k, side="left")
+    end = np.searchsorted(t, origin + window_s * (k + 1), side="left")
+    end[k == count - 1] = t.size
+    held = end > first
+    return k[held], first[held], end[held], count
+
+
 def _windows(t: np.ndarray, window_s: float, min_requests: int,
              origin_s: float | None = None) -> list[tuple[int, int, float, float]]:
     """(first index, end index, start s, end s) of each window of sorted arrivals `t` from `origin_s` (default
-    its first arrival), small ones pooled."""
+    its first arrival), small ones pooled.  Only windows holding requests are visited: an empty stretch joins the
+    window after it (as a window with too few requests does), the last window ends where the last span does."""
     if not t.size:
         return []
     origin, last = float(t[0]) if origin_s is None else min(float(origin_s), float(t[0])), float(t[-1])
     if not window_s > 0:
         return [(0, t.size, origin, max(last, origin))]
-    count = max(1, math.floor((last - origin) / window_s) + 1)
-    edges = origin + window_s * np.arange(count + 1)
-    cuts = np.searchsorted(t, edges, side="left")
-    cuts[-1] = t.size
-    spans = [[int(cuts[k]), int(cuts[k + 1]), float(edges[k]), float(edges[k + 1])] for k in range(count)]
+    k, first, end, count = occupied_windows(t, window_s, origin)
+    starts = origin + window_s * np.concatenate([[0], k[:-1] + 1])  # from the end of the window before
+    ends = origin + window_s * (k + 1)
     pooled: list[list] = []
     carry: list | None = None
-    for span in spans:
+    for span in ([int(a), int(b), float(s), float(e)] for a, b, s, e in zip(first, end, starts, ends, strict=True)):
         if carry is not None:
             span = [carry[0], span[1], carry[2], span[3]]
             carry = None
@@ -230,6 +248,7 @@ def _windows(t: np.ndarray, window_s: float, min_requests: int,
             pooled[-1] = [pooled[-1][0], carry[1], pooled[-1][2], carry[3]]
         else:
             pooled.append(carry)
+    pooled[-1][3] = float(origin + window_s * count)
     return [(a, b, s, e) for a, b, s, e in pooled]
 
 

@@ -52,9 +52,10 @@ LOAD_WINDOW_S = 4.0
 # Bins of the fluid backlog: the front end's work comes in engine-step lumps (5-60 ms), so a 50 ms bin holds a
 # few, and a bin above capacity is an overload rather than one step's lump.
 BACKLOG_BIN_S = 0.05
-# At most this many backlog bins per replica: a sparse route's replay spans hours to days, and 50 ms bins over
-# it cost memory and time as 1/rate (0.001 req/s: ~10 GB).  Past it the bins widen to span / this; such a
-# route's front end is idle almost always, so its backlog is zero either way.
+# At most this many backlog bins per replica: a sparse route's replay spans hours to days (a log with a year
+# between two bursts: a year), and 50 ms bins over it cost memory and time as 1/rate (0.001 req/s: ~10 GB).  Past
+# it the bins cover only the stretches where a request is in flight, each quiet stretch between them one bin
+# (nothing to do there: the backlog drains), and widen only if those stretches alone need more.
 MAX_BACKLOG_BINS = 200_000
 
 
@@ -138,8 +139,8 @@ class StreamLoad:
 
     request_rate, token_rate: per request, the requests/s it took and the tokens/s its engine streamed in
     the LOAD_WINDOW_S before the request arrived.  bin_requests, bin_tokens: the same counted per
-    bin_s bin (BACKLOG_BIN_S, wider over a long sparse span) from the first arrival; bin_of: the bin each
-    request arrived in.
+    bin from the first arrival; bin_of: the bin each request arrived in.  bin_s: the bins' width (s),
+    BACKLOG_BIN_S; over a long sparse span, one width per bin (MAX_BACKLOG_BINS).
     """
 
     request_rate: np.ndarray
@@ -147,7 +148,7 @@ class StreamLoad:
     bin_requests: np.ndarray
     bin_tokens: np.ndarray
     bin_of: np.ndarray
-    bin_s: float = BACKLOG_BIN_S
+    bin_s: float | np.ndarray = BACKLOG_BIN_S
 
     @classmethod
     def steady(cls, request_rate: np.ndarray, token_rate: np.ndarray) -> StreamLoad:
@@ -166,6 +167,7 @@ def stream_load(arrival_s: np.ndarray, first_token_s: np.ndarray, end_s: np.ndar
     arrival = np.asarray(arrival_s, dtype=float)
     first, end = np.asarray(first_token_s, dtype=float), np.asarray(end_s, dtype=float)
     out = np.asarray(output_len, dtype=float)
+    until = np.where(np.isfinite(end), end, arrival)  # in flight from its arrival until then
     served = np.isfinite(first) & np.isfinite(end)
     first, end, out = first[served], end[served], out[served]
     span = end - first
@@ -183,12 +185,43 @@ def stream_load(arrival_s: np.ndarray, first_token_s: np.ndarray, end_s: np.ndar
     if not arrival.size:
         return StreamLoad.steady(np.zeros(0), np.zeros(0))
     start = float(ordered[0])
-    bin_s = max(bin_s, (float(ordered[-1]) - start) / MAX_BACKLOG_BINS)
+    rates = ((arrived(arrival) - arrived(arrival - window_s)) / window_s,
+             (streamed(arrival) - streamed(arrival - window_s)) / window_s)
+    if (float(ordered[-1]) - start) / MAX_BACKLOG_BINS > bin_s:
+        edges = _busy_edges(arrival, until, bin_s)
+        bin_of = np.minimum(np.searchsorted(edges, arrival, "right") - 1, edges.size - 2)
+        return StreamLoad(*rates, _in_bins(edges, ordered), _streamed_in_bins(edges, first, end, rate), bin_of,
+                          np.diff(edges))
     edges = start + bin_s * np.arange(int((float(ordered[-1]) - start) / bin_s) + 2)
-    return StreamLoad((arrived(arrival) - arrived(arrival - window_s)) / window_s,
-                      (streamed(arrival) - streamed(arrival - window_s)) / window_s,
-                      _in_bins(edges, ordered), _streamed_in_bins(edges, first, end, rate),
+    return StreamLoad(*rates, _in_bins(edges, ordered), _streamed_in_bins(edges, first, end, rate),
                       np.minimum(((arrival - start) / bin_s).astype(int), edges.size - 2), bin_s)
+
+
+def _busy_edges(arrival: np.ndarray, until: np.ndarray, bin_s: float) -> np.ndarray:
+    """Backlog bin edges from the first arrival to past the last: every bin_s over the stretches where a request
+    is in flight (from its arrival to `until`, its end), each quiet stretch between them one bin; bin_s widened
+    when those stretches need more than MAX_BACKLOG_BINS.  The cost grows with the requests, not the span: a year
+    between two bursts is one bin."""
+    order = np.argsort(arrival, kind="stable")
+    start, last = float(arrival[order[0]]), float(arrival[order[-1]])
+    t0 = arrival[order] - start
+    t1 = np.clip(until[order], arrival[order], last) - start
+    lo, hi = _busy_bins(t0, t1, bin_s)
+    bins = int(np.sum(hi - lo + 1))
+    if bins > MAX_BACKLOG_BINS:
+        bin_s *= math.ceil(bins / MAX_BACKLOG_BINS)
+        lo, hi = _busy_bins(t0, t1, bin_s)
+    counts = hi - lo + 2  # each run's bins and the edge after them
+    k = np.arange(int(counts.sum())) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    return start + bin_s * k
+
+
+def _busy_bins(t0: np.ndarray, t1: np.ndarray, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """First and last bin of `width` of each run of bins in which some interval [t0, t1] lies (t0 sorted)."""
+    lo = np.floor(t0 / width).astype(np.int64)
+    hi = np.maximum.accumulate(np.floor(t1 / width).astype(np.int64))
+    apart = lo[1:] > hi[:-1] + 1  # a quiet bin or more between them
+    return lo[np.concatenate([[True], apart])], hi[np.concatenate([apart, [True]])]
 
 
 # The per-bin figures are counted from the events' places among the edges (a bin per 50 ms far outnumbers the

@@ -107,6 +107,17 @@ class Replay:
         return cls((t * own / rate_rps)[pick], inputs[pick], outputs[pick],
                    f"{source} at {rate_rps:.4g} req/s{share}", None if blocks is None else blocks.take(pick))
 
+    def busiest(self, most: int) -> Replay:
+        """At most `most` of the requests: all of them, or the `most` consecutive ones over the shortest span
+        (the busiest stretch; the earliest on a tie), copied (a report that keeps them keeps no more)."""
+        t = self.arrival_s
+        if t.size <= most:
+            return self
+        start = int(np.argmin(t[most - 1:] - t[: t.size - most + 1]))
+        pick = slice(start, start + most)
+        return Replay(t[pick].copy(), self.input_len[pick].copy(), self.output_len[pick].copy(),
+                      f"{self.source}, its busiest {most} requests")
+
     @property
     def rate_rps(self) -> float:
         t = self.arrival_s

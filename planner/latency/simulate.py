@@ -60,6 +60,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -343,8 +344,9 @@ class _Run:
     out: list[int]
     model: StepModel
     blocks: BlockIds | None = None
-    ttft: list[float] = field(init=False)
-    e2e: list[float] = field(init=False)
+    # Raw doubles, not lists of floats: a third of the memory on a million requests, as fast to write.
+    ttft: array[float] = field(init=False)
+    e2e: array[float] = field(init=False)
     done: list[int] = field(init=False)
     todo: list[int] = field(init=False)  # prompt tokens to prefill: the prompt less its cached prefix
     cached: list[int] = field(init=False)  # prompt tokens found in the prefix cache (with `blocks`)
@@ -354,8 +356,8 @@ class _Run:
 
     def __post_init__(self) -> None:
         n = len(self.arr)
-        self.ttft = [math.nan] * n
-        self.e2e = [math.nan] * n
+        self.ttft = array("d", [math.nan]) * n
+        self.e2e = array("d", [math.nan]) * n
         self.done = [0] * n
         self.todo = self.inp if self.blocks is None else list(self.inp)
         self.cached = [0] * n
@@ -833,7 +835,7 @@ def _check_requests(arrival_s: Numbers, input_len: Numbers, output_len: Numbers
     for name, values in (("input_len", i), ("output_len", o)):
         if values.size and (not np.all(np.isfinite(values)) or np.any(values < 1) or np.any(values != np.round(values))):
             raise InputError(f"{name} must be whole numbers of tokens >= 1")
-    return t, i.astype(np.int64), o.astype(np.int64)
+    return t, i.astype(np.int64, copy=False), o.astype(np.int64, copy=False)
 
 
 def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_len: Numbers,
@@ -865,33 +867,33 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     advance = _make_advance(run)
     for rep in reps:
         advance(rep, math.inf)
+    ttft, e2e = np.array(run.ttft), np.array(run.e2e)
     front_end = getattr(curve, "front_end", None)
     if front_end is not None and front_end.adds_delay:
-        _add_front_end(run, front_end, t, i, o, np.asarray(assigned))
-    return _result(run, t, i, o, assigned, reps, router, slo or Slo())
+        delays = _front_end_delays(front_end, t, i, o, ttft, e2e, np.asarray(assigned))
+        ttft += delays
+        e2e += delays
+    return _result(run, t, i, o, ttft, e2e, assigned, reps, router, slo or Slo())
 
 
-def _add_front_end(run: _Run, front_end: FrontEnd, t: np.ndarray, i: np.ndarray, o: np.ndarray,
-                   assigned: np.ndarray) -> None:
-    """Delay every request's first token (and so its end) by its replica's front end (planner.engine.frontend).
+def _front_end_delays(front_end: FrontEnd, t: np.ndarray, i: np.ndarray, o: np.ndarray, ttft: np.ndarray,
+                      e2e: np.ndarray, assigned: np.ndarray) -> np.ndarray:
+    """How long every request's first token (and so its end) waits for its replica's front end
+    (planner.engine.frontend), s.
 
     Each replica has its own front end, loaded by the requests it took and the tokens its engine
     streamed in the window before each arrival; the engine's schedule is left as simulated.
     """
-    ttft, e2e = np.asarray(run.ttft), np.asarray(run.e2e)
     delays = np.zeros(t.size)
     for replica in np.unique(assigned):
         mine = assigned == replica
         load = stream_load(t[mine], t[mine] + ttft[mine], t[mine] + e2e[mine], o[mine])
         delays[mine] = front_end.delays_s(i[mine], load)
-    run.ttft = (ttft + delays).tolist()
-    run.e2e = (e2e + delays).tolist()
+    return delays
 
 
-def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, assigned: list[int], reps: list[_Replica],
-            router: str, slo: Slo) -> SimResult:
-    ttft = np.array(run.ttft)
-    e2e = np.array(run.e2e)
+def _result(run: _Run, t: np.ndarray, i: np.ndarray, o: np.ndarray, ttft: np.ndarray, e2e: np.ndarray,
+            assigned: list[int], reps: list[_Replica], router: str, slo: Slo) -> SimResult:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(o > 1, (e2e - ttft) / (o - 1), math.nan)
     attainment = math.nan if slo.empty or not t.size else float(np.mean(slo.met(ttft, tpot, e2e)))

@@ -96,7 +96,7 @@ def schedule(arrival_s: np.ndarray, floor: int, ceiling: int, replica_rps: float
     start_delay = max(0.0, scale_up_s - DETECT_S)
     on: list[list[float]] = []  # extra replicas: [asked at, takes arrivals from, given back at]
     wanted_since: list[tuple[float, int]] = []  # (decision time, wanted) over the last SCALE_DOWN_S
-    for now in np.arange(SYNC_S, end + SYNC_S, SYNC_S):
+    for now in decision_times(t, end):
         rate = (np.searchsorted(t, now, side="right") - np.searchsorted(t, now - DETECT_S, side="right")) / DETECT_S
         wanted = min(ceiling, max(floor, math.ceil(rate / replica_rps - 1e-9)))
         wanted_since = [(d, w) for d, w in wanted_since if d > now - SCALE_DOWN_S] + [(now, wanted)]
@@ -108,6 +108,24 @@ def schedule(arrival_s: np.ndarray, floor: int, ceiling: int, replica_rps: float
             r[2] = now  # the latest asked for goes back first
     always = [(0.0, math.inf)] * floor
     return Schedule(tuple(always + [(r[1], r[2]) for r in on]), tuple(always + [(r[0], r[2]) for r in on]))
+
+
+def decision_times(arrival_s: np.ndarray, end_s: float) -> np.ndarray:
+    """The autoscaler's decision times (every SYNC_S from SYNC_S to end_s, as np.arange gives them) at which it may
+    change anything: those up to DETECT_S + SCALE_DOWN_S after an arrival, and the first after that, which gives
+    back what the burst asked for.  Between them it wants its floor and holds nothing more, so a quiet stretch costs
+    nothing however long (a year between two bursts is a few hundred decisions, not two million)."""
+    t = np.asarray(arrival_s, dtype=float)
+    count = math.ceil(((end_s + SYNC_S) - SYNC_S) / SYNC_S)
+    if not t.size or count < 1:
+        return np.zeros(0)
+    # Decision k is at SYNC_S + k SYNC_S; each arrival matters from (a step before) it to the first quiet decision.
+    lo = np.floor((t - SYNC_S) / SYNC_S).astype(np.int64)
+    hi = np.floor((t + DETECT_S + SCALE_DOWN_S) / SYNC_S).astype(np.int64) + 1
+    apart = lo[1:] > hi[:-1] + 1  # arrivals sorted: lo and hi never decrease
+    starts, ends = lo[np.concatenate([[True], apart])], hi[np.concatenate([apart, [True]])]
+    k = np.concatenate([np.arange(max(a, 0), min(b, count - 1) + 1) for a, b in zip(starts, ends, strict=True)])
+    return SYNC_S + k * SYNC_S
 
 
 def busiest_window_rps(requests: Requests, window_s: float) -> float:

@@ -56,10 +56,11 @@ def resampled_hours(curve: CurveLike, requests: Requests, replicas: int, targets
     if not targets.window_s > 0 or (targets.ttft_ms is None and targets.tpot_ms is None) \
             or not requests.arrival_s.size:
         return None
-    pairs = _PairJudge(curve, window_blocks(requests, targets.window_s), replicas, router, targets)
-    n = len(pairs.blocks)
+    held, blocks = window_blocks(requests, targets.window_s)
+    pairs = _PairJudge(curve, blocks, replicas, router, targets)
+    n = len(blocks)
     own = own or predict(curve, Fleet(requests, replicas, router), percentiles=(targets.percentile,))
-    in_order, leftover = pairs.judge(own, float(requests.arrival_s[0]), n)
+    in_order, leftover = pairs.judge(own, float(requests.arrival_s[0]), held)
     # A window that holds behind its own predecessor holds on an idle fleet (less work carried in).
     idle = [in_order[b] or pairs.holds(None, b) for b in range(n)]
     behind_heaviest = pairs.run_behind(pairs.idle_tail(int(np.argmax(leftover))))
@@ -127,25 +128,26 @@ class _PairJudge:
             return [True] * len(sequence), np.zeros(len(sequence))
         report = predict(self.curve, Fleet(load, self.replicas, self.router, prefix=prefix),
                          percentiles=(self.targets.percentile,))
-        return self.judge(report, 0.0, len(sequence))
+        return self.judge(report, 0.0, np.arange(len(sequence)))
 
-    def judge(self, report: LatencyReport, origin: float, windows: int) -> tuple[list[bool], np.ndarray]:
-        """Per window of `window_s` from `origin` of a fleet report: does it hold, and the seconds of work its
-        requests leave past its end.  Too few requests for a percentile: judged with the window before, as the
-        verdict pools small windows."""
+    def judge(self, report: LatencyReport, origin: float, windows: np.ndarray) -> tuple[list[bool], np.ndarray]:
+        """Per window of `window_s` from `origin` of a fleet report, at the given window indices: does it hold,
+        and the seconds of work its requests leave past its end.  Too few requests for a percentile: judged with
+        the window before, as the verdict pools small windows.  Each window's requests are found by bisection (the
+        report's arrivals are sorted), so the cost grows with the requests and the windows given, not the span."""
         w = self.window_s
         t, ttft, tpot, e2e = (np.concatenate([getattr(r, name) for r in report.results])
                               for name in ("arrival_s", "ttft_s", "tpot_s", "e2e_s"))
-        position = np.floor((t - origin) / w).astype(int)
-        verdicts, leftover = [True] * windows, np.zeros(windows)
+        position = np.floor((t - origin) / w).astype(np.int64)  # non-decreasing: the arrivals are sorted
+        verdicts, leftover = [True] * len(windows), np.zeros(len(windows))
         need = min_window_requests(self.targets.percentile)
-        for k in range(windows):
-            mine = position == k
-            if not mine.any():
+        for j, k in enumerate(int(k) for k in windows):
+            lo, hi = np.searchsorted(position, (k, k + 1))
+            if lo == hi:
                 continue
-            finish = t[mine] + e2e[mine]
-            leftover[k] = float(np.sum(np.maximum(finish[np.isfinite(finish)] - origin - (k + 1) * w, 0.0)))
-            if np.count_nonzero(mine) < need and k > 0:
-                mine |= position == k - 1
-            verdicts[k] = judge(t[mine], ttft[mine], tpot[mine], e2e[mine], self.targets).holds_every_window
+            finish = t[lo:hi] + e2e[lo:hi]
+            leftover[j] = float(np.sum(np.maximum(finish[np.isfinite(finish)] - origin - (k + 1) * w, 0.0)))
+            if hi - lo < need and k > 0:
+                lo = np.searchsorted(position, k - 1)
+            verdicts[j] = judge(t[lo:hi], ttft[lo:hi], tpot[lo:hi], e2e[lo:hi], self.targets).holds_every_window
         return verdicts, leftover

@@ -30,7 +30,7 @@ from planner.latency.analytic import Offline, Steady, analytic
 from planner.sizing import queueing
 from planner.sizing.search import bisect_replicas
 from planner.traffic.routes import Route
-from planner.traffic.workload import LogRequests, Requests
+from planner.traffic.workload import LOAD_MAX_REQUESTS, LogRequests, Requests
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,10 @@ def _point(curve: CurveLike, route: Route, concurrency: int) -> _Point:
     return _Point(concurrency, slot_service_s, tpot, ttft, e2e, mean, pct)
 
 
+# A replica's share of a log replayed by the screen is at most this many requests: its busiest stretch of them
+# (every option is screened, on each count the search tries; a million-request log replayed whole for each cost
+# minutes and a gigabyte).  The fleet check judges the whole log.  As many as a route without a log is planned on.
+SHARE_MAX_REQUESTS = LOAD_MAX_REQUESTS
 # Bisection steps of sustainable_rps on the rate (10: within 0.1% of the top).
 RATE_SEARCH_STEPS = 10
 # Replica counts searched: up to this many times the utilisation floor (and at least this many).
@@ -227,7 +231,8 @@ def _share_latency(curve: CurveLike, route: Route, replicas: int, log: LogReques
     percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
     if log is not None:
         times, lengths = log
-        return predict(curve, Replay.of_log(times, lengths, route.peak_rps, replicas), percentiles=percentiles)
+        share = Replay.of_log(times, lengths, route.peak_rps, replicas).busiest(SHARE_MAX_REQUESTS)
+        return predict(curve, share, percentiles=percentiles)
     load = OpenLoop(route.peak_rps, route.arrival_cv).share(replicas)
     return predict(curve, load, Lengths.of_route(route), percentiles=percentiles)
 
@@ -254,16 +259,27 @@ def fleet_latency(curve: CurveLike, route: Route, replicas: int, requests: Reque
                   router: str = DEFAULT_ROUTER) -> LatencyReport:
     """The door's fleet tier: `replicas` replicas of `curve` behind `router` serving the route's one load
     (planner.traffic.workload.route_requests).  Memoised per curve, route, count and router (a route's load is
-    fixed by the route and its log)."""
+    fixed by the route and its log); the least recently used reports go first past FLEET_CACHE_REQUESTS."""
     key = (curve, replace(route, slo_window_s=0.0), replicas, router, requests.arrival_s.size)  # windows: no effect
-    if key not in _FLEETS:
-        if len(_FLEETS) >= PREDICTION_CACHE_SIZE:
-            _FLEETS.clear()
-        percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
-        _FLEETS[key] = predict(curve, Fleet(requests, replicas, router), percentiles=percentiles)
-    return _FLEETS[key]
+    if key in _FLEETS:
+        _FLEETS[key] = _FLEETS.pop(key)  # now the most recently used
+        return _FLEETS[key]
+    percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
+    report = predict(curve, Fleet(requests, replicas, router), percentiles=percentiles)
+    _FLEETS[key] = report
+    while len(_FLEETS) > 1 and (len(_FLEETS) > PREDICTION_CACHE_SIZE
+                                or sum(_requests_held(r) for r in _FLEETS.values()) > FLEET_CACHE_REQUESTS):
+        del _FLEETS[next(iter(_FLEETS))]
+    return report
 
 
+def _requests_held(report: LatencyReport) -> int:
+    return sum(result.n for result in report.results)
+
+
+# Simulated requests the fleet reports memoised by fleet_latency hold at most (each ~50 bytes of results): two
+# simulations of a million-request log; a search on such a log kept all its fleets (0.5 GB).
+FLEET_CACHE_REQUESTS = 4_000_000
 _FLEETS: dict[tuple, LatencyReport] = {}
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
+from fleetfacts.slo import occupied_windows
 from planner.traffic.logs import TrafficLog, read_log
 from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import Route
@@ -321,23 +322,22 @@ RESAMPLED_HOURS = 200
 RESAMPLE_SEED = 0
 
 
-def window_blocks(requests: Requests, window_s: float) -> list[Requests]:
-    """The load cut into consecutive blocks of `window_s` seconds counted from its first arrival, as
-    fleetfacts.slo counts SLO windows; each block's arrivals are seconds from its own start (a quiet block may
-    hold none)."""
+def window_blocks(requests: Requests, window_s: float) -> tuple[np.ndarray, list[Requests]]:
+    """The load cut into consecutive windows of `window_s` seconds counted from its first arrival, as
+    fleetfacts.slo counts SLO windows: the indices of the windows holding requests, and their requests (each
+    block's arrivals in seconds from its window's start).  Empty windows are left out and cost nothing (a year
+    between two bursts is a few blocks, not half a million): a fleet only drains in them."""
     if not window_s > 0:
         raise InputError(f"window_s: expected a number of seconds > 0, got {window_s!r}")
     t = requests.arrival_s
     if not t.size:
-        return []
+        return np.zeros(0, dtype=np.int64), []
     origin = float(t[0])
-    count = max(1, math.floor((float(t[-1]) - origin) / window_s) + 1)
-    starts = origin + window_s * np.arange(count + 1)
-    cuts = np.searchsorted(t, starts, side="left")
-    cuts[-1] = t.size
-    return [Requests(t[a:b] - starts[k], requests.input_len[a:b], requests.output_len[a:b],
-                     f"{requests.source}, window {k}")
-            for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))]
+    held, first, end, _ = occupied_windows(t, window_s, origin)
+    starts = origin + window_s * held
+    return held, [Requests(t[a:b] - starts[j], requests.input_len[a:b], requests.output_len[a:b],
+                           f"{requests.source}, window {held[j]}")
+                  for j, (a, b) in enumerate(zip(first, end, strict=True))]
 
 
 def resampled_orders(blocks: int, hours: int = RESAMPLED_HOURS, seed: int = RESAMPLE_SEED) -> np.ndarray:

@@ -159,6 +159,59 @@ def test_fuzzed_traffic_logs_read_or_fail_with_one_line(mutations):
         shutil.rmtree(short)
 
 
+# Gaps between bursts of a log (issue 47 item 4): none, within a window, at a window's edge, hours, a year, three
+# years.  A log of 1 request and then 100 a year later never finished planning.
+YEAR_S = 365 * 86400.0
+GAPS_S = [0.0, 0.001, 59.999, 60.0, 3600.0, 86400.0, YEAR_S, 3 * YEAR_S]
+# Fleet simulations a plan of one such route (one option, at most 4 bursts of 30) may run; walking a year's
+# windows ran half a million (the plans here run 5-30).
+FUZZ_MAX_SIMULATIONS = 200
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(GAPS_S), st.integers(1, 30)), min_size=1, max_size=4),
+       st.sampled_from([0.0, 0.5, 59.0]))
+def test_fuzzed_year_spanning_logs_plan_in_bounded_work(bursts, spread_s):
+    """Bursts (each `count` requests over `spread_s`) after gaps up to years, replayed by a route at the log's own
+    rate (`traffic` refuses most such logs as too sparse; a routes file may still name one): `plan` sizes it,
+    counting its simulations (a plan or an infeasible row with its reason), or refuses it in one line naming the
+    file."""
+    from planner.latency import door
+    from planner.planning.plan import make_plan
+    from planner.planning.route_table import MIN_RATE_RPS, load_routes
+
+    rows, t = [], 1.7e9
+    for gap, count in bursts:
+        t += gap
+        rows += [(t + spread_s * k / count, 100 + 37 * k % 900, 1 + 13 * k % 200) for k in range(count)]
+        t += spread_s
+    span = rows[-1][0] - rows[0][0]
+    rate = max((len(rows) - 1) / span if span > 0 else 1.0, MIN_RATE_RPS)
+    runs = []
+    real = door.simulate
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        assert len(runs) <= FUZZ_MAX_SIMULATIONS, f"over {FUZZ_MAX_SIMULATIONS} simulations: {bursts}"
+        return real(*args, **kwargs)
+
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        routes = Path(folder) / "routes.csv"
+        pd.DataFrame(rows, columns=["timestamp", "prompt_tokens", "completion_tokens"]).to_csv(
+            Path(folder) / "odd.csv", index=False)
+        pd.DataFrame([{"name": "odd", "model": "llama-3.1-8b", "traffic": "online", "rate_rps": rate,
+                       "input_len_mean": 500, "output_len_mean": 100, "ttft_slo_ms": 1000, "tpot_slo_ms": 100,
+                       "engines": "vllm", "gpus": "h200", "precisions": "fp8", "tps": "1", "configs": "default",
+                       "log": "odd.csv"}]).to_csv(routes, index=False)
+        patch.setattr(door, "simulate", counted)
+        try:
+            plan = make_plan(load_routes(routes), catalog(), check_by_simulation=True)
+        except FleetplanError as err:
+            check_error(err, routes)
+            return
+        assert len(plan.rows) == 1  # planned or infeasible with its reason: an answer, in bounded work
+
+
 JSONL_SEED = "".join(f'{{"timestamp": {1000 + i}, "route": "chat", "prompt_tokens": {100 + i}, '
                      f'"completion_tokens": {10 + i}}}\n' for i in range(30))
 

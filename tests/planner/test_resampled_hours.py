@@ -33,10 +33,11 @@ def code_load():
 def test_window_blocks_cut_the_load_as_the_verdict_counts_windows_and_join_back():
     t = np.array([5.0, 10.0, 70.0, 200.0])
     load = Requests(t, np.array([1, 2, 3, 4]), np.array([5, 6, 7, 8]), "test")
-    blocks = window_blocks(load, 60.0)
-    assert [b.arrival_s.tolist() for b in blocks] == [[0.0, 5.0], [5.0], [], [15.0]]
+    held, blocks = window_blocks(load, 60.0)
+    assert held.tolist() == [0, 1, 3]  # the quiet window 2 is left out
+    assert [b.arrival_s.tolist() for b in blocks] == [[0.0, 5.0], [5.0], [15.0]]
     joined = joined_blocks(blocks, 60.0)
-    np.testing.assert_allclose(joined.arrival_s, t - 5.0)
+    np.testing.assert_allclose(joined.arrival_s, [0.0, 5.0, 65.0, 135.0])
     np.testing.assert_array_equal(joined.input_len, [1, 2, 3, 4])
     with pytest.raises(InputError, match="window_s"):
         window_blocks(load, 0.0)
@@ -59,7 +60,7 @@ def carried_over_load() -> Requests:
 
 def end_to_end_holding(curve, load, replicas, targets, hours, seed) -> int:
     """How many drawn hours hold when each is simulated end to end and judged by the one verdict."""
-    blocks = window_blocks(load, targets.window_s)
+    _, blocks = window_blocks(load, targets.window_s)
     held = 0
     for order in resampled_orders(len(blocks), hours, seed):
         hour = joined_blocks([blocks[b] for b in order], targets.window_s)
@@ -78,7 +79,7 @@ def test_the_shortcut_gives_the_verdict_of_whole_hours_simulated_end_to_end(code
     replicas = int(case.split(", ")[1].split()[0])
     if case.startswith("carried"):
         load = carried_over_load()
-        _, alone = window_blocks(load, 60.0)
+        _, alone = window_blocks(load, 60.0)[1]
         assert resampled_hours(curve, alone, replicas, targets, hours=1).holding == 1  # holds on an idle replica
     fast = resampled_hours(curve, load, replicas, targets, hours=12, seed=3)
     assert fast is not None and fast.hours == 12
