@@ -267,9 +267,9 @@ def fleet_latency(curve: CurveLike, route: Route, replicas: int, requests: Reque
     percentiles = tuple(sorted({*PERCENTILES, route.slo_percentile}))
     report = predict(curve, Fleet(requests, replicas, router), percentiles=percentiles)
     _FLEETS[key] = report
-    while len(_FLEETS) > 1 and (len(_FLEETS) > PREDICTION_CACHE_SIZE
-                                or sum(_requests_held(r) for r in _FLEETS.values()) > FLEET_CACHE_REQUESTS):
-        del _FLEETS[next(iter(_FLEETS))]
+    held = sum(_requests_held(r) for r in _FLEETS.values())
+    while len(_FLEETS) > 1 and (len(_FLEETS) > PREDICTION_CACHE_SIZE or held > FLEET_CACHE_REQUESTS):
+        held -= _requests_held(_FLEETS.pop(next(iter(_FLEETS))))
     return report
 
 
@@ -277,8 +277,9 @@ def _requests_held(report: LatencyReport) -> int:
     return sum(result.n for result in report.results)
 
 
-# Simulated requests the fleet reports memoised by fleet_latency hold at most (each ~50 bytes of results): two
-# simulations of a million-request log; a search on such a log kept all its fleets (0.5 GB).
+# Simulated requests the fleet reports memoised by fleet_latency hold at most (~40 bytes of results each): four
+# simulations of a million-request log, ~160 MB.  Unbounded, a plan of such a log kept every fleet its search and
+# views simulated; at half this, the views simulate evicted fleets again (benchmarks/odd_logs.py: +13 s CPU).
 FLEET_CACHE_REQUESTS = 4_000_000
 _FLEETS: dict[tuple, LatencyReport] = {}
 
