@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO))
 from fleetfacts.errors import InputError  # noqa: E402
 from fleetfacts.schema import MAX_BATCH_REQUESTS, ROUTES  # noqa: E402
 from planner.cli import main  # noqa: E402
-from planner.engine.curves import Curve, find_curve, fit_curves, load_profiles  # noqa: E402
+from planner.engine.curves import Curve, find_curve, load_profiles  # noqa: E402
+from planner.engine.physics_prior import fit_with_physics  # noqa: E402
 from planner.latency import Job, predict  # noqa: E402
 from planner.planning.fleet_size import MAX_FLEET_ROUTES  # noqa: E402
 from ui import scenario  # noqa: E402
@@ -98,7 +99,7 @@ def main_() -> None:
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
     with tempfile.TemporaryDirectory() as tmp:
-        curve = find_curve(fit_curves(load_profiles()), "vllm", "h200", "llama-3.1-8b", "fp8")
+        curve = find_curve(fit_with_physics(load_profiles()), "vllm", "h200", "llama-3.1-8b", "fp8")
         cases = {"batch job at the bound": batch_job(curve), "fleet over the route bound": fleet_refusal(Path(tmp)),
                  "app 20k-route upload": app_upload()}
         for name, run in cases.items():

@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from fleetfacts.errors import InputError  # noqa: E402
-from planner.engine.curves import fit_curves, load_profiles  # noqa: E402
+from planner.engine.curves import load_profiles  # noqa: E402
+from planner.engine.physics_prior import fit_with_physics  # noqa: E402
 from planner.planning.catalog import Catalog, load_inputs  # noqa: E402
 from planner.planning.plan import make_plan  # noqa: E402
 from planner.planning.route_table import load_routes  # noqa: E402
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     profiles = load_profiles(args.profiles)
     start = time.perf_counter()
-    curves = fit_curves(profiles)
+    curves = fit_with_physics(profiles)
     fit_s = time.perf_counter() - start
     print(f"fit {len(curves)} curves from {len(profiles)} profile rows from scratch: {fit_s * 1000:.0f} ms")
     loaded = load_inputs(args.profiles, args.prices, args.ops)

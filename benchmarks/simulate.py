@@ -24,7 +24,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from planner.engine.curves import find_curve, fit_curves, load_profiles  # noqa: E402
+from planner.engine.curves import find_curve, load_profiles  # noqa: E402
+from planner.engine.physics_prior import fit_with_physics  # noqa: E402
 from planner.latency import simulate  # noqa: E402
 from planner.traffic import logs as traffic  # noqa: E402
 from planner.traffic import workload  # noqa: E402
@@ -53,7 +54,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200_000, help="requests per throughput workload")
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (best is reported)")
     args = parser.parse_args()
-    curve = find_curve(fit_curves(load_profiles()), "vllm", "h200", "llama-3.1-8b", "bf16", 1)
+    curve = find_curve(fit_with_physics(load_profiles()), "vllm", "h200", "llama-3.1-8b", "bf16", 1)
     log = traffic.read_log(TRACE)
     print(f"curve: {curve.key.label()}; lengths from {TRACE.name}")
     gen = np.random.default_rng(0)

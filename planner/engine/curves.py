@@ -99,6 +99,9 @@ DEFAULT_CUDA_GRAPH_MAX_BATCH = {"vllm": 512, "trtllm": 8192, "nim": 8192}
 HOST_BOUND_ENGINES = frozenset({"vllm"})
 HOST_BOUND_NOTE = ("beyond vLLM's CUDA graphs ({graphs} sequences): steps measured host-bound there for MoE and FP8 "
                    "models, prediction less reliable")
+# The dimensions of a prediction's shape (input length, output length, load) the physics prior continues, and the one
+# it does not (a larger batch than measured is still an extrapolation of the fit).
+LENGTH_DIMS, LOAD_DIM = (0, 1), (2,)
 PHYSICS_NOTE = ("beyond the measured prompt or output lengths: attention and KV-read costs from the physics prior "
                 "(planner.engine.physics_prior), anchored on the measured points")
 # Defaults when a profile does not record the engine's caps (vLLM's V1 defaults on large GPUs).
@@ -804,12 +807,12 @@ class Curve:
         var = float(phi @ self.fit.cov @ phi) / seconds**2
         return math.sqrt(max(var, 0.0) + self.fit.sigma**2)
 
-    def _distance_outside(self, shape: tuple[float, float, float], lengths: bool = True) -> float:
-        """Largest log-distance of the shape outside the covered range (0 inside); `lengths=False` looks at the
-        load alone."""
+    def _distance_outside(self, shape: tuple[float, float, float], dims: tuple[int, ...] = (0, 1, 2)) -> float:
+        """Largest log-distance of the shape outside the covered range (0 inside), over the dimensions `dims`
+        (0 input length, 1 output length, 2 load)."""
         worst = 0.0
         ranges = (self.covered.input_len, self.covered.output_len, self.covered.load)
-        for value, (lo, hi) in list(zip(shape, ranges, strict=True))[0 if lengths else 2:]:
+        for value, (lo, hi) in (pair for d, pair in enumerate(zip(shape, ranges, strict=True)) if d in dims):
             if value < lo:
                 worst = max(worst, math.log(lo / value))
             elif value > hi:
@@ -819,8 +822,8 @@ class Curve:
     def _prediction(self, tok_s, phi, seconds, shape, exact, ttft, tpot, e2e, concurrency) -> Prediction:
         # Beyond the measured lengths a curve fitted toward its physics prior continues as the physics does, and
         # its covariance (the prior's uncertainty on k and r) widens the interval: only the load is extrapolated.
-        physics = self.prior is not None and self._distance_outside(shape) > self._distance_outside(shape, False)
-        distance = self._distance_outside(shape, lengths=self.prior is None)
+        physics = self.prior is not None and self._distance_outside(shape, LENGTH_DIMS) > 1e-9
+        distance = self._distance_outside(shape, LOAD_DIM if self.prior is not None else (0, 1, 2))
         sd = min(self._relative_sd(phi, seconds) * (1.0 + EXTRAPOLATION_WIDENING * distance), MAX_RELATIVE_SD)
         extrapolated = distance > 1e-9
         note = self.note
