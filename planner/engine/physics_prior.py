@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from fleetfacts.schema import PROFILE_GROUP
-from planner.engine.curves import PARAM_NAMES, Curve, GroupKey, PhysicsPrior, fit_curves
+from planner.engine.curves import PARAM_NAMES, Curve, GroupKey, PhysicsPrior, fit_curves, group_key
 from planner.engine.fitcache import memo
 from planner.engine.transfer import Calibration, calibrate_engine, group_data
 from planner.engine.transfer_physics import Target, physics_matrix
@@ -91,7 +91,7 @@ def long_context_check(profiles: pd.DataFrame, threshold: int = LONG_PROMPT_TOKE
     curves = fit_with_physics(profiles.drop(held.index))
     rows = []
     for _, r in held.iterrows():
-        key = GroupKey.from_values(tuple(r[c] for c in PROFILE_GROUP))
+        key = group_key(r)
         curve = curves.get(key)
         if curve is None:
             continue
