@@ -338,6 +338,10 @@ PLAN = Schema(
                "(planner.sizing.resampled)", minimum=0),
         Column("holds_in_resampled_hours", "int", False, "online: of those hours, how many the recommended fleet "
                "holds in every SLO window", minimum=0),
+        Column("prefix_hit_rate_pred", "float", False, "online, a route with prefix structure (a log's hash_ids or "
+               "sessions, or shared_prefix_tokens): share of prompt tokens the replicas' prefix caches serve in the "
+               "fleet simulation (planner.latency.simulate); `measure verify` sets the measured one beside it",
+               minimum=0),
         Column("max_model_len", "int", False, "context a replica must hold: the route's p99 prompt + p99 output "
                "tokens (p95, p50 or mean where a longer tail is not given)", minimum=1),
         Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "

@@ -27,7 +27,7 @@ import aiohttp
 import numpy as np
 
 from fleetfacts.errors import InputError
-from fleetfacts.requestlog import read_log
+from fleetfacts.requestlog import HASH_COLUMN, read_log
 from measure.redact import safe
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class RequestSpec:
     input_len: int
     output_len: int
     send_at_s: float | None = None
+    blocks: tuple[int, ...] | None = None   # the prompt's block ids (equal ids = equal tokens), from a log's hash_ids
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class LoadSpec:
     vocab_size: int = 32000
     seed: int = 0
     extra_body: dict = field(default_factory=dict)
+    block_size: int = 512                   # tokens per block id of RequestSpec.blocks
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class RequestResult:
     itl_s: tuple[float, ...] = ()
     output_tokens: int = 0
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None        # prompt tokens the server's prefix cache served (usage, when sent)
     error: str = ""
     scheduled_s: float | None = None        # open loop: when the schedule said to send it (s from the load's start)
 
@@ -98,18 +101,24 @@ class LoadResult:
 
 # ------------------------------------------------------------------ arrivals and request logs
 
-def load_request_log(path: str | Path, route: str | None = None) -> tuple[RequestSpec, ...]:
+def load_request_log(path: str | Path, route: str | None = None,
+                     block_size: int | None = None) -> tuple[RequestSpec, ...]:
     """A request log's requests (every format fleetfacts.requestlog reads, as the planner does), sorted by time,
     times from the first arrival.  route: keep that route's rows when the log has a route column that names it.
-    A request with no output tokens is sent for one (a completion has at least one)."""
-    requests = read_log(path, route=route).requests
+    A request with no output tokens is sent for one (a completion has at least one).  block_size: tokens per
+    hash id, to carry the log's prefix structure (hash_ids, or sessions) as each request's `blocks`."""
+    requests = read_log(path, route=route, block_size=block_size).requests
     if route is not None and (requests["route"] == route).any():
         requests = requests[requests["route"] == route]
     if requests.empty:
         raise InputError(f"{path}: no requests")
     t0 = float(requests["t_s"].iloc[0])
-    return tuple(RequestSpec(max(1, int(i)), max(1, int(o)), float(t) - t0) for t, i, o in
-                 zip(requests["t_s"], requests["input_len"], requests["output_len"], strict=True))
+    blocks = (requests[HASH_COLUMN] if HASH_COLUMN in requests.columns
+              else [None] * len(requests))
+    return tuple(RequestSpec(max(1, int(i)), max(1, int(o)), float(t) - t0,
+                             None if b is None else tuple(int(x) for x in b))
+                 for t, i, o, b in zip(requests["t_s"], requests["input_len"], requests["output_len"], blocks,
+                                       strict=True))
 
 
 # ------------------------------------------------------------------ prompts and bodies
@@ -132,6 +141,28 @@ def make_prompt(index: int, length: int, fmt: str, vocab_size: int, rng: np.rand
         return ids.tolist()
     words = [f"r{index}"] + [_word(int(w)) for w in rng.integers(0, 1728, size=length - 1)]
     return " ".join(words)
+
+
+# Seed word of the tokens a prompt has past its block ids (block ids seed with their own value, below 2**63).
+UNCOVERED = 2**63
+
+
+def block_prompt(blocks: Sequence[int], length: int, block_size: int, vocab_size: int, salt: int,
+                 memo: dict[int, np.ndarray], index: int = 0) -> list[int]:
+    """A token-id prompt of exactly `length` tokens that shares tokens wherever a log says it does: block id h is
+    always the same `block_size` random tokens (seeded by salt and h), the prompt is its blocks' tokens in order,
+    cut to length (a partial last block is the first tokens of its block).  memo: block tokens already drawn;
+    index: the request's position (tokens past its ids are its own)."""
+    parts = []
+    for h in blocks:
+        if h not in memo:
+            memo[h] = np.random.default_rng([salt, h & (2**63 - 1)]).integers(0, vocab_size, size=block_size)
+        parts.append(memo[h])
+    ids = np.concatenate(parts)[:length] if parts else np.empty(0, dtype=np.int64)
+    if ids.size < length:  # a log whose ids do not cover the prompt: the rest is new tokens
+        extra = np.random.default_rng([salt, UNCOVERED, index]).integers(0, vocab_size, size=length - ids.size)
+        ids = np.concatenate([ids, extra])
+    return ids.tolist()
 
 
 def request_body(spec: LoadSpec, prompt: str | list[int], output_len: int) -> dict:
@@ -228,12 +259,15 @@ class SSEReader:
 
 
 def _usage(usage: object) -> dict:
-    """The stream's usage object with whole-number token counts; TypeError/ValueError otherwise."""
+    """The stream's usage object with whole-number token counts (prompt, completion, and the prefix cache's
+    `prompt_tokens_details.cached_tokens` where the server sends it); TypeError/ValueError otherwise."""
     if not isinstance(usage, dict):
         raise TypeError(f"usage: expected a JSON object, got {type(usage).__name__}")
     out = {}
-    for name in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(name)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    for name, value in (("prompt_tokens", usage.get("prompt_tokens")),
+                        ("completion_tokens", usage.get("completion_tokens")), ("cached_tokens", cached)):
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"usage.{name}: expected a whole number >= 0, got {value!r}")
@@ -274,7 +308,7 @@ def _result(start: float, end: float, times: list[float], usage: dict) -> Reques
     n_out = int(usage.get("completion_tokens") or len(times))
     gaps = tuple(b - a for a, b in zip(times, times[1:], strict=False))
     return RequestResult(True, start, end, ttft_s=times[0] - start, itl_s=gaps, output_tokens=n_out,
-                         prompt_tokens=usage.get("prompt_tokens"))
+                         prompt_tokens=usage.get("prompt_tokens"), cached_tokens=usage.get("cached_tokens"))
 
 
 # ------------------------------------------------------------------ loads
@@ -289,8 +323,16 @@ def _client(spec: LoadSpec, width: int) -> aiohttp.ClientSession:
 
 
 def _bodies(spec: LoadSpec) -> list[dict]:
-    rng = np.random.default_rng(spec.seed)
-    return [request_body(spec, make_prompt(i, r.input_len, spec.prompt_format, spec.vocab_size, rng), r.output_len)
+    """Every request's body; a request with `blocks` gets a prompt that shares tokens as its blocks say
+    (token-id prompts only: words would not tokenise into the same blocks)."""
+    rng, memo = np.random.default_rng(spec.seed), dict[int, np.ndarray]()
+    if spec.prompt_format != "tokens" and any(r.blocks is not None for r in spec.requests):
+        raise InputError("a log with prefix structure (hash_ids or sessions) replays with --prompt-format tokens "
+                         "only: words would not share the same tokens")
+    return [request_body(spec, make_prompt(i, r.input_len, spec.prompt_format, spec.vocab_size, rng)
+                         if r.blocks is None else
+                         block_prompt(r.blocks, max(1, r.input_len), spec.block_size, spec.vocab_size, spec.seed, memo, i),
+                         r.output_len)
             for i, r in enumerate(spec.requests)]
 
 

@@ -9,6 +9,10 @@ some proxies do), `401`, `drop` (the connection closed mid-stream), `hang` (no a
 (the server process exits), `escape` (a 500 body with terminal escape codes), and `garbage:KIND`, a
 malformed stream event where KIND is `nonobject` (a JSON list), `binary` (bytes that are not UTF-8),
 `usage` (non-numeric token counts) or `choices` (a string where a list belongs).  Warm-up requests (max_tokens 4) are never faulted.
+
+A token-id prompt meets an unbounded prefix cache as vLLM's works (blocks of CACHE_BLOCK tokens chained from the
+start, only full blocks, the last prompt token always computed): usage then carries
+`prompt_tokens_details.cached_tokens`, as vLLM's does with `--enable-prompt-tokens-details`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,25 @@ GARBAGE = {
     "usage": b'data: {"choices": [{"text": "x"}], "usage": {"completion_tokens": "many"}}\n\n',
     "choices": b'data: {"choices": "abc"}\n\n',
 }
+# Tokens per prefix-cache block (vLLM's default block size).
+CACHE_BLOCK = 16
+# The stub's prefix cache: chained block keys seen (one process, one cache, shared by the handler threads).
+CACHED_KEYS: set[int] = set()
+
+
+def cached_tokens(prompt: list[int]) -> int:
+    """Leading prompt tokens found in the stub's prefix cache; the prompt's full blocks are then cached."""
+    hit, key, hitting = 0, 0, True
+    for j in range(len(prompt) // CACHE_BLOCK):
+        key = hash((key, tuple(prompt[j * CACHE_BLOCK:(j + 1) * CACHE_BLOCK])))
+        if hitting and key in CACHED_KEYS and (j + 1) * CACHE_BLOCK <= len(prompt) - 1:
+            hit += CACHE_BLOCK
+        else:
+            hitting = False
+        CACHED_KEYS.add(key)
+    return hit
+
+
 # The stub answers /health within a second of launch (stdlib imports only); more is a broken start.
 READY_S = 10.0
 # Between /health polls while it starts.
@@ -66,7 +89,9 @@ class Stub(BaseHTTPRequestHandler):
         elif fault == "die":
             os._exit(1)
         else:
-            self._stream(n, fault)
+            prompt = body.get("prompt")
+            tokens = prompt if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) else None
+            self._stream(n, fault, tokens)
 
     def _reply(self, status: int, payload: bytes) -> None:
         self.send_response(status)
@@ -74,7 +99,7 @@ class Stub(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _stream(self, n: int, fault: str) -> None:
+    def _stream(self, n: int, fault: str, tokens: list[int] | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -90,7 +115,10 @@ class Stub(BaseHTTPRequestHandler):
             self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'text': f'w{i} '}]})}\n\n".encode())
             self.wfile.flush()
             time.sleep(ITL_S)
-        usage = {"prompt_tokens": 7, "completion_tokens": n, "total_tokens": n + 7}
+        usage: dict = {"prompt_tokens": 7, "completion_tokens": n, "total_tokens": n + 7}
+        if tokens is not None:
+            usage |= {"prompt_tokens": len(tokens), "total_tokens": n + len(tokens),
+                      "prompt_tokens_details": {"cached_tokens": cached_tokens(tokens)}}
         self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
         self.wfile.flush()
         self.close_connection = True

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
@@ -147,14 +147,16 @@ def synthetic_arrival(route: Mapping[str, Any], share: Share) -> str:
 
 
 def replayed_requests(log: str | Path, share: Share, duration_s: float, max_requests: int,
-                      route_rate_rps: float, route: str | None = None) -> tuple[RequestSpec, ...]:
+                      route_rate_rps: float, route: str | None = None,
+                      block_size: int | None = None) -> tuple[RequestSpec, ...]:
     """A request log's requests at the share of the fleet's traffic: times scaled so the whole log runs at the
     peak rate (x --scale), then the deployment's share of them round robin (of every plan_replicas requests,
-    the first `replicas`), as the planner replays a route's log; cut to the bounds."""
-    specs = load_request_log(log, route)
+    the first `replicas`), as the planner replays a route's log; cut to the bounds.  block_size: carry the
+    log's prefix structure (its prompts then share tokens as the log's do)."""
+    specs = load_request_log(log, route, block_size)
     whole_rate = share.rate_rps / share.fraction
     stretch = route_rate_rps / whole_rate if whole_rate > 0 else 1.0
-    kept = [RequestSpec(r.input_len, r.output_len, (r.send_at_s or 0.0) * stretch) for k, r in enumerate(specs)
+    kept = [replace(r, send_at_s=(r.send_at_s or 0.0) * stretch) for k, r in enumerate(specs)
             if k % share.plan_replicas < share.replicas]
     return tuple(r for r in kept if (r.send_at_s or 0.0) <= duration_s)[:max_requests]
 
@@ -195,7 +197,7 @@ def window_of(requests: Sequence[RequestSpec], start_s: float, window_s: float,
     kept (not judged: the verdict's warm-up)."""
     lead = min(lead_in_s, start_s)
     begin, end = start_s - lead, start_s + window_s
-    kept = tuple(RequestSpec(r.input_len, r.output_len, (r.send_at_s or 0.0) - begin) for r in requests
+    kept = tuple(replace(r, send_at_s=(r.send_at_s or 0.0) - begin) for r in requests
                  if begin <= (r.send_at_s or 0.0) < end)
     return kept, lead
 
@@ -401,22 +403,54 @@ PREFIX_HIT_TOLERANCE = 0.05
 
 
 def prefix_hit_rate(server: Mapping[str, Any] | None) -> float | None:
-    """Share of prompt tokens the server served from its prefix cache during the run (its /metrics counters)."""
+    """Share of prompt tokens the server served from its prefix cache during the run (its /metrics counters).
+    vLLM 0.26 counts a waiting request's lookup again at every scheduling retry (vllm-project/vllm#43736), so
+    under KV pressure the queries are over-counted and this share is too low: `usage_hit_rate` is preferred."""
     counters = (server or {}).get("counters", {})
     queries, hits = counters.get("prefix_cache_queries"), counters.get("prefix_cache_hits")
     return hits / queries if queries and hits is not None else None
 
 
-def prefix_verdict(measured: float | None, route: Mapping[str, Any]) -> Verdict:
-    """Drift when the run hit the prefix cache more than the route declares: it measured less prefill."""
+def usage_hit_rate(load: LoadResult) -> float | None:
+    """Share of prompt tokens served from the prefix cache, summed over the completed requests whose usage
+    carried `prompt_tokens_details.cached_tokens` (vLLM: `--enable-prompt-tokens-details`); None if none did."""
+    pairs = [(r.cached_tokens, r.prompt_tokens) for r in load.results
+             if r.ok and r.cached_tokens is not None and r.prompt_tokens]
+    prompt = sum(p for _, p in pairs)
+    return sum(c for c, _ in pairs) / prompt if prompt else None
+
+
+def measured_hit_rate(load: LoadResult, server: Mapping[str, Any] | None) -> tuple[float | None, str]:
+    """(the run's prefix-cache hit rate, where it was read: 'usage', '/metrics' or '')."""
+    from_usage = usage_hit_rate(load)
+    if from_usage is not None:
+        return from_usage, "usage"
+    from_metrics = prefix_hit_rate(server)
+    return (from_metrics, "/metrics") if from_metrics is not None else (None, "")
+
+
+def prefix_verdict(measured: float | None, route: Mapping[str, Any], plan: Mapping[str, Any] | None = None,
+                   source: str = "") -> Verdict:
+    """With the plan's predicted hit rate (`prefix_hit_rate_pred`, a route with prefix structure): the measured
+    rate beside it, within PREFIX_HIT_TOLERANCE either way.  Without: drift when the run hit the prefix cache
+    more than the route declares (`prefix_hit_rate`, default 0): it measured less prefill than production."""
+    predicted = _number((plan or {}).get("prefix_hit_rate_pred"))
+    name = "prefix_hit_rate" + (f" ({source})" if source else "")
+    if predicted is not None and not math.isnan(predicted):
+        low, high = max(0.0, predicted - PREFIX_HIT_TOLERANCE), predicted + PREFIX_HIT_TOLERANCE
+        if measured is None:
+            return Verdict(name, None, predicted, low, high, None, NOT_MEASURED)
+        verdict = WITHIN if low <= measured <= high else (
+            f"{DRIFT} (the prefix cache served {measured:.0%} of prompt tokens, the plan predicted {predicted:.0%})")
+        return Verdict(name, measured, predicted, low, high, None, verdict)
     declared = _number(route.get("prefix_hit_rate")) or 0.0
     if measured is None:
-        return Verdict("prefix_hit_rate", None, declared, None, None, None, NOT_MEASURED)
+        return Verdict(name, None, declared, None, None, None, NOT_MEASURED)
     high = declared + PREFIX_HIT_TOLERANCE
     verdict = WITHIN if measured <= high else (
         f"{DRIFT} (the prefix cache served {measured:.0%} of prompt tokens, the route declares {declared:.0%}: "
         "less prefill than production)")
-    return Verdict("prefix_hit_rate", measured, declared, 0.0, high, None, verdict)
+    return Verdict(name, measured, declared, 0.0, high, None, verdict)
 
 
 def _error_verdict(m: Measurement) -> Verdict:

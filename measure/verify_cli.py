@@ -74,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"load (its log, else an hour of synthetic arrivals), after up to {verify.WINDOW_LEAD_IN_S:g} s of "
                    "the arrivals before it (not judged), e.g. heaviest:60; --duration and --max-requests then bound "
                    "the window")
+    p.add_argument("--block-size", type=int, default=512, help="tokens per hash id of a log with prefix structure "
+                   "(Mooncake `hash_ids`, 512 as the published traces; sessions are cut into blocks of this size): "
+                   "its prompts then share the same tokens where the log's share the same ids (--prompt-format tokens)")
     p.add_argument("--record", help="append the run (verdicts, every request's latencies, the server's /metrics "
                    "deltas) as one JSON line to this file")
 
@@ -91,7 +94,8 @@ def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tup
     log = args.log or ("" if args.synthetic else route["log"])
     if log:
         duration = duration if window is None else math.inf
-        specs = verify.replayed_requests(log, share, duration, cap, float(route["rate_rps"]), args.route)
+        specs = verify.replayed_requests(log, share, duration, cap, float(route["rate_rps"]), args.route,
+                                         args.block_size)
         arrival = f"replay:{Path(log).name}"
     else:
         specs = verify.synthetic_requests(route, share, duration, cap, args.seed)
@@ -176,7 +180,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     spec = LoadSpec(base_url=base_url, requests=specs, endpoint=args.endpoint,
                     model=args.served_model, max_duration_s=args.duration + lead_in + args.drain,
                     api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
-                    prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=prompt_seed)
+                    prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=prompt_seed,
+                    block_size=args.block_size)
     print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}, {prompt_format} "
           f"prompts) against {args.replicas} of the plan's {share.plan_replicas} replicas")
     recorder = server_metrics.PointRecorder(lambda: server_metrics.fetch_metrics(base_url))
@@ -186,15 +191,16 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     m = verify.measurement(load, specs)
     columns = metric_columns(m)
     check = verify.window_check(load, route, warmup_s=lead_in)
+    hit_rate, hit_source = verify.measured_hit_rate(load, server)
     results = (verify.verdicts(m, plan, route, load, specs) + verify.window_verdicts(check, plan, route)
-               + [verify.prefix_verdict(verify.prefix_hit_rate(server), route)])
+               + [verify.prefix_verdict(hit_rate, route, plan, hit_source)])
     print_verdicts(results)
     print(f"SLO verdict: {check.describe()}")
     for line in check.window_lines():
         print(f"  {line}")
     windows = verify.window_comparison(check, predicted) if predicted is not None else []
     print_windows(windows, float(route["slo_percentile"]))
-    _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed, windows)
+    _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed, windows, load)
     if m.first_error:
         print(f"first error: {m.first_error}")
     if m.num_requests:
@@ -237,8 +243,9 @@ def _vocab_size(args: argparse.Namespace, plan: dict) -> int:
 
 def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arrival: str, specs: tuple,
                   m: Measurement, results: list[verify.Verdict], server: dict | None, prompt_seed: int,
-                  windows: list[dict]) -> None:
-    """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments (JSON lines)."""
+                  windows: list[dict], load=None) -> None:
+    """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments, and per completed
+    request its prompt and prefix-cached tokens where the server sent them (JSON lines)."""
     if not args.record:
         return
     record = {"route": args.route, "prompt_seed": prompt_seed, "share_method": SHARE_METHOD, "plan_route": plan["route"], "replicas": args.replicas,
@@ -246,7 +253,9 @@ def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arr
               "requests": len(specs), "argv": vars(args) | {"record": str(args.record)},
               "verdicts": [v.row() for v in results], "server": server,
               "measured": {"ttft_ms": m.ttft_ms, "tpot_ms": m.tpot_ms, "e2e_ms": m.e2e_ms},
-              "windows_measured_vs_predicted": windows}
+              "windows_measured_vs_predicted": windows,
+              "prompt_cached_tokens": [[r.prompt_tokens, r.cached_tokens] for r in (load.results if load else ())
+                                       if r.ok]}
     server_metrics.append_record(args.record, record)
     print(f"run recorded in {args.record}")
 

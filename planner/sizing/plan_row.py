@@ -90,6 +90,7 @@ class PlanRow:
     load_bursts: str = ""
     resampled_hours: int | None = None
     holds_in_resampled_hours: int | None = None
+    prefix_hit_rate_pred: float | None = None
     max_model_len: int | None = None
     profile: str = ""
     provenance: str = ""
