@@ -26,6 +26,7 @@ from planner.latency.door import (
     latency_basis,
     predict,
 )
+from planner.latency.idle import idle_ttft_infeasible
 from planner.latency.server_fit import (
     METRICS,
     calibrate,
@@ -38,7 +39,6 @@ from planner.latency.server_fit import (
     with_server_latency,
     with_server_latency_of,
 )
-from planner.latency.idle import idle_ttft_infeasible
 from planner.latency.simulate import SimResult
 
 __all__ = ["DEFAULT_ROUTER", "METRICS", "PERCENTILES", "ROUTERS", "TIER_ANALYTIC", "TIER_CLOSED_LOOP", "TIER_FLEET", "TIER_JOB",

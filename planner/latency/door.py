@@ -285,6 +285,8 @@ class LatencyReport:
         for metric, name, target in (("ttft", "TTFT", route.slo.ttft_ms), ("tpot", "TPOT", tpot_target),
                                      ("e2e", "end-to-end latency", route.slo.e2e_ms)):
             predicted = self._judged_ttft_ms(pct, target) if metric == "ttft" else self.value(metric, pct)
+            if predicted is None:
+                continue  # every request exempt from the TTFT target (planner.latency.idle)
             if target is not None and not predicted <= target:
                 ratio = predicted / target - 1.0 if math.isfinite(predicted) else math.inf
                 out.append((ratio, f"p{pct:g} {name} {_ms(predicted)} ms > SLO {target:g} ms at {self.load}"))
@@ -296,12 +298,14 @@ class LatencyReport:
         analytic tier predicts TPOT at its lengths)."""
         return not self.results or any(bool(np.any(r.output_len > 1)) for r in self.results)
 
-    def _judged_ttft_ms(self, pct: float, target: float | None) -> float:
+    def _judged_ttft_ms(self, pct: float, target: float | None) -> float | None:
         """TTFT at percentile pct (ms) of the requests judged on TTFT against `target`: all of them, or those
-        an idle replica brings within it (planner.latency.idle)."""
+        an idle replica brings within it (planner.latency.idle); None when there are none such."""
         exempt = self.ttft_exempt(target)
         if exempt is None:
             return self.value("ttft", pct)
+        if exempt.all():
+            return None
         return pct_ms(np.concatenate([r.ttft_s for r in self.results])[~exempt], pct)
 
     def ttft_exempt(self, ttft_ms: float | None) -> np.ndarray | None:

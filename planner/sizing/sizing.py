@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck
 from planner.engine.curves import CurveLike
@@ -226,7 +228,7 @@ def _alone_misses(curve: CurveLike, route: Route, alone: _Point) -> bool:
     percentile prompt cannot meet the TTFT target even on an idle replica (planner.latency.idle): such requests
     are judged on the other targets only."""
     misses = alone.misses(route)
-    if misses and idle_ttft_infeasible(curve, route.input_len_pct, route.slo.ttft_ms):
+    if misses and idle_ttft_infeasible(curve, np.array([route.input_len_pct]), route.slo.ttft_ms)[0]:
         misses = replace(alone, ttft_ms=0.0).misses(route)
     return bool(misses)
 
