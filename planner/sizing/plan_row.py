@@ -222,6 +222,7 @@ PLAN_DECIMALS = {
                      *LATENCY_INTERVAL_COLUMNS), 1),
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
     "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,
+    "ttft_idle_infeasible_share": 4,
     "whole_log_usd_per_month": 2, "autoscaled_usd_per_month": 2,
 }
 

@@ -22,22 +22,10 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck
 from planner.engine.curves import CurveLike
-from planner.latency import (
-    DEFAULT_ROUTER,
-    PERCENTILES,
-    Fleet,
-    LatencyReport,
-    Lengths,
-    OpenLoop,
-    Replay,
-    idle_ttft_infeasible,
-    predict,
-)
+from planner.latency import DEFAULT_ROUTER, PERCENTILES, Fleet, LatencyReport, Lengths, OpenLoop, Replay, predict
 from planner.latency.analytic import Offline, Steady, analytic
 from planner.sizing import queueing
 from planner.sizing.search import bisect_replicas
@@ -201,7 +189,7 @@ def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy
     instead of synthetic arrivals at the route's arrival CV.
     """
     alone = _point(curve, route, 1)
-    if _alone_misses(curve, route, alone):
+    if alone.misses(route):
         return _infeasible_online(alone, route, tp)
     capacity = _capacity(curve, route)
     if not capacity.low > 0:
@@ -221,16 +209,6 @@ def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy
     return _online_sizing(curve, route, tp, replicas, reports[replicas], capacity, alone)
 
 
-
-
-def _alone_misses(curve: CurveLike, route: Route, alone: _Point) -> bool:
-    """Does a request alone miss an SLO no replica count can fix?  Its TTFT does not count when the route's
-    percentile prompt cannot meet the TTFT target even on an idle replica (planner.latency.idle): such requests
-    are judged on the other targets only."""
-    misses = alone.misses(route)
-    if misses and idle_ttft_infeasible(curve, np.array([route.input_len_pct]), route.slo.ttft_ms)[0]:
-        misses = replace(alone, ttft_ms=0.0).misses(route)
-    return bool(misses)
 
 
 def share_latency(curve: CurveLike, route: Route, replicas: int, log: LogRequests | None = None) -> LatencyReport:
