@@ -342,6 +342,14 @@ PLAN = Schema(
                "sessions, or shared_prefix_tokens): share of prompt tokens the replicas' prefix caches serve in the "
                "fleet simulation (planner.latency.simulate); `measure verify` sets the measured one beside it",
                minimum=0),
+        Column("ttft_idle_infeasible", "int", False, "online: requests of the planned load whose prompt alone, "
+               "on an idle replica of the recommended curve, takes longer than the TTFT target (no replica count "
+               "helps: they are judged on every target but TTFT; planner.latency.idle); 0: none, blank: not "
+               "judged per window or no TTFT target", minimum=0),
+        Column("ttft_idle_infeasible_share", "float", False, "online: those requests over all the planned load's",
+               minimum=0, maximum=1),
+        Column("ttft_idle_infeasible_longest_prompt", "int", False, "online: the longest prompt among them, tokens "
+               "(blank: none)", minimum=1),
         Column("max_model_len", "int", False, "context a replica must hold: the route's p99 prompt + p99 output "
                "tokens (p95, p50 or mean where a longer tail is not given)", minimum=1),
         Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "

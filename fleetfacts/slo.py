@@ -12,7 +12,9 @@ all judge with `judge`):
     `attainment_target`.
 
 The SLO holds when (a) and (b) do.  Requests arriving before `warmup_s` are served but not judged (a simulation's
-empty start).  It lives here, beside the file schemas, because the planner and `measure` both judge with it.
+empty start).  A served request named in `ttft_exempt` (one whose prompt cannot meet the TTFT target even alone on
+an idle replica: planner.latency.idle) is left out of its window's TTFT percentile and passes TTFT in (b); it still
+counts for TPOT, end-to-end latency and the rest of (b).  It lives here, beside the file schemas, because the planner and `measure` both judge with it.
 """
 
 from __future__ import annotations
@@ -50,12 +52,15 @@ class Targets:
         e2e = f" (e2e {self.e2e_ms:g} ms)" if self.e2e_ms is not None else ""
         return f"{head}{self.attainment:.0%} of requests within every target{e2e}"
 
-    def met(self, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
-        """Per request: within every target?  Never served (NaN e2e) never is; no TPOT (one token) passes TPOT."""
+    def met(self, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray,
+            ttft_exempt: np.ndarray | None = None) -> np.ndarray:
+        """Per request: within every target?  Never served (NaN e2e) never is; no TPOT (one token) passes TPOT;
+        ttft_exempt (per request, optional): passes TTFT."""
         ok = np.isfinite(e2e_s)
         with np.errstate(invalid="ignore"):
             if self.ttft_ms is not None:
-                ok &= ttft_s * 1000.0 <= self.ttft_ms
+                within = ttft_s * 1000.0 <= self.ttft_ms
+                ok &= within if ttft_exempt is None else within | ttft_exempt
             if self.tpot_ms is not None:
                 ok &= ~(tpot_s * 1000.0 > self.tpot_ms)
             if self.e2e_ms is not None:
@@ -127,7 +132,7 @@ class SloCheck:
         t = self.targets
         ratios = [np.zeros(self.windows)]
         if t.ttft_ms is not None:
-            ratios.append(self.ttft_ms / t.ttft_ms)
+            ratios.append(np.nan_to_num(self.ttft_ms, nan=0.0) / t.ttft_ms)
         if t.tpot_ms is not None:
             ratios.append(np.nan_to_num(self.tpot_ms, nan=0.0) / t.tpot_ms)
         return np.max(np.vstack(ratios), axis=0)
@@ -138,7 +143,7 @@ class SloCheck:
         out = []
         for i in np.flatnonzero(self.breach):
             parts = []
-            if t.ttft_ms is not None and not self.ttft_ms[i] <= t.ttft_ms:
+            if t.ttft_ms is not None and self.ttft_ms[i] > t.ttft_ms:
                 parts.append(f"TTFT p{t.percentile:g} {_ms(self.ttft_ms[i])} ms > {t.ttft_ms:g}")
             if t.tpot_ms is not None and self.tpot_ms[i] > t.tpot_ms:
                 parts.append(f"TPOT p{t.percentile:g} {_ms(self.tpot_ms[i])} ms > {t.tpot_ms:g}")
@@ -165,9 +170,10 @@ class SloCheck:
 
 
 def judge(arrival_s: np.ndarray, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray, targets: Targets,
-          warmup_s: float = 0.0, origin_s: float | None = None) -> SloCheck:
+          warmup_s: float = 0.0, origin_s: float | None = None, ttft_exempt: np.ndarray | None = None) -> SloCheck:
     """The verdict of the module doc on requests given as arrays (seconds; NaN TTFT/e2e = never served);
-    origin_s: where the first window starts (default: the first judged arrival)."""
+    origin_s: where the first window starts (default: the first judged arrival); ttft_exempt: per request, True
+    where a served request's TTFT is not judged (module doc)."""
     t = np.asarray(arrival_s, dtype=float)
     judged = t >= warmup_s
     if not judged.any():
@@ -175,9 +181,12 @@ def judge(arrival_s: np.ndarray, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: 
     t, ttft, tpot, e2e = (np.asarray(a, dtype=float)[judged] for a in (arrival_s, ttft_s, tpot_s, e2e_s))
     order = np.argsort(t, kind="stable")
     t, ttft, tpot, e2e = t[order], ttft[order], tpot[order], e2e[order]
-    attainment = float(np.mean(targets.met(ttft, tpot, e2e))) if t.size else math.nan
+    exempt = None if ttft_exempt is None else np.asarray(ttft_exempt, dtype=bool)[judged][order] & np.isfinite(e2e)
+    attainment = float(np.mean(targets.met(ttft, tpot, e2e, exempt))) if t.size else math.nan
     bounds = _windows(t, targets.window_s, min_window_requests(targets.percentile), origin_s)
     ttft_unbounded = np.where(np.isfinite(e2e) & np.isfinite(ttft), ttft, np.inf)
+    if exempt is not None:
+        ttft_unbounded[exempt] = np.nan  # not judged: a window of exempt requests only has no TTFT percentile
     starts, ends, counts, p_ttft, p_tpot = [], [], [], [], []
     for lo, hi, start, end in bounds:
         starts.append(start)
@@ -188,7 +197,7 @@ def judge(arrival_s: np.ndarray, ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: 
     ttft_ms, tpot_ms = np.array(p_ttft, dtype=float), np.array(p_tpot, dtype=float)
     breach = np.zeros(ttft_ms.size, dtype=bool)
     if targets.ttft_ms is not None:
-        breach |= ~(ttft_ms <= targets.ttft_ms)
+        breach |= ttft_ms > targets.ttft_ms  # NaN: no request's TTFT judged in the window
     if targets.tpot_ms is not None:
         breach |= tpot_ms > targets.tpot_ms
     return SloCheck(targets, np.array(starts, dtype=float), np.array(ends, dtype=float), np.array(counts),
@@ -268,6 +277,8 @@ def _max(values: np.ndarray) -> float:
 
 
 def _ms(value: float) -> str:
+    if math.isnan(value):
+        return "not judged"
     if not math.isfinite(value):
         return "unbounded"
     return f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"

@@ -12,7 +12,7 @@ import streamlit as st
 
 from planner.planning.exports import markdown_text, printable
 from planner.planning.plan import PlanResult
-from ui import charts, scenario
+from ui import charts, lengths, scenario
 from ui.page_answer import minute_by_minute
 from ui.page_base import (
     COMPACT_FACET_WIDTH,
@@ -41,6 +41,7 @@ def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
         "Latency vs throughput": lambda: latency_frontier(result, routes),
         "Pareto per route": lambda: pareto(result, routes),
         "Fleet": lambda: fleet_view(routes, prices, ops, settings),
+        "Request lengths": lambda: request_lengths(result, routes),
     }
     # Only the open tab runs (a re-plan stays fast); switching tabs reruns the page.
     for tab, draw in zip(st.tabs(list(sections), key="chart_tab", on_change="rerun"), sections.values(), strict=True):
@@ -191,3 +192,31 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
     note = charts.pareto_note(table, points, passed)
     if note:
         st.caption(note)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def route_lengths_data(route_row: dict, plan_row: dict | None) -> lengths.RouteLengths | None:
+    return lengths.route_lengths(route_row, plan_row, bundled_inputs().curves)
+
+
+def request_lengths(result: PlanResult, routes: pd.DataFrame) -> None:
+    """A route's logged prompt and output lengths against the recommended curve's measured ones and the prompts
+    no replica brings within its TTFT target (ui.lengths)."""
+    logged = scenario.planning_logs(routes)
+    logged = logged[logged["log"].fillna("").astype(str).str.len() > 0] if "log" in logged.columns else logged.iloc[:0]
+    if logged.empty:
+        st.info("No route has a request log: its lengths are the routes table's quantiles.")
+        return
+    route = str(st.selectbox("Route", list(logged["name"]), key="lengths_route", format_func=printable))
+    plan = result.plan.set_index("route")
+    plan_row = plan.loc[route].to_dict() if route in plan.index else None
+    found = route_lengths_data(logged.set_index("name").loc[route].to_dict() | {"name": route}, plan_row)
+    if found is None:
+        st.info("This route has no request log.")
+        return
+    show_chart(lengths.lengths_chart(found))
+    st.table(lengths.quantile_table(found))
+    st.caption(" ".join(part for part in (
+        "Orange: lengths beyond the longest the recommended curve's profiles measured (predicted by the physics "
+        "prior); dashed rules: that length and the longest prompt an idle replica brings within the TTFT target.",
+        lengths.idle_text(found)) if part))

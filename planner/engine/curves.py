@@ -69,6 +69,9 @@ from planner.engine.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
+# Folders of this name under a profiles directory hold a device call's records (logs, the inputs of a replay: a
+# plan, its routes), not profiles: their CSVs are not read as profiles.
+RUN_RECORDS_DIR = "bench"
 BUNDLED_PROFILES_DIR = PROFILES_DIR  # profiles/ of the checkout, or of the installed package (fleetfacts.bundle)
 PARAM_NAMES = ("t0", "a", "k", "q", "r", "h", "g", "m")
 N_PARAMS = len(PARAM_NAMES)
@@ -881,7 +884,8 @@ def load_profiles(directory: str | Path | None = None) -> pd.DataFrame:
     root = Path(directory) if directory is not None else BUNDLED_PROFILES_DIR
     if not root.exists():
         raise InputError(f"{root}: profiles directory not found")
-    paths = sorted(p for p in root.rglob("*.csv") if not p.name.startswith("_"))
+    paths = sorted(p for p in root.rglob("*.csv")
+                   if not p.name.startswith("_") and RUN_RECORDS_DIR not in p.relative_to(root).parts[:-1])
     frame = _validated_tables(paths)
     # A replica is tp GPUs in this planner; pipeline-parallel groups (tp x pp GPUs) are not sized yet.
     staged = frame["pp"].fillna(1) > 1

@@ -26,6 +26,7 @@ from planner.latency.door import (
     latency_basis,
     predict,
 )
+from planner.latency.idle import idle_prompt_limit, idle_ttft_infeasible
 from planner.latency.server_fit import (
     METRICS,
     calibrate,
@@ -42,6 +43,6 @@ from planner.latency.simulate import SimResult
 
 __all__ = ["DEFAULT_ROUTER", "METRICS", "PERCENTILES", "ROUTERS", "TIER_ANALYTIC", "TIER_CLOSED_LOOP", "TIER_FLEET", "TIER_JOB",
            "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "Fleet", "Job", "LatencyReport", "Lengths", "Load",
-           "OpenLoop", "Replay", "SimResult", "calibrate", "latency_basis", "latency_summary", "load_shares",
+           "OpenLoop", "Replay", "SimResult", "calibrate", "idle_prompt_limit", "idle_ttft_infeasible", "latency_basis", "latency_summary", "load_shares",
            "predict", "predict_row", "rounds_answer", "server_rows", "serving_curves", "service_time_s", "validate_latency",
            "with_server_latency", "with_server_latency_of"]

@@ -33,6 +33,7 @@ from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck, Targets, judge
 from planner.engine.curves import CurveLike
 from planner.latency.analytic import TIER_ANALYTIC, Steady, analytic
+from planner.latency.idle import idle_ttft_infeasible
 from planner.latency.simulate import SimResult, simulate
 from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import LengthDistribution, Route
@@ -245,6 +246,8 @@ class LatencyReport:
     results: tuple[SimResult, ...] = field(default=(), compare=False, repr=False)
     makespan_s: float = math.nan  # a Job: seconds until its last request ends
     prefix_hit_rate: float = math.nan
+    # The curve the requests ran on: which of them no replica brings within a TTFT target (planner.latency.idle).
+    curve: CurveLike | None = field(default=None, compare=False, repr=False)
 
     def value(self, metric: str, pct: float) -> float:
         """The metric (ttft, tpot, itl, e2e) at percentile pct, ms: a reported one, else from the requests."""
@@ -281,7 +284,9 @@ class LatencyReport:
         tpot_target = route.slo.tpot_ms if self.has_tpot else None
         for metric, name, target in (("ttft", "TTFT", route.slo.ttft_ms), ("tpot", "TPOT", tpot_target),
                                      ("e2e", "end-to-end latency", route.slo.e2e_ms)):
-            predicted = self.value(metric, pct)
+            predicted = self._judged_ttft_ms(pct, target) if metric == "ttft" else self.value(metric, pct)
+            if predicted is None:
+                continue  # every request exempt from the TTFT target (planner.latency.idle)
             if target is not None and not predicted <= target:
                 ratio = predicted / target - 1.0 if math.isfinite(predicted) else math.inf
                 out.append((ratio, f"p{pct:g} {name} {_ms(predicted)} ms > SLO {target:g} ms at {self.load}"))
@@ -293,13 +298,33 @@ class LatencyReport:
         analytic tier predicts TPOT at its lengths)."""
         return not self.results or any(bool(np.any(r.output_len > 1)) for r in self.results)
 
+    def _judged_ttft_ms(self, pct: float, target: float | None) -> float | None:
+        """TTFT at percentile pct (ms) of the requests judged on TTFT against `target`: all of them, or those
+        an idle replica brings within it (planner.latency.idle); None when there are none such."""
+        exempt = self.ttft_exempt(target)
+        if exempt is None:
+            return self.value("ttft", pct)
+        if exempt.all():
+            return None
+        return pct_ms(np.concatenate([r.ttft_s for r in self.results])[~exempt], pct)
+
+    def ttft_exempt(self, ttft_ms: float | None) -> np.ndarray | None:
+        """Per simulated request (the results in order): True where its prompt cannot meet `ttft_ms` even alone
+        on an idle replica of the report's curve (planner.latency.idle); None when no request is so (or there is
+        no target, no curve or no request)."""
+        if ttft_ms is None or self.curve is None or not self.results:
+            return None
+        exempt = idle_ttft_infeasible(self.curve, np.concatenate([r.input_len for r in self.results]), ttft_ms)
+        return exempt if exempt.any() else None
+
     def check(self, targets: Targets) -> SloCheck:
-        """The one SLO verdict (fleetfacts.slo) on the simulated requests (every window, attainment)."""
+        """The one SLO verdict (fleetfacts.slo) on the simulated requests (every window, attainment); requests no
+        replica brings within the TTFT target are judged on the other targets only (`ttft_exempt`)."""
         if not self.results:
             raise InputError(f"{self.load}: an {self.tier} report has no requests to judge per window")
         t, ttft, tpot, e2e = (np.concatenate([getattr(r, name) for r in self.results])
                               for name in ("arrival_s", "ttft_s", "tpot_s", "e2e_s"))
-        return judge(t, ttft, tpot, e2e, targets)
+        return judge(t, ttft, tpot, e2e, targets, ttft_exempt=self.ttft_exempt(targets.ttft_ms))
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {"load": self.load, "request_rate": self.rate_rps, "tier": self.tier,
@@ -352,7 +377,7 @@ def _open_loop(curve: CurveLike, load: OpenLoop, lengths: Lengths, percentiles: 
     tok_s = float(np.mean([float(np.sum(r.output_len)) / r.makespan_s for r in runs]))
     in_flight = float(np.mean([_in_flight_p99(r) for r in runs]))
     return LatencyReport(load.describe(), load.rate_rps, TIER_SIMULATED, latency_basis(curve), tok_s, metrics, low, high,
-                         in_flight, tuple(runs))
+                         in_flight, tuple(runs), curve=curve)
 
 
 def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> LatencyReport:
@@ -361,7 +386,7 @@ def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> L
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s
     return LatencyReport(load.describe(), load.rate_rps, TIER_REPLAYED, latency_basis(curve), tok_s, metrics, low, high,
-                         _in_flight_p99(result), (result,), prefix_hit_rate=result.prefix_hit_rate)
+                         _in_flight_p99(result), (result,), prefix_hit_rate=result.prefix_hit_rate, curve=curve)
 
 
 def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> LatencyReport:
@@ -375,7 +400,7 @@ def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> Laten
     in_flight = max((_in_flight_p99(result, result.replica == r) for r in range(k)), default=math.nan)
     rate = Replay(load.requests.arrival_s, load.requests.input_len, load.requests.output_len).rate_rps
     return LatencyReport(load.describe(), rate, TIER_FLEET, latency_basis(curve), tok_s, metrics, low, high,
-                         in_flight, (result,), prefix_hit_rate=result.prefix_hit_rate)
+                         in_flight, (result,), prefix_hit_rate=result.prefix_hit_rate, curve=curve)
 
 
 def _job(curve: CurveLike, load: Job, percentiles: Sequence[float]) -> LatencyReport:
@@ -390,7 +415,7 @@ def _job(curve: CurveLike, load: Job, percentiles: Sequence[float]) -> LatencyRe
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s / simulated if result.makespan_s > 0 else math.nan
     return LatencyReport(load.describe(), math.nan, TIER_JOB, latency_basis(curve), tok_s, metrics, low, high,
-                         math.nan, (result,), makespan)
+                         math.nan, (result,), makespan, curve=curve)
 
 
 def _closed(curve: CurveLike, load: Closed, lengths: Lengths) -> LatencyReport:

@@ -126,12 +126,15 @@ def _simulated_checks(curve: CurveLike, streams: Sequence[Stream], replicas: int
     # `simulated` replicas with their share of the streams: fewer than SIM_MAX_REPLICAS when the streams are too busy
     # to simulate that many (each replica must see the load it would see in the whole fleet).
     fleet = Fleet(Requests(t, i, o, "the deployment's streams"), simulated, DEFAULT_ROUTER)
-    result = predict(curve, fleet).results[0]
+    report = predict(curve, fleet)
+    result = report.results[0]
     out: dict[str, SloCheck] = {}
     for index, stream in enumerate(streams):
         mine = owner == index
-        check = judge(t[mine], result.ttft_s[mine], result.tpot_s[mine], result.e2e_s[mine],
-                      stream.route.targets(target), warmup_s=warmup)
+        targets = stream.route.targets(target)
+        exempt = report.ttft_exempt(targets.ttft_ms)
+        check = judge(t[mine], result.ttft_s[mine], result.tpot_s[mine], result.e2e_s[mine], targets,
+                      warmup_s=warmup, ttft_exempt=None if exempt is None else exempt[mine])
         name = stream.route.name
         if name not in out or _worse(check, out[name]):
             out[name] = check

@@ -51,7 +51,7 @@ from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.autoscaled import autoscaled
 from planner.sizing.options import OPTION_COLUMNS, Option, evaluate_option, max_model_len, option_label
-from planner.sizing.plan_row import PlanRow, plan_frame, whole_log_columns
+from planner.sizing.plan_row import PlanRow, idle_infeasible_columns, plan_frame, whole_log_columns
 from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
 from planner.traffic.logs import burst_descriptors, burst_text
@@ -143,7 +143,8 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
         return plan_row, [option.to_row() for option in options], None
     requests = route_requests(chosen.route, log)  # the one load every view of the chosen fleet replays
     chosen = dataclasses.replace(chosen, whole_log=whole_log_alternative(chosen, assumptions, requests))
-    plan_row = dataclasses.replace(plan_row, **whole_log_columns(chosen))
+    plan_row = dataclasses.replace(plan_row, **whole_log_columns(chosen),
+                                   **idle_infeasible_columns(chosen.curve, requests.input_len, route.slo.ttft_ms))
     timeline = _timeline(chosen, assumptions, requests)
     plan_row = _with_resampled_hours(plan_row, chosen, assumptions, requests)
     plan_row = _with_autoscaled(plan_row, chosen, assumptions, requests)

@@ -19,10 +19,13 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PLAN, typed_cell, validate_frame
+from planner.engine.curves import CurveLike
+from planner.latency import idle_ttft_infeasible
 from planner.sizing.options import LATENCY_INTERVAL_COLUMNS, Option, option_name
 from planner.sizing.sizing import Sizing
 
@@ -91,6 +94,9 @@ class PlanRow:
     resampled_hours: int | None = None
     holds_in_resampled_hours: int | None = None
     prefix_hit_rate_pred: float | None = None
+    ttft_idle_infeasible: int | None = None
+    ttft_idle_infeasible_share: float = NAN
+    ttft_idle_infeasible_longest_prompt: int | None = None
     max_model_len: int | None = None
     profile: str = ""
     provenance: str = ""
@@ -152,7 +158,16 @@ class PlanRow:
                      "drawn at random from the load's windows")
         if self.load_bursts:
             text += f". The load: {self.load_bursts}"
-        return text
+        return text + self.idle_infeasible_sentence()
+
+    def idle_infeasible_sentence(self) -> str:
+        """". N requests (x%) have prompts whose prefill alone ..." when any request of the load is TTFT-infeasible
+        on an idle replica (planner.latency.idle), else ''."""
+        if not self.ttft_idle_infeasible:
+            return ""
+        return (f". {self.ttft_idle_infeasible} requests ({self.ttft_idle_infeasible_share:.2%}) have prompts whose "
+                "prefill alone exceeds the TTFT target on an idle replica (longest: "
+                f"{self.ttft_idle_infeasible_longest_prompt:,} tokens); they are judged on every target but TTFT")
 
     @property
     def option(self) -> str:
@@ -170,6 +185,17 @@ def window_columns(s: Sizing) -> dict[str, Any]:
     return {"ttft_worst_window_ms": c.worst_ttft_ms, "tpot_worst_window_ms": c.worst_tpot_ms, "windows": c.windows,
             "windows_in_breach": c.windows_in_breach, "busiest_window_start_s": c.busiest_window_start_s,
             "slo_attainment": c.attainment}
+
+
+def idle_infeasible_columns(curve: CurveLike, input_len: np.ndarray, ttft_ms: float | None) -> dict[str, Any]:
+    """The columns counting the load's requests (prompt tokens `input_len`) that cannot meet the TTFT target even
+    alone on an idle replica of `curve` (planner.latency.idle); blank without a TTFT target or requests."""
+    prompts = np.asarray(input_len)
+    if ttft_ms is None or not prompts.size:
+        return {}
+    out = prompts[idle_ttft_infeasible(curve, prompts, ttft_ms)]
+    return {"ttft_idle_infeasible": int(out.size), "ttft_idle_infeasible_share": out.size / prompts.size,
+            "ttft_idle_infeasible_longest_prompt": int(out.max()) if out.size else None}
 
 
 def whole_log_columns(option: Option) -> dict[str, Any]:
@@ -197,6 +223,7 @@ PLAN_DECIMALS = {
                      *LATENCY_INTERVAL_COLUMNS), 1),
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
     "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,
+    "ttft_idle_infeasible_share": 4,
     "whole_log_usd_per_month": 2, "autoscaled_usd_per_month": 2,
 }
 

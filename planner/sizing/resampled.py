@@ -140,6 +140,7 @@ class _PairJudge:
         w = self.window_s
         t, ttft, tpot, e2e = (np.concatenate([getattr(r, name) for r in report.results])
                               for name in ("arrival_s", "ttft_s", "tpot_s", "e2e_s"))
+        exempt = report.ttft_exempt(self.targets.ttft_ms)
         position = np.floor((t - origin) / w).astype(np.int64)  # non-decreasing: the arrivals are sorted
         verdicts, leftover = [True] * len(windows), np.zeros(len(windows))
         need = min_window_requests(self.targets.percentile)
@@ -151,5 +152,6 @@ class _PairJudge:
             leftover[j] = float(np.sum(np.maximum(finish[np.isfinite(finish)] - origin - (k + 1) * w, 0.0)))
             if hi - lo < need and k > 0:
                 lo = np.searchsorted(position, k - 1)
-            verdicts[j] = judge(t[lo:hi], ttft[lo:hi], tpot[lo:hi], e2e[lo:hi], self.targets).holds_every_window
+            verdicts[j] = judge(t[lo:hi], ttft[lo:hi], tpot[lo:hi], e2e[lo:hi], self.targets,
+                                ttft_exempt=None if exempt is None else exempt[lo:hi]).holds_every_window
         return verdicts, leftover
