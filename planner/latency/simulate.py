@@ -37,8 +37,10 @@ prefix affinity (below).
 Prefix cache (only when the requests come with their prompts' block ids,
 planner.traffic.prefixes.BlockIds; without them none of this runs): each
 replica keeps an LRU of chained block keys holding kv_cache_tokens / block_size
-blocks.  A request admitted on a replica looks up the leading run of its blocks
-in that cache (at most floor((n - 1) / block_size) blocks, as vLLM); it then
+blocks, each with the tokens cached of it (a partial hash block holds its whole
+engine blocks: planner.traffic.prefixes).  A request admitted on a replica looks
+up the leading run of its tokens in that cache (whole engine blocks, at most
+floor((n - 1) / 16) of them, as vLLM); it then
 prefills only its other tokens, while its attention still reads the whole
 prompt (the step's prefill context is the full prompt).  Its blocks enter the
 cache when its prefill completes (vLLM commits them chunk by chunk as they are
@@ -72,7 +74,7 @@ import numpy as np
 from fleetfacts.errors import InputError
 from planner.engine.curves import CurveLike
 from planner.engine.frontend import FrontEnd, stream_load
-from planner.traffic.prefixes import BlockIds, chained_keys
+from planner.traffic.prefixes import BlockIds, ChainedPrompt, chained_keys, leading_tokens, remember
 from planner.traffic.routes import Slo
 from planner.traffic.workload import Numbers
 
@@ -268,29 +270,24 @@ def _direct_closures(f: StepTimeFn) -> tuple[StepFn, JumpFn, StepsToFn]:
 # ---------------------------------------------------------------- replica state
 
 class _BlockCache:
-    """One replica's prefix cache: chained block keys, least recently used first, at most `capacity` of them."""
+    """One replica's prefix cache: chained hash-block keys, least recently used first, each with the tokens cached
+    of it (planner.traffic.prefixes: a partial block holds its whole engine blocks), at most `capacity` keys."""
 
     __slots__ = ("blocks", "capacity")
 
     def __init__(self, capacity: int) -> None:
-        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.blocks: OrderedDict[int, int] = OrderedDict()
         self.capacity = capacity
 
-    def match(self, keys: list[int], cap: int) -> int:
-        """Blocks in the leading run of `keys` held here, at most `cap`."""
-        run, blocks = 0, self.blocks
-        for key in keys[:cap]:
-            if key not in blocks:
-                break
-            run += 1
-        return run
+    def match(self, prompt: ChainedPrompt) -> tuple[int, int]:
+        """(tokens of the prompt's leading run held here, keys that run reaches)."""
+        return leading_tokens(prompt, self.blocks)
 
-    def touch(self, keys: list[int]) -> None:
-        """Reference `keys` tail first (a chain's head is evicted last), then evict beyond the capacity."""
+    def touch(self, prompt: ChainedPrompt, keys: int | None = None) -> None:
+        """Reference the prompt's first `keys` blocks (all by default) tail first (a chain's head is evicted
+        last), then evict beyond the capacity."""
+        remember(self.blocks, prompt, keys)
         blocks = self.blocks
-        for key in reversed(keys):
-            blocks[key] = None
-            blocks.move_to_end(key)
         while len(blocks) > self.capacity:
             blocks.popitem(last=False)
 
@@ -350,9 +347,7 @@ class _Run:
     done: list[int] = field(init=False)
     todo: list[int] = field(init=False)  # prompt tokens to prefill: the prompt less its cached prefix
     cached: list[int] = field(init=False)  # prompt tokens found in the prefix cache (with `blocks`)
-    keys: list[list[int]] = field(init=False)  # chained block keys of each prompt's full blocks (with `blocks`)
-    caps: list[int] = field(init=False)  # the most blocks a hit may take (with `blocks`)
-    block_size: int = field(init=False)  # tokens per block (0 without `blocks`)
+    prompts: list[ChainedPrompt] = field(init=False)  # each prompt's chained block keys (with `blocks`)
 
     def __post_init__(self) -> None:
         n = len(self.arr)
@@ -361,8 +356,7 @@ class _Run:
         self.done = [0] * n
         self.todo = self.inp if self.blocks is None else list(self.inp)
         self.cached = [0] * n
-        self.block_size = 0 if self.blocks is None else self.blocks.block_size
-        self.keys, self.caps = ([], []) if self.blocks is None else chained_keys(self.blocks, np.asarray(self.inp))
+        self.prompts = [] if self.blocks is None else chained_keys(self.blocks, np.asarray(self.inp))
 
 
 # The steps of a replica's iterations are closures over the run's arrays (read as locals: attribute
@@ -415,11 +409,11 @@ def _make_admission(run: _Run) -> AdmitFn:
 
 def _cached_prefix(run: _Run, cache: _BlockCache, i: int) -> None:
     """Request i admitted on the replica of `cache`: its cached prefix (refreshed in the LRU) is not prefilled."""
-    keys, block_size = run.keys[i], run.block_size
-    hit = cache.match(keys, run.caps[i])
-    cache.touch(keys[:hit])
-    run.cached[i] = hit * block_size
-    run.todo[i] = run.inp[i] - hit * block_size
+    prompt = run.prompts[i]
+    hit, reached = cache.match(prompt)
+    cache.touch(prompt, reached)
+    run.cached[i] = hit
+    run.todo[i] = run.inp[i] - hit
 
 
 def _make_mixed_iteration(run: _Run) -> IterateFn:
@@ -437,7 +431,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
     blocks enter `cache` (when given) as its prefill completes.
     """
     arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
-    todo, keys = run.todo, run.keys
+    todo, prompts = run.todo, run.prompts
     step, overhead, budget_cap = run.model.step, run.model.overhead_s, run.model.prefill_budget
 
     def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
@@ -466,7 +460,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
         freed = ended = 0
         for i in first:
             if cache is not None:
-                cache.touch(keys[i])
+                cache.touch(prompts[i])
             ttft[i] = clock - arr[i]
             if out[i] == 1:
                 e2e[i] = ttft[i]
@@ -668,7 +662,7 @@ def _route_affinity(reps: list[_Replica], run: _Run, active: Active | None = Non
     fewest outstanding, then the lowest index) among those taking arrivals then (`active`; the first when none
     does), unless it has more than AFFINITY_LOAD_CAP outstanding requests beyond the least loaded one: then to
     that one.  Without prefix caches, or without a match, this is _route_jsq."""
-    arr, keys, caps = run.arr, run.keys, run.caps
+    arr, prompts = run.arr, run.prompts
     assigned = [0] * (len(arr) - first)
     advance = _make_advance(run)
     for i in range(first, len(arr)):
@@ -678,7 +672,7 @@ def _route_affinity(reps: list[_Replica], run: _Run, active: Active | None = Non
             if rep.wake <= t:
                 advance(rep, t)
         least = min(serving, key=lambda rep: rep.outstanding)
-        best = max(serving, key=lambda rep: (rep.cache.match(keys[i], caps[i]) if rep.cache else 0,
+        best = max(serving, key=lambda rep: (rep.cache.match(prompts[i])[0] if rep.cache else 0,
                                              -rep.outstanding))
         if best.outstanding - least.outstanding > AFFINITY_LOAD_CAP:
             best = least

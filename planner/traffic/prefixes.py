@@ -6,9 +6,14 @@ the last block possibly partial, equal ids = equal tokens (a Mooncake trace's `h
 vLLM v1 (`v1/core/kv_cache_utils.py`, `v1/core/kv_cache_manager.py`):
 - blocks are chained: block j's key is (key of block j - 1, id j), so a block matches only behind the same
   prefix.  Keys are interned exactly (a dict), so there are no hash collisions;
-- only full blocks are cached (floor(n / block_size) of a prompt of n tokens);
-- a hit is the leading run of cached keys, at most floor((n - 1) / block_size) blocks: the last prompt token
-  is always recomputed for its logits;
+- the engine caches in blocks of ENGINE_BLOCK_TOKENS, finer than a trace's hash blocks: a prompt's partial last
+  hash block is cached up to its last full engine block, and a later prompt with the same id there (the next
+  turn of a session, which fills that block) finds those tokens.  So each chained key holds the tokens cached
+  of it (a whole hash block, or a partial one's engine blocks);
+- a hit is the leading run of cached tokens, through whole hash blocks and into the first one cached only in
+  part, at most floor((n - 1) / ENGINE_BLOCK_TOKENS) engine blocks: the last prompt token is always recomputed
+  for its logits (hash blocks that ENGINE_BLOCK_TOKENS does not divide are taken as the engine's blocks: only
+  whole ones are cached);
 - a request's blocks enter the cache at its arrival (here: no prefill timing); blocks of generated tokens are
   not cached here (vLLM caches those too, so a multi-turn session's next turn may hit a little more);
 - LRU: a request references its blocks tail first (vLLM frees a finished request's blocks in reverse order,
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +40,9 @@ from fleetfacts.requestlog import blocks_for
 
 REUSE_QUANTILES = (50, 90)  # reuse distance percentiles `traffic` prints
 ROOT_KEY = -1  # the parent key of a prompt's first block
+# Tokens per KV block of the engine's prefix cache: vLLM's default --block-size on CUDA (16).  A hit is a whole
+# number of these; a trace's hash blocks (512 tokens) are coarser, so a partial hash block still hits in part.
+ENGINE_BLOCK_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -138,9 +146,38 @@ def _tokens(value: float) -> str:
 
 # ---------------------------------------------------------------- the walk over requests
 
-def _walk(requests: PromptBlocks, block_size: int) -> Iterator[tuple[int, list[int], int]]:
-    """(request index, chained keys of its full blocks, most blocks a hit may take), in arrival order (ties in
-    the given order).  Raises InputError for a block size below 1 or a hash list of the wrong length."""
+@dataclass(frozen=True)
+class ChainedPrompt:
+    """One prompt as a prefix cache sees it: the chained keys of its hash blocks (the last possibly partial),
+    the tokens of its last block when partial (0: every block full), the most tokens a hit may take, and the
+    tokens per hash block."""
+
+    keys: list[int]
+    tail: int
+    cap: int
+    block: int
+
+    def own(self, j: int) -> int:
+        """Tokens the engine caches of this prompt's j-th hash block (whole engine blocks only)."""
+        if j < len(self.keys) - 1 or not self.tail:
+            return self.block
+        grain = engine_grain(self.block)
+        return self.tail // grain * grain
+
+    def cached_tokens(self) -> int:
+        """Tokens of this prompt the engine caches once it is prefilled."""
+        return sum(self.own(j) for j in range(len(self.keys)))
+
+
+def engine_grain(block_size: int) -> int:
+    """Tokens per engine cache block under hash blocks of block_size: ENGINE_BLOCK_TOKENS where it divides them
+    (a trace's 512), else the hash block itself (a session log cut into the engine's own blocks)."""
+    return ENGINE_BLOCK_TOKENS if block_size % ENGINE_BLOCK_TOKENS == 0 else block_size
+
+
+def _walk(requests: PromptBlocks, block_size: int) -> Iterator[tuple[int, ChainedPrompt]]:
+    """(request index, its ChainedPrompt), in arrival order (ties in the given order).  Raises InputError for a
+    block size below 1 or a hash list of the wrong length."""
     if block_size < 1:
         raise InputError(f"block size: expected a whole number of tokens >= 1, got {block_size}")
     if not len(requests.arrival_s) == len(requests.prompt_tokens) == len(requests.hash_ids):
@@ -153,39 +190,51 @@ def _walk(requests: PromptBlocks, block_size: int) -> Iterator[tuple[int, list[i
             raise InputError(f"request {i}: {len(ids)} hash ids for a {n}-token prompt; blocks of {block_size} "
                              f"tokens need {blocks_for(n, block_size)}")
         keys, parent = [], ROOT_KEY
-        for block_id in ids[: n // block_size]:
+        for block_id in ids:
             parent = chain.setdefault((parent, int(block_id)), len(chain))
             keys.append(parent)
-        yield int(i), keys, max(0, (n - 1) // block_size)
+        grain = engine_grain(block_size)
+        cap = max(0, (n - 1) // grain * grain)
+        yield int(i), ChainedPrompt(keys, n % block_size, cap, block_size)
 
 
-def chained_keys(blocks: BlockIds, prompt_tokens: np.ndarray) -> tuple[list[list[int]], list[int]]:
-    """Per request (in the given order) the chained keys of its full blocks and the most blocks a hit may take
-    (floor((n - 1) / block_size)).  Raises InputError as `hit_tokens`."""
+def chained_keys(blocks: BlockIds, prompt_tokens: np.ndarray) -> list[ChainedPrompt]:
+    """Per request (in the given order) its ChainedPrompt.  Raises InputError as `hit_tokens`."""
     n = len(prompt_tokens)
     requests = PromptBlocks(np.arange(n, dtype=float), np.asarray(prompt_tokens), blocks.hash_ids)
-    keys: list[list[int]] = [[] for _ in range(n)]
-    caps = [0] * n
-    for i, chain, cap in _walk(requests, blocks.block_size):
-        keys[i], caps[i] = chain, cap
-    return keys, caps
+    out: list[ChainedPrompt] = [ChainedPrompt([], 0, 0, blocks.block_size)] * n
+    for i, prompt in _walk(requests, blocks.block_size):
+        out[i] = prompt
+    return out
 
 
-def _leading(keys: list[int], cap: int, cached: Container[int]) -> int:
-    """Blocks in the leading run of `keys` found in `cached`, at most `cap`."""
-    run = 0
-    for key in keys[:cap]:
-        if key not in cached:
+def leading_tokens(prompt: ChainedPrompt, cached: Mapping[int, int]) -> tuple[int, int]:
+    """(tokens of the prompt's leading run found in `cached`, keys it reaches): through each hash block whose
+    key holds at least the prompt's own tokens of it, into the first that holds fewer; at most prompt.cap."""
+    hit = 0
+    for j, key in enumerate(prompt.keys):
+        take = min(cached.get(key, 0), prompt.own(j))
+        hit += take
+        if take < prompt.block:
             break
-        run += 1
-    return run
+    hit = min(hit, prompt.cap)
+    return hit, -(-hit // prompt.block)  # whole blocks, then at most one in part
 
 
-def _reference(cache: OrderedDict[int, None], keys: list[int], capacity_blocks: int) -> None:
-    """LRU: reference a request's blocks tail first, then evict the least recently used beyond the capacity."""
-    for key in reversed(keys):
-        cache[key] = None
-        cache.move_to_end(key)
+def remember(cache: OrderedDict[int, int], prompt: ChainedPrompt, keys: int | None = None) -> None:
+    """The prompt's first `keys` blocks (all by default) referenced tail first, each holding the most of its
+    tokens seen so far (a partial block grows when a longer prompt fills it)."""
+    for j in reversed(range(len(prompt.keys) if keys is None else keys)):
+        own = prompt.own(j)
+        if own:  # a partial block shorter than an engine block is not cached
+            key = prompt.keys[j]
+            cache[key] = max(cache.get(key, 0), own)
+            cache.move_to_end(key)
+
+
+def _reference(cache: OrderedDict[int, int], prompt: ChainedPrompt, capacity_blocks: int) -> None:
+    """LRU: reference a prompt's blocks (remember), then evict the least recently used beyond the capacity."""
+    remember(cache, prompt)
     while len(cache) > capacity_blocks:
         cache.popitem(last=False)
 
@@ -200,13 +249,13 @@ def hit_tokens(requests: PromptBlocks, capacity_tokens: int, block_size: int) ->
         raise InputError(f"cache capacity: expected tokens >= 0, got {capacity_tokens}")
     infinite = np.zeros(len(requests), dtype=np.int64)
     lru = np.zeros(len(requests), dtype=np.int64)
-    seen: set[int] = set()
-    cache: OrderedDict[int, None] = OrderedDict()
-    for i, keys, cap in _walk(requests, block_size):
-        infinite[i] = _leading(keys, cap, seen) * block_size
-        lru[i] = _leading(keys, cap, cache) * block_size
-        seen.update(keys)
-        _reference(cache, keys, int(capacity_tokens // block_size))
+    seen: OrderedDict[int, int] = OrderedDict()
+    cache: OrderedDict[int, int] = OrderedDict()
+    for i, prompt in _walk(requests, block_size):
+        infinite[i] = leading_tokens(prompt, seen)[0]
+        lru[i] = leading_tokens(prompt, cache)[0]
+        remember(seen, prompt)
+        _reference(cache, prompt, int(capacity_tokens // block_size))
     return CacheHits(infinite, lru)
 
 
@@ -218,15 +267,17 @@ def prefix_reuse(requests: PromptBlocks, block_size: int, cache_tokens: int | No
     count every time: the distance is an upper bound on what LRU needs).  cache_tokens: also give what an LRU
     cache of that many tokens serves (hit_tokens)."""
     last: dict[int, int] = {}  # key -> position (in arrival order) of its last use
+    filled: OrderedDict[int, int] = OrderedDict()  # key -> its tokens seen so far
     traffic = [0]  # cached prompt tokens of the requests before each position
     distances: list[int] = []
     reused = 0
-    for position, (_, keys, cap) in enumerate(_walk(requests, block_size)):
-        run = _leading(keys, cap, last)
-        reused += run * block_size
-        distances.extend(traffic[position] - traffic[last[key] + 1] for key in keys[:run])
-        last.update((key, position) for key in keys)
-        traffic.append(traffic[-1] + len(keys) * block_size)
+    for position, (_, prompt) in enumerate(_walk(requests, block_size)):
+        hit, reached = leading_tokens(prompt, filled)
+        reused += hit
+        distances.extend(traffic[position] - traffic[last[key] + 1] for key in prompt.keys[:reached])
+        last.update((key, position) for key in prompt.keys)
+        remember(filled, prompt)
+        traffic.append(traffic[-1] + prompt.cached_tokens())
     lru = None if cache_tokens is None else int(hit_tokens(requests, cache_tokens, block_size).lru.sum())
     return PrefixReuse(int(np.sum(requests.prompt_tokens)), reused, np.asarray(distances, dtype=np.int64),
                        block_size, cache_tokens, lru)

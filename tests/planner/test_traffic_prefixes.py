@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 
@@ -137,11 +138,13 @@ def test_traffic_reports_reuse_and_the_block_size_is_settable(tmp_path, capsys):
     path = jsonl(tmp_path, "trace.jsonl", TRACE)
     code, out, _ = cli(capsys, "traffic", "--log", path, "--route", "chat", "--out", tmp_path / "r.csv",
                        "--cache-tokens", 512)
-    # 1024 of 2724 prompt tokens: block 0 for the second and third requests, each from the request before
-    assert code == 0 and "chat: prefix reuse: 37.6% of prompt tokens" in out
+    # Unbounded, 1520 of 2724 prompt tokens: the second request is the first's first 1024 tokens, all cached but
+    # its last token (1008 in 16-token engine blocks); the third shares block 0.  An LRU of one 512-token block
+    # keeps only block 0 (a chain's head outlives its tail): 512 + 512 = 1024.
+    assert code == 0 and "chat: prefix reuse: 55.8% of prompt tokens" in out
     assert "reuse distance p50 0, p90 0 tokens" in out and "an LRU cache of 512 tokens serves 37.6%" in out
     notes = pd.read_csv(tmp_path / "r.csv")["notes"].iloc[0]
-    assert "prefix reuse: 37.6%" in notes and "prefill is sized cold" in notes
+    assert "prefix reuse: 55.8%" in notes and "prefill is sized cold" in notes
     # the same ids read as 256-token blocks do not fit the prompts: one line, exit 2
     code, out, err = cli(capsys, "traffic", "--log", path, "--out", tmp_path / "r2.csv", "--trace-block-size", 256)
     assert code == 2 and err.count("\n") == 1
@@ -162,9 +165,29 @@ def test_the_example_report_from_the_real_cli(tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "mooncake log, 2610 requests over 3596 s" in done.stdout
-    assert ("prefix reuse: 76.2% of prompt tokens repeat an earlier request's prefix" in done.stdout
-            and "reuse distance p50 0, p90 171k tokens" in done.stdout
-            and "an LRU cache of 100k tokens serves 73.7%" in done.stdout)
+    share = token_level_reuse([json.loads(line) for line in EXAMPLE.read_text().splitlines()])
+    assert f"prefix reuse: {100 * share:.1f}% of prompt tokens repeat an earlier request's prefix" in done.stdout
+    lru = re.search(r"an LRU cache of 100k tokens serves ([\d.]+)%", done.stdout)
+    assert lru and 0 < float(lru.group(1)) < 100 * share
+
+
+def token_level_reuse(rows: list[dict], engine_block: int = 16) -> float:
+    """The share of prompt tokens an unbounded vLLM prefix cache serves, replayed token by token: block id h is
+    512 tokens (h, 0) .. (h, 511); the engine hashes each full 16-token block chained behind its prefix, caches
+    it, and a prompt hits its leading cached blocks, never its last token."""
+    cached: set[int] = set()
+    hit = total = 0
+    for row in sorted(rows, key=lambda r: r["timestamp"]):
+        n = row["input_length"]
+        tokens = [(h, k) for h in row["hash_ids"] for k in range(512)][:n]
+        key, hitting = 0, True
+        for j in range(n // engine_block):
+            key = hash((key, tuple(tokens[j * engine_block:(j + 1) * engine_block])))
+            hitting = hitting and key in cached and (j + 1) * engine_block <= n - 1
+            hit += engine_block if hitting else 0
+            cached.add(key)
+        total += n
+    return hit / total
 
 
 # ---------------------------------------------------------------- the example and the routes
