@@ -338,6 +338,13 @@ PLAN = Schema(
                "(planner.sizing.resampled)", minimum=0),
         Column("holds_in_resampled_hours", "int", False, "online: of those hours, how many the recommended fleet "
                "holds in every SLO window", minimum=0),
+        Column("router", "enum", False, "online: the load balancer the fleet was sized behind (the assumptions' "
+               "`router`, or prefix-affinity where the route has prefix structure and that fleet is cheaper; "
+               "`deploy` writes it)", choices=("least-outstanding", "round-robin", "prefix-affinity")),
+        Column("prefix_hit_rate_pred", "float", False, "online, a route with prefix structure (its log's hash_ids or "
+               "session_id, or shared_prefix_tokens): share of prompt tokens the planned fleet's replicas find in "
+               "their prefix caches, as the fleet simulation predicts it (blank: no prefix structure, prompts "
+               "sized cold)", minimum=0, maximum=1),
         Column("max_model_len", "int", False, "context a replica must hold: the route's p99 prompt + p99 output "
                "tokens (p95, p50 or mean where a longer tail is not given)", minimum=1),
         Column("profile", "str", False, "profile files the recommended curve was fitted to, ';'-separated "
