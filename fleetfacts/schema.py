@@ -205,7 +205,8 @@ ROUTES = Schema(
                default=0.0),
         Column("shared_prefix_tokens", "int", False, "a route without a log: prompt tokens every request starts "
                "with (a system prompt), at most the shortest prompt length given (input_len_*); blank = none. "
-               "Declared for the prefix cache; the sizing does not use it yet (prefill is sized cold)", minimum=0,
+               "The plan gives every request's first floor(shared / 512) blocks the same ids and simulates each replica's "
+               "prefix cache on them (plan column prefix_hit_rate_pred)", minimum=0,
                maximum=MAX_TOKENS),
         Column("log", "str", False, "online: request log replayed by the simulation check (path relative to "
                "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv); a log of "
