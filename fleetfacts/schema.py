@@ -205,7 +205,8 @@ ROUTES = Schema(
                default=0.0),
         Column("shared_prefix_tokens", "int", False, "a route without a log: prompt tokens every request starts "
                "with (a system prompt), at most the shortest prompt length given (input_len_*); blank = none. "
-               "Declared for the prefix cache; the sizing does not use it yet (prefill is sized cold)", minimum=0,
+               "The plan gives every request's first floor(shared / 512) blocks the same ids and simulates each replica's "
+               "prefix cache on them (plan column prefix_hit_rate_pred)", minimum=0,
                maximum=MAX_TOKENS),
         Column("log", "str", False, "online: request log replayed by the simulation check (path relative to "
                "the routes file; empty = synthetic arrivals from rate_rps, peak_to_mean and arrival_cv); a log of "
@@ -338,10 +339,13 @@ PLAN = Schema(
                "(planner.sizing.resampled)", minimum=0),
         Column("holds_in_resampled_hours", "int", False, "online: of those hours, how many the recommended fleet "
                "holds in every SLO window", minimum=0),
-        Column("prefix_hit_rate_pred", "float", False, "online, a route with prefix structure (a log's hash_ids or "
-               "sessions, or shared_prefix_tokens): share of prompt tokens the replicas' prefix caches serve in the "
-               "fleet simulation (planner.latency.simulate); `measure verify` sets the measured one beside it",
-               minimum=0),
+        Column("router", "enum", False, "online: the load balancer the fleet was sized behind (the assumptions' "
+               "`router`, or prefix-affinity where the route has prefix structure and that fleet is cheaper; "
+               "`deploy` writes it)", choices=("least-outstanding", "round-robin", "prefix-affinity")),
+        Column("prefix_hit_rate_pred", "float", False, "online, a route with prefix structure (its log's hash_ids or "
+               "session_id, or shared_prefix_tokens): share of prompt tokens the planned fleet's replicas find in "
+               "their prefix caches, as the fleet simulation predicts it (blank: no prefix structure, prompts "
+               "sized cold)", minimum=0, maximum=1),
         Column("ttft_idle_infeasible", "int", False, "online: requests of the planned load whose prompt alone, "
                "on an idle replica of the recommended curve, takes longer than the TTFT target (no replica count "
                "helps: they are judged on every target but TTFT; planner.latency.idle); 0: none, blank: not "

@@ -1,9 +1,9 @@
 """Are the example's outputs the same at another commit?  (Issue 36: cutting the big rooms changes no output.)
 
-    .venv/bin/python scripts/output_diff.py --base COMMIT [--rtol 1e-6]
+    .venv/bin/python scripts/output_diff.py --base COMMIT [--rtol 1e-6] [--routes examples/routes-long.csv]
 
 Checks COMMIT out into a temporary git worktree and runs there and here, with this checkout's Python:
-`plan` on examples/routes.csv (plan, options and minutes CSVs), `fleet` on the same routes, and `predict` in each
+`plan` on examples/routes.csv or `--routes` (a path relative to the repository; plan, options and minutes CSVs), `fleet` on the same routes, and `predict` in each
 mode (an offline batch, a closed loop, an open loop on one replica, a fleet).  Tables are compared cell by cell
 after renaming columns renamed since (fleetfacts.schema: each schema's `renamed`), numbers within `--rtol`;
 columns (and predict's JSON keys) only one side has are listed, not failed (a new column is not a changed
@@ -35,13 +35,14 @@ PREDICT_MODES = {"offline batch 64": ["--batch-size", "64"], "closed loop 16": [
                  "open loop 10 req/s": ["--request-rate", "10"],
                  "fleet of 3 at 30 req/s": ["--request-rate", "30", "--replicas", "3"]}
 TABLES = ("plan.csv", "options.csv", "minutes.csv", "fleet.csv")
+DEFAULT_ROUTES = "examples/routes.csv"
 
 
 def renames() -> dict[str, str]:
     return {old: new for schema in SCHEMAS.values() for old, new in schema.renamed}
 
 
-def run_outputs(cwd: Path, out: Path) -> dict[str, object]:
+def run_outputs(cwd: Path, out: Path, routes_file: str = DEFAULT_ROUTES) -> dict[str, object]:
     """Every output of one checkout: tables (DataFrames) and predict answers (dicts)."""
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(cwd)}
@@ -51,7 +52,7 @@ def run_outputs(cwd: Path, out: Path) -> dict[str, object]:
                               text=True, check=True)
         return done.stdout
 
-    routes = str(cwd / "examples" / "routes.csv")
+    routes = str(cwd / routes_file)
     cli("plan", "--routes", routes, "--out", str(out / "plan.csv"), "--options-out", str(out / "options.csv"),
         "--minutes-out", str(out / "minutes.csv"))
     cli("fleet", "--routes", routes, "--out", str(out / "fleet.csv"))
@@ -107,16 +108,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="the commit to compare with")
     ap.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance of numbers (default 1e-6)")
+    ap.add_argument("--routes", default=DEFAULT_ROUTES, help=f"routes file relative to the repository (default "
+                    f"{DEFAULT_ROUTES})")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
         subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=REPO, check=True,
                        capture_output=True)
         try:
-            before = run_outputs(base, Path(tmp) / "before")
+            before = run_outputs(base, Path(tmp) / "before", args.routes)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO, check=False)
-        after = run_outputs(REPO, Path(tmp) / "after")
+        after = run_outputs(REPO, Path(tmp) / "after", args.routes)
     cells, only = differences(before, after, args.rtol)
     for line in only + cells:
         print(line)

@@ -79,20 +79,19 @@ def fake_vllm(monkeypatch):
 
 def code_completion_load(peak_to_mean: float | None = None):
     """The example's code-completion route (its log; `peak_to_mean` replaced when given), the load every path
-    replays (planner.traffic.workload.route_requests) and the vLLM FP8 H200 curve it is planned on."""
-    from planner.planning.plan import _route_log
+    replays (planner.traffic.workload.route_load) and the vLLM FP8 H200 curve it is planned on."""
     from planner.planning.route_table import load_routes
     from planner.traffic.routes import Route
-    from planner.traffic.workload import route_requests
+    from planner.traffic.workload import route_load, route_log_load
 
     routes = load_routes(Path(__file__).resolve().parents[1] / "examples" / "routes.csv")
     row = routes[routes["name"] == "code-completion"].iloc[0].to_dict()
     route = Route.from_row(row if peak_to_mean is None else {**row, "peak_to_mean": peak_to_mean})
-    log = _route_log(route)
+    log, blocks = route_log_load(route)
     curve = next(c for c in bundled_catalog().curves.values()
                  if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
                  == ("vllm", "h200", "fp8", route.model, "default"))
-    return route, route_requests(route, log), curve
+    return route, route_load(route, log, blocks), curve
 
 
 def is_number(text: str) -> bool:

@@ -113,11 +113,13 @@ class Target:
     traffic: str = "online"
     object_name: str = ""  # unique within the plan (object_names); "" for the route's own base_name
     autoscaled_floor: int | None = None  # the plan's autoscaled option (planner.sizing.autoscaled)
+    prefix_cache: bool = False  # the plan counted prefix-cache hits (its prefix_hit_rate_pred is not blank)
 
     @classmethod
     def from_row(cls, row: PlanRow, plan_file: str, line: int, router: str = DEFAULT_ROUTER,
                  object_name: str = "") -> Target:
-        """From a plan row with status ok; raises InputError naming what the row lacks."""
+        """From a plan row with status ok (its own `router` where the plan wrote one, else `router`); raises
+        InputError naming what the row lacks."""
         where = f"{plan_file}, line {line} (route {row.route!r})"
         if not row.ok:
             raise InputError(f"{where}: status {row.status!r}, nothing to deploy ({row.notes})")
@@ -128,7 +130,8 @@ class Target:
         assert row.tp is not None and row.replicas is not None and row.max_model_len is not None
         target = cls(row.route, row.model, row.engine, row.engine_version, row.gpu, row.precision, row.tp,
                      row.replicas, row.in_flight_p99, row.max_model_len, row.profile, plan_file, line,
-                     router, row.traffic or "online", object_name, row.autoscaled_floor)
+                     row.router or router, row.traffic or "online", object_name, row.autoscaled_floor,
+                     not math.isnan(row.prefix_hit_rate_pred))
         _check_tp(target, where)
         return target
 
@@ -221,7 +224,8 @@ def router_lines(target: Target) -> list[str]:
     if target.traffic != "online" or target.replicas < 2:
         return []
     lines = [f"router: the plan sized these {target.replicas} replicas behind a {target.router} load balancer "
-             "(plan.assumptions.json `router`); its latency and SLO verdict hold for that router"]
+             "(the plan's `router` column, else plan.assumptions.json `router`); its latency and SLO verdict hold "
+             "for that router"]
     if target.router == "least-outstanding":
         lines.append("a plain Kubernetes Service (kube-proxy) or DNS spreads requests without looking at load: put "
                      "a least-request balancer in front (Envoy or Istio LEAST_REQUEST, the Gateway API inference "
@@ -266,6 +270,8 @@ def vllm_args(target: Target, settings: EngineSettings, model_path: str) -> list
         args["dtype"] = VLLM_DTYPE[target.precision]
     if target.precision == "fp8":
         args.setdefault("quantization", "fp8")  # online FP8, as the profile measured it
+    if target.prefix_cache:
+        args = prefix_cache_args(args)
     argv = ["serve", model_path, "--served-model-name", target.model, "--port", str(PORT),
             "--tensor-parallel-size", str(target.tp), "--max-model-len", str(target.max_model_len)]
     seqs = _batch_cap(target, settings.max_num_seqs, "max_num_seqs", settings)
@@ -275,6 +281,14 @@ def vllm_args(target: Target, settings: EngineSettings, model_path: str) -> list
     for key, value in sorted(args.items()):
         argv += _flag(key, value)
     return argv
+
+
+def prefix_cache_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Engine args for a route the plan sized with prefix-cache hits: prefix caching on (vLLM's default: a profile's
+    `enable_prefix_caching: false` is dropped, never written) and the served usage's cached-token count
+    (`--enable-prompt-tokens-details`: usage.prompt_tokens_details.cached_tokens, what `measure verify` reads)."""
+    kept = {k: v for k, v in args.items() if not (k == "enable_prefix_caching" and v is False)}
+    return {**kept, "enable_prompt_tokens_details": True}
 
 
 def _flag(key: str, value: Any) -> list[str]:

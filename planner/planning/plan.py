@@ -42,6 +42,7 @@ from planner.planning.catalog import (
 from planner.planning.route_table import validate_routes
 from planner.planning.sim_check import (
     batch_simulation_check,
+    fleet_router,
     join_notes,
     online_simulation_check,
     ranked,
@@ -56,7 +57,7 @@ from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
 from planner.traffic.logs import burst_descriptors, burst_text
 from planner.traffic.routes import ALLOW_LISTS, Route
-from planner.traffic.workload import Requests, route_log_requests, route_requests
+from planner.traffic.workload import Requests, RouteLog, route_load, route_log_load
 
 __all__ = ["PlanResult", "RouteMap", "make_plan", "plan_coverage", "plan_sources"]
 
@@ -128,20 +129,22 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     pickle it)."""
     route = Route.from_row(row)
     curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
-    log = _route_log(route)
+    log, blocks = _route_log(route)
     options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions, log)
                for curve in curves]
+    load = None  # the one load every view of the chosen fleet replays (route_load)
     if check_by_simulation and route.traffic == "online":
-        options = online_simulation_check(route, options, assumptions, log)
+        load = route_load(route, log, blocks)
+        options = online_simulation_check(route, options, assumptions, load)
     elif check_by_simulation and route.traffic == "batch":
         options = batch_simulation_check(route, options, assumptions)
     plan_row = _plan_row(route, options, catalog, assumptions, held_back, log)
     if route.traffic == "online" and route.slo.tpot_ms is not None and route.output_len <= 1:
         plan_row = dataclasses.replace(plan_row, notes=join_notes(NO_TPOT_NOTE, plan_row.notes))
     chosen = next((o for o in options if plan_row.ok and o.name == plan_row.option and o.window_checks), None)
-    if chosen is None:
+    if chosen is None or load is None:
         return plan_row, [option.to_row() for option in options], None
-    requests = route_requests(chosen.route, log)  # the one load every view of the chosen fleet replays
+    requests = load
     chosen = dataclasses.replace(chosen, whole_log=whole_log_alternative(chosen, assumptions, requests))
     plan_row = dataclasses.replace(plan_row, **whole_log_columns(chosen),
                                    **idle_infeasible_columns(chosen.curve, requests.input_len, route.slo.ttft_ms))
@@ -160,7 +163,7 @@ def _timeline(option: Option, a: Assumptions, requests: Requests) -> pd.DataFram
     checks = {n: c for n, c in option.window_checks if n in counts}
     for count in counts:
         if count not in checks:
-            report = sizing.fleet_latency(option.curve, option.route, count, requests, a.router)
+            report = sizing.fleet_latency(option.curve, option.route, count, requests, fleet_router(option, a))
             checks[count] = report.check(option.route.targets(a.slo_attainment))
     costs = {n: option.resized(n, a, option.notes).cost.total_usd_per_month if n != option.replicas
              else option.cost.total_usd_per_month for n in checks}
@@ -186,9 +189,10 @@ def _with_resampled_hours(row: PlanRow, option: Option, a: Assumptions, requests
     load's burst descriptors."""
     if requests.arrival_s.size >= 2 and requests.arrival_s[-1] > requests.arrival_s[0]:
         row = dataclasses.replace(row, load_bursts=burst_text(burst_descriptors(requests.arrival_s)))
-    own = sizing.fleet_latency(option.curve, option.route, option.replicas, requests, a.router)  # the search's
+    router = fleet_router(option, a)
+    own = sizing.fleet_latency(option.curve, option.route, option.replicas, requests, router)  # the search's
     found = resampled_hours(option.curve, requests, option.replicas, option.route.targets(a.slo_attainment),
-                            a.router, own=own)
+                            router, own=own)
     if found is None:
         return row
     return dataclasses.replace(row, resampled_hours=found.hours, holds_in_resampled_hours=found.holding)
@@ -198,7 +202,7 @@ def _with_autoscaled(row: PlanRow, option: Option, a: Assumptions, requests: Req
     """The plan row with the autoscaled option (planner.sizing.autoscaled); steady's figures, and a note saying
     so, when autoscaling cannot beat steady."""
     found = autoscaled(option.curve, requests, option.replicas,
-                       option.route.targets(a.slo_attainment), a.scale_up_s, a.router)
+                       option.route.targets(a.slo_attainment), a.scale_up_s, fleet_router(option, a))
     if found is None or row.windows_in_breach is None:
         return row
     if not found.beats_steady:
@@ -248,11 +252,12 @@ NO_TPOT_NOTE = ("TPOT not judged: its requests have no second token (0 or 1 outp
                 "simulated as its prefill and first token), so TTFT and end-to-end latency decide")
 
 
-def _route_log(route: Route) -> LogRequests | None:
-    """The online route's request log (only its rows: route_log_requests), None without one.  A log that cannot be
-    read, or holds no rows of the route, raises InputError: never arrivals made up in its place, nor another
-    route's traffic (the app lets a route name only a log bundled or uploaded in the session)."""
-    return route_log_requests(route) if route.traffic == "online" else None
+def _route_log(route: Route) -> RouteLog:
+    """The online route's request log (only its rows) and its prefix structure (route_log_load), (None, None)
+    without one.  A log that cannot be read, or holds no rows of the route, raises InputError: never arrivals made
+    up in its place, nor another route's traffic (the app lets a route name only a log bundled or uploaded in the
+    session)."""
+    return route_log_load(route)
 
 
 # ---------------------------------------------------------------- choosing
@@ -270,7 +275,8 @@ def _plan_row(route: Route, options: list[Option], catalog: Catalog, a: Assumpti
     row = _widened(PlanRow.recommending(best), _option_loo_error(catalog, route, best.name))
     row = dataclasses.replace(row, **_runner_up_columns(best, runner),
                               **plan_ranges(row, best.sizing.peak_utilisation, a),
-                              max_model_len=max_model_len(route, log), profile=_profile_files(route, best.key, catalog))
+                              max_model_len=max_model_len(route, log), profile=_profile_files(route, best.key, catalog),
+                              router=fleet_router(best, a) if route.traffic == "online" else "")
     held = (f"{len(held_back)} pre-release engine build(s) not considered ({', '.join(held_back)}; allow_prerelease)"
             if held_back else "")
     return dataclasses.replace(row, notes=join_notes(row.notes, held, runner_up_caveat(row)))

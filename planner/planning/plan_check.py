@@ -1,7 +1,7 @@
 """The simulation check of a saved plan: each planned route simulated on the fleet the plan names.
 
 `simulate_plan(routes, plan_rows, curves)` -> one RouteSimulation per planned route
-(online: the route's one load (planner.traffic.workload.route_requests) on the planned fleet behind its router,
+(online: the route's one load (planner.traffic.workload.route_load) on the planned fleet behind its router,
 judged by the one SLO verdict (fleetfacts.slo), through the latency door's fleet tier, so it says what `plan`
 said; batch: makespan against the deadline); `format_simulations` turns them into text.  The simulator itself
 is planner.latency.simulate; `python -m planner simulate` is the command.
@@ -27,8 +27,8 @@ from planner.traffic.routes import Route
 from planner.traffic.workload import (
     SIM_BATCH_SAMPLE,
     LogRequests,
-    route_log_requests,
-    route_requests,
+    route_load,
+    route_log_load,
     synthetic_requests,
 )
 
@@ -79,7 +79,7 @@ def simulate_plan(routes: pd.DataFrame, plan: Sequence[PlanRow], curves: dict[Gr
     planner.sizing.plan_row.plan_rows of a plan read from a file); curves: fitted curves
     (planner.planning.catalog.load_inputs().curves).  Raises
     InputError for a plan route missing from `routes`, NoCurveError when its
-    curve is not fitted.  logs_by_route: a log to replay instead of a route's own (as route_requests replays
+    curve is not fitted.  logs_by_route: a log to replay instead of a route's own (as route_load replays
     one); n_requests: that many synthetic requests instead of the route's load; router and attainment: the plan's
     assumptions.
     """
@@ -99,7 +99,7 @@ def simulate_plan(routes: pd.DataFrame, plan: Sequence[PlanRow], curves: dict[Gr
                            p.engine_config or None)
         route = Route.from_row(row)
         log = (logs_by_route or {}).get(p.route)
-        sim = _simulate_route(route, curve, replicas, p.option, log, seed, n_requests, router, attainment)
+        sim = _simulate_route(route, curve, replicas, p.option, log, seed, n_requests, p.router or router, attainment)
         out.append(sim)
     return out
 
@@ -129,7 +129,8 @@ def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, 
     if n_requests is not None:
         requests = synthetic_requests(route, n_requests, seed)
     else:
-        requests = route_requests(route, log if log is not None else route_log_requests(route))
+        own, blocks = (log, None) if log is not None else route_log_load(route)  # a given log: no prefixes read
+        requests = route_load(route, own, blocks)
     report = fleet_latency(curve, route, replicas, requests, router)
     check = report.check(route.targets(attainment)) if not route.slo.empty else None
     return RouteSimulation(route.name, "online", option, replicas, report.load, report.results[0], check=check)

@@ -9,13 +9,17 @@ import math
 
 import numpy as np
 
+from planner.latency import DEFAULT_ROUTER
 from planner.sizing import sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.batch import cheapest_batch_fleet
 from planner.sizing.options import Option, WholeLog
-from planner.sizing.sizing import LogRequests
 from planner.traffic.routes import Route
-from planner.traffic.workload import SECONDS_PER_HOUR, SIM_BATCH_SAMPLE, Requests, route_requests
+from planner.traffic.workload import SECONDS_PER_HOUR, SIM_BATCH_SAMPLE, Requests
+
+# The router a route with prefix structure is also priced behind (the lever against the assumed one): it sends a
+# request to the replica caching its longest prefix, so a fleet may need fewer replicas for the same load.
+PREFIX_ROUTER = "prefix-affinity"
 
 # Simulation check: keep simulating the cheapest unchecked option until the SIM_CHECK_TOP cheapest
 # (after re-pricing) are all simulated, at most SIM_CHECK_MAX per route (each simulates a few fleets).
@@ -43,31 +47,63 @@ def rank_key(option: Option, a: Assumptions) -> tuple:
     return (unverified, option.total_usd_per_month, option.sizing.gpus, option.name)
 
 
-def online_simulation_check(route: Route, options: list[Option], a: Assumptions,
-                             replay: LogRequests | None) -> list[Option]:
-    """Check the cheapest feasible online options by simulating their whole fleet (SLO attainment); an
-    option it adds replicas to is re-priced and its latency re-predicted there (the others unchanged)."""
+def online_simulation_check(route: Route, options: list[Option], a: Assumptions, requests: Requests) -> list[Option]:
+    """Check the cheapest feasible online options by simulating their whole fleet serving `requests` (the route's
+    one load, planner.traffic.workload.route_load) behind the assumed router (SLO attainment); an option it adds
+    replicas to is re-priced and its latency re-predicted there (the others unchanged).  A load with prefix
+    structure: the best option is also priced behind the other router (cheaper_router)."""
     if route.slo.empty:
         return options
-    options = list(options)
+    screened, options = list(options), list(options)
     for _ in range(SIM_CHECK_MAX):
         option = _cheapest_unsimulated(options, a)
         if option is None:
             break  # the cheapest options (after re-pricing) have all been simulated
-        options[options.index(option)] = _simulate_online_option(option, a, replay)
+        options[options.index(option)] = _simulate_online_option(option, a, requests, a.router)
+    best = next(iter(ranked(options, a)), None)
+    if best is not None and best.simulated and requests.blocks is not None:
+        at = options.index(best)
+        options[at] = cheaper_router(best, screened[at], a, requests)
     return options
 
 
-def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests | None) -> Option:
-    """The option's replica count from the fleet simulation of the route's one load (planner.traffic.workload.
-    route_requests) behind the assumed router, judged by the one SLO verdict (fleetfacts.slo: every window and the
-    attainment target), searched from its latency sizing and never below the utilisation cap's floor; the option
-    is re-priced at that count and reports that fleet's latency and verdict."""
+def other_router(router: str) -> str:
+    """The router a route with prefix structure is also priced behind: prefix-affinity, or the default
+    (least-outstanding) when prefix-affinity is the assumption."""
+    return PREFIX_ROUTER if router != PREFIX_ROUTER else DEFAULT_ROUTER
+
+
+def cheaper_router(option: Option, screened: Option, a: Assumptions, requests: Requests) -> Option:
+    """The simulated `option` and its `screened` self (before the simulation) sized behind the other router
+    (other_router): the cheaper of the two fleets that hold every window (ties: the assumed router's), the other's
+    replicas, $/month and prefix hit rate in its notes."""
+    other = _simulate_online_option(screened, a, requests, other_router(option.router))
+    keep, lose = (other, option) if other.feasible and (
+        not option.feasible or other.total_usd_per_month < option.total_usd_per_month) else (option, other)
+    return dataclasses.replace(keep, notes=join_notes(keep.notes, _router_note(lose)))
+
+
+def _router_note(option: Option) -> str:
+    """'behind prefix-affinity: N replicas, $X/month, prefix hit rate H' (or why no fleet holds there)."""
+    if not option.feasible:
+        return f"behind {option.router}: {option.reason}"
+    return (f"behind {option.router}: {option.replicas} replicas, ${option.total_usd_per_month:,.0f}/month, "
+            f"prefix hit rate {_percent(option.prefix_hit_rate)}")
+
+
+def _percent(share: float) -> str:
+    return "n/a" if math.isnan(share) else f"{100 * share:.1f}%"
+
+
+def _simulate_online_option(option: Option, a: Assumptions, requests: Requests, router: str) -> Option:
+    """The option's replica count from the fleet simulation of the route's one load behind `router`, judged by the
+    one SLO verdict (fleetfacts.slo: every window and the attainment target), searched from its latency sizing and
+    never below the utilisation cap's floor; the option is re-priced at that count and reports that fleet's
+    latency and verdict."""
     screened = option.replicas
-    requests = route_requests(option.route, replay)
-    search = sizing.search_fleet(option.curve, option.route, requests, screened, a.slo_attainment, a.router,
+    search = sizing.search_fleet(option.curve, option.route, requests, screened, a.slo_attainment, router,
                                  floor=_cap_floor(option, a))
-    option = dataclasses.replace(option, simulated=True, sized_replicas=screened,
+    option = dataclasses.replace(option, simulated=True, sized_replicas=screened, router=router,
                                  sim_attainment=search.check.attainment)
     if search.replicas is None:
         tried = max(r for r, _ in search.tried)
@@ -78,7 +114,7 @@ def _simulate_online_option(option: Option, a: Assumptions, replay: LogRequests 
     notes = option.notes
     if search.replicas != screened:
         notes = join_notes(notes, f"one replica's share needs {screened} replicas; the fleet simulation "
-                             f"({a.router}) needs {search.replicas} to hold the SLO in every "
+                             f"({router}) needs {search.replicas} to hold the SLO in every "
                              f"{option.route.slo_window_s:g} s window ({requests.source})")
         option = option.resized(search.replicas, a, notes,
                                 utilisation=option.utilisation * screened / search.replicas)
@@ -92,14 +128,19 @@ def whole_log_alternative(option: Option, a: Assumptions, requests: Requests) ->
     """The option sized on the whole run's percentile alone (one window as long as the load, no attainment
     target), as other planners size, priced, with the SLO windows that fleet breaks (on the same simulations: a whole-run count is at most the
     per-window one)."""
-    route = option.route
+    route, router = option.route, fleet_router(option, a)
     whole = sizing.search_fleet(option.curve, dataclasses.replace(route, slo_window_s=0.0), requests,
-                                option.replicas, 0.0, a.router, floor=1, ceiling=option.replicas)
+                                option.replicas, 0.0, router, floor=1, ceiling=option.replicas)
     count = whole.replicas or option.replicas
-    check = sizing.fleet_latency(option.curve, route, count, requests, a.router).check(route.targets(a.slo_attainment))
+    check = sizing.fleet_latency(option.curve, route, count, requests, router).check(route.targets(a.slo_attainment))
     cost = option.resized(count, a, option.notes).cost.total_usd_per_month if count != option.replicas \
         else option.cost.total_usd_per_month
     return WholeLog(count, cost, check.windows_in_breach, check.windows)
+
+
+def fleet_router(option: Option, a: Assumptions) -> str:
+    """The router the option's fleet was sized behind: its simulation's, else the assumed one."""
+    return option.router or a.router
 
 
 def _cap_floor(option: Option, a: Assumptions) -> int:

@@ -128,6 +128,8 @@ class Option:
     whole_log: WholeLog | None = None
     # (replicas, verdict) of the fleets simulated around the chosen count: what the app's minute-by-minute shows.
     window_checks: tuple[tuple[int, SloCheck], ...] = ()
+    # The router its fleet simulation sized it behind ('' until simulated: the plan's assumed router).
+    router: str = ""
 
     @property
     def name(self) -> str:
@@ -151,6 +153,13 @@ class Option:
     @property
     def replicas(self) -> int:
         return self.sizing.replicas
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Share of prompt tokens its simulated fleet found in the replicas' prefix caches (NaN: not simulated on
+        its fleet, or a load without prefix structure)."""
+        report = self.sizing.latency
+        return report.prefix_hit_rate if self.simulated and report is not None else math.nan
 
     @property
     def total_usd_per_month(self) -> float:

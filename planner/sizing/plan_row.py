@@ -93,7 +93,8 @@ class PlanRow:
     load_bursts: str = ""
     resampled_hours: int | None = None
     holds_in_resampled_hours: int | None = None
-    prefix_hit_rate_pred: float | None = None
+    router: str = ""
+    prefix_hit_rate_pred: float = NAN
     ttft_idle_infeasible: int | None = None
     ttft_idle_infeasible_share: float = NAN
     ttft_idle_infeasible_longest_prompt: int | None = None
@@ -123,6 +124,7 @@ class PlanRow:
         route = option.route
         return cls(route=route.name, status="ok", traffic=route.traffic, model=route.model, **option.shared_columns(),
                    sim_attainment=option.sim_attainment, sim_replicas=_whole(option.sim_replicas),
+                   prefix_hit_rate_pred=option.prefix_hit_rate,
                    **window_columns(option.sizing), **whole_log_columns(option))
 
     @classmethod
@@ -158,6 +160,9 @@ class PlanRow:
                      "drawn at random from the load's windows")
         if self.load_bursts:
             text += f". The load: {self.load_bursts}"
+        if not math.isnan(self.prefix_hit_rate_pred):
+            text += (f". Prefix cache: {self.prefix_hit_rate_pred:.1%} of prompt tokens found cached behind "
+                     f"{self.router} (the rest prefilled)")
         return text + self.idle_infeasible_sentence()
 
     def idle_infeasible_sentence(self) -> str:
@@ -224,7 +229,7 @@ PLAN_DECIMALS = {
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
     "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,
     "ttft_idle_infeasible_share": 4,
-    "whole_log_usd_per_month": 2, "autoscaled_usd_per_month": 2,
+    "whole_log_usd_per_month": 2, "autoscaled_usd_per_month": 2, "prefix_hit_rate_pred": 4,
 }
 
 

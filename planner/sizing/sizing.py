@@ -258,9 +258,11 @@ class FleetSizing:
 def fleet_latency(curve: CurveLike, route: Route, replicas: int, requests: Requests,
                   router: str = DEFAULT_ROUTER) -> LatencyReport:
     """The door's fleet tier: `replicas` replicas of `curve` behind `router` serving the route's one load
-    (planner.traffic.workload.route_requests).  Memoised per curve, route, count and router (a route's load is
-    fixed by the route and its log); the least recently used reports go first past FLEET_CACHE_REQUESTS."""
-    key = (curve, replace(route, slo_window_s=0.0), replicas, router, requests.arrival_s.size)  # windows: no effect
+    (planner.traffic.workload.route_load).  Memoised per curve, route, count, router and whether the load carries
+    prefix structure (a route's load is fixed by the route and its log; the same log without its block ids is the
+    cold load); the least recently used reports go first past FLEET_CACHE_REQUESTS."""
+    key = (curve, replace(route, slo_window_s=0.0), replicas, router, requests.arrival_s.size,  # windows: no effect
+           requests.blocks is not None)
     if key in _FLEETS:
         _FLEETS[key] = _FLEETS.pop(key)  # now the most recently used
         return _FLEETS[key]

@@ -366,7 +366,8 @@ def route_notes(s: RouteTraffic, traffic: TrafficLog) -> str:
     if s.diurnal is not None:
         parts.append("diurnal multipliers by UTC hour 0-23: " + " ".join(f"{m:.2f}" for m in s.diurnal))
     if s.reuse is not None:
-        parts.append(s.reuse.describe() + "; the plan does not use it yet: prefill is sized cold")
+        parts.append(s.reuse.describe() + "; the plan replays these prefixes: each replica keeps a prefix cache and "
+                     "prefills only the uncached tokens (plan column prefix_hit_rate_pred)")
     if traffic.skipped.count:
         parts.append(traffic.skipped.describe())
     parts.extend(s.notes)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from fleetfacts.errors import InputError
 from fleetfacts.slo import occupied_windows
-from planner.traffic.logs import TrafficLog, read_log
+from planner.traffic.logs import DEFAULT_BLOCK_SIZE, TrafficLog, log_blocks, read_log
 from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import Route
 
@@ -207,14 +207,15 @@ def synthetic_requests(route: Route, n: int = DEFAULT_SIM_REQUESTS, seed: int = 
     return Requests(np.asarray(arrival_s, dtype=float), inp, out, ", ".join(parts))
 
 
-def route_log(route: Route) -> TrafficLog | None:
+def route_log(route: Route, block_size: int | None = None) -> TrafficLog | None:
     """The route's own request log (`log`), None without one: a log of one route (or without a route column)
     whole, a log of several routes only the route's rows (own_rows; times still from the log's first arrival).
+    block_size: read its prefix structure in blocks of that many tokens (None: ignore it; read_log).
 
     Raises InputError when the log cannot be read or holds no rows of the route."""
     if not route.log:
         return None
-    traffic = read_log(route.log, route=route.name)
+    traffic = read_log(route.log, route=route.name, block_size=block_size)
     return dataclasses.replace(traffic, requests=own_rows(traffic.requests, route.name, traffic.source))
 
 
@@ -244,6 +245,10 @@ def route_log_requests(route: Route) -> tuple[np.ndarray, tuple[np.ndarray, np.n
     traffic = route_log(route)
     if traffic is None:
         return None
+    return _log_requests(traffic)
+
+
+def _log_requests(traffic: TrafficLog) -> LogRequests:
     requests = traffic.requests
     return (requests["t_s"].to_numpy(float),
             (requests["input_len"].to_numpy(), requests["output_len"].to_numpy()))
@@ -383,3 +388,36 @@ def route_requests(route: Route, log: LogRequests | None = None, blocks: BlockId
     rate = route.peak_rps
     n = max(1, min(LOAD_MAX_REQUESTS, math.ceil(rate * LOAD_HORIZON_S)))
     return synthetic_requests(route, n, LOAD_SEED)
+
+
+# ---------------------------------------------------------------- the one load of a route, with its prefixes
+
+# Tokens per block of a route's prefix structure: a route's log is read in blocks of this size (a Mooncake trace's
+# hash ids stand for 512 tokens each, and `planner traffic` reads logs so), and a route declaring
+# shared_prefix_tokens gets blocks of the same size.  Coarser than vLLM's 16-token blocks: up to one block less of a
+# shared prefix counts as cached (conservative), and the per-replica cache simulation stays cheap.
+ROUTE_BLOCK_SIZE = DEFAULT_BLOCK_SIZE
+
+RouteLog = tuple[LogRequests | None, BlockIds | None]
+
+
+def route_log_load(route: Route) -> RouteLog:
+    """The online route's own request log (route_log_requests) and its prefix structure (its requests' block ids,
+    in the log's order, read in ROUTE_BLOCK_SIZE-token blocks; None when the log has no `hash_ids` nor
+    `session_id`); (None, None) without a log.  Raises InputError as route_log does."""
+    traffic = route_log(route, ROUTE_BLOCK_SIZE) if route.traffic == "online" else None
+    if traffic is None:
+        return None, None
+    return _log_requests(traffic), log_blocks(traffic)
+
+
+def route_load(route: Route, log: LogRequests | None = None, blocks: BlockIds | None = None) -> Requests:
+    """The route's one load (route_requests) with its prefix structure, as every view of a plan replays it:
+    `blocks`, the log's (route_log_load), carried with its requests; a route without a log that declares
+    shared_prefix_tokens: every prompt's first floor(shared / ROUTE_BLOCK_SIZE) blocks shared, the rest its own
+    (BlockIds.shared).  Neither: no blocks, every prompt prefilled cold (the load route_requests gives)."""
+    requests = route_requests(route, log, blocks)
+    if log is None and route.shared_prefix_tokens > 0:
+        shared = BlockIds.shared(requests.input_len, route.shared_prefix_tokens, ROUTE_BLOCK_SIZE)
+        requests = dataclasses.replace(requests, blocks=shared)
+    return requests

@@ -18,6 +18,7 @@ from fleetfacts.errors import InputError
 from fleetfacts.schema import load_plan_rows
 from planner.cli import main
 from planner.planning import deploy
+from planner.planning.plan_pair import DIGEST_KEY, csv_digest
 from planner.sizing.plan_row import plan_rows
 from tests.conftest import cli_fits_bundled_once
 
@@ -179,8 +180,9 @@ def test_a_precision_without_a_vllm_recipe_is_refused_not_served_as_auto(rows):
 
 
 def test_deploy_states_the_router_the_plan_sized_its_replicas_behind(plan, tmp_path):
-    """The fleet was sized and judged behind plan.assumptions.json's router: every multi-replica online route's
-    files say which, the Kubernetes objects carry it, and a least-outstanding plan says a plain Service is not one."""
+    """The fleet was sized and judged behind the plan's router (its row's `router`): every multi-replica online
+    route's files say which, the Kubernetes objects carry it, and a least-outstanding plan says a plain Service is
+    not one."""
     out = tmp_path / "k8s"
     assert _deploy(plan, out, "k8s") == 0
     code = (out / "code-completion.k8s.yaml").read_text()
@@ -194,8 +196,9 @@ def test_deploy_states_the_router_the_plan_sized_its_replicas_behind(plan, tmp_p
     rr = tmp_path / "rr"
     rr.mkdir()
     data["assumptions"]["router"] = "round-robin"
-    (rr / "plan.assumptions.json").write_text(json.dumps(data))
-    (rr / "plan.csv").write_text(plan.read_text())
+    csv = plan.read_bytes().replace(b",least-outstanding,", b",round-robin,")  # its rows too
+    (rr / "plan.assumptions.json").write_text(json.dumps({**data, DIGEST_KEY: csv_digest(csv)}))
+    (rr / "plan.csv").write_bytes(csv)
     assert _deploy(rr / "plan.csv", tmp_path / "k8s-rr", "k8s") == 0
     text = (tmp_path / "k8s-rr" / "code-completion.k8s.yaml").read_text()
     assert "behind a round-robin load balancer" in text and "a plain Kubernetes Service" not in text

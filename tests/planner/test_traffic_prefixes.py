@@ -144,7 +144,7 @@ def test_traffic_reports_reuse_and_the_block_size_is_settable(tmp_path, capsys):
     assert code == 0 and "chat: prefix reuse: 55.8% of prompt tokens" in out
     assert "reuse distance p50 0, p90 0 tokens" in out and "an LRU cache of 512 tokens serves 37.6%" in out
     notes = pd.read_csv(tmp_path / "r.csv")["notes"].iloc[0]
-    assert "prefix reuse: 55.8%" in notes and "prefill is sized cold" in notes
+    assert "prefix reuse: 55.8%" in notes and "prefills only the uncached tokens" in notes
     # the same ids read as 256-token blocks do not fit the prompts: one line, exit 2
     code, out, err = cli(capsys, "traffic", "--log", path, "--out", tmp_path / "r2.csv", "--trace-block-size", 256)
     assert code == 2 and err.count("\n") == 1
