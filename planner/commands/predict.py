@@ -8,6 +8,7 @@ import argparse
 import json
 import logging
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,10 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, metavar="N", help="only with --request-rate: R req/s is the whole route's "
                    "rate, served by N replicas behind --router, simulated together on an hour of arrivals (--log: "
                    "the log's own timestamps scaled to R): the fleet tier `plan` sizes and reports online routes on")
+    p.add_argument("--kv-cache-tokens", type=int, metavar="TOKENS", help="only with --request-rate: a replica "
+                   "whose KV cache holds this many tokens instead of its profile's (a server started with another "
+                   "--gpu-memory-utilization or --num-gpu-blocks-override: the number its log prints as 'GPU KV "
+                   "cache size'); it bounds the batch and, with --log prefix structure, the prefix cache")
     p.add_argument("--router", choices=tuple(ROUTERS), help="only with --replicas: the load "
                    f"balancer (default {DEFAULT_ROUTER}, as plan assumes)")
     p.add_argument("--closed-loop", choices=CLOSED_LOOPS,
@@ -101,6 +106,7 @@ def _refuse_unused(args: argparse.Namespace) -> None:
     unused = (("--share", args.share is not None and not open_loop, "--request-rate"),
               ("--arrival-cv", args.arrival_cv is not None and not open_loop, "--request-rate"),
               ("--replicas", args.replicas is not None and not open_loop, "--request-rate"),
+              ("--kv-cache-tokens", args.kv_cache_tokens is not None and not open_loop, "--request-rate"),
               ("--router", args.router is not None and args.replicas is None, "--replicas"),
               ("--format", args.format is not None and not args.log, "--log"),
               ("--trace-block-size", args.trace_block_size is not None and not args.log, "--log"),
@@ -219,7 +225,7 @@ OVERLOAD_SERVED_SHARE = 0.8
 
 def _run_predict_open_loop(args: argparse.Namespace) -> int:
     _check_open_loop_args(args)
-    curve = _predict_curve(args)
+    curve = _with_kv_cache(_predict_curve(args), args.kv_cache_tokens)
     if args.replicas is not None:
         pred, offered_tok_s = _predict_fleet(args, curve), math.nan
     elif args.log:
@@ -238,6 +244,14 @@ def _run_predict_open_loop(args: argparse.Namespace) -> int:
         return 0
     _print_open_loop(record)
     return 0
+
+
+def _with_kv_cache(curve: Curve, tokens: int | None) -> Curve:
+    """The curve with a replica's KV cache of `tokens` (None: as profiled); InputError below one token."""
+    if tokens is None:
+        return curve
+    _positive("kv_cache_tokens", tokens)
+    return replace(curve, caps=replace(curve.caps, kv_cache_tokens=tokens))
 
 
 def _check_open_loop_args(args: argparse.Namespace) -> None:
