@@ -121,7 +121,8 @@ class PrefixReuse:
     def describe(self) -> str:
         """One line: reuse share, reuse distance p50/p90 and, when asked, the LRU cache's share."""
         text = (f"prefix reuse: {_percent(self.share)} of prompt tokens repeat an earlier request's prefix (what "
-                f"an unbounded prefix cache serves; {self.block_size}-token blocks chained as vLLM chains them)")
+                f"an unbounded prefix cache serves; {self.block_size}-token blocks chained as vLLM chains them, "
+                f"a partial block hit in the engine's {ENGINE_BLOCK_TOKENS}-token blocks)")
         if self.distances_tokens.size:
             p50, p90 = (_tokens(self.distance(q)) for q in REUSE_QUANTILES)
             text += (f"; reuse distance p50 {p50}, p90 {p90} tokens of traffic between a block's uses (an LRU cache "
