@@ -33,7 +33,7 @@ for variant in "$@"; do
   IFS='|' read -r label server_args verify_args <<< "$variant"
   [ "$(left)" -lt "${NEED:-200}" ] && { echo "== $label: not started, $(left) s left" >> "$log"; continue; }
   sed -e "/^exec vllm serve/ s#serve [^ ]*#serve $PWD/.tok/llama-3.1-8b#" \
-      -e "/^exec vllm serve/ s#\$# --seed 0 --load-format dummy --enable-prompt-tokens-details $server_args#" \
+      -e "/^exec vllm serve/ s#\$# --seed 0 --load-format dummy $server_args#" -e "/^exec vllm serve/ {/enable-prompt-tokens-details/! s#\$# --enable-prompt-tokens-details#}" \
       "$script" > "/tmp/pr/$name-$label.sh"
   echo "== $label: $(grep '^exec' "/tmp/pr/$name-$label.sh")" >> "$log"
   bash "/tmp/pr/$name-$label.sh" > "$OUT/$name-$label-server.log" 2>&1 &
