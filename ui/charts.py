@@ -22,6 +22,7 @@ import pandas as pd
 
 from planner.engine.curves import GroupKey, engine_label, group_key, version_order
 from planner.latency.analytic import Offline, Steady, analytic
+from planner.latency.closed_loop import benchmark_rounds, rounds_answer
 from planner.planning.exports import printable
 from planner.sizing.costs import breakeven_updates, monthly_total_vs_updates
 from planner.sizing.options import option_label, plan_option
@@ -423,32 +424,42 @@ def frontier_chart(table: pd.DataFrame, tpot_slo_ms: float | None = None, compac
 MS_PER_S = 1000.0
 
 
-def pareto_table(curves: Mapping, options: pd.DataFrame, route: str, input_len: float, output_len: float,
-                 per_route: int = MAX_OPTIONS_PER_ROUTE) -> pd.DataFrame:
+def pareto_table(curves: Mapping, options: pd.DataFrame, route: str, model: str, input_len: float,
+                 output_len: float, per_route: int = MAX_OPTIONS_PER_ROUTE) -> pd.DataFrame:
     """Per option of a route (its `per_route` cheapest feasible ones), tok/s per GPU against tok/s
-    per user (1000 / mean TPOT) over concurrency, at the route's mean lengths; `frontier` marks the
-    points no other option beats on both axes."""
-    by_label = {option_label(k): k for k in curves}
+    per user (1000 / mean TPOT) over concurrency, at the route's mean lengths, with the mean TTFT: each point is
+    a benchmark's closed loop simulated request by request, as `predict --concurrency C --closed-loop rounds`
+    runs it (planner.latency.closed_loop); `frontier` marks the points no other option beats on both axes. An
+    option names no model: its curve is the one of the route's `model`."""
+    by_label = {option_label(k): k for k in curves if k.model == model}
     chosen = _route_options(options, route, per_route)
     rows = []
     for option in chosen["option"]:
         key = by_label.get(option)
-        if key is None:
-            continue
-        curve = curves[key]
-        for c in sweep_loads(curve, input_len, output_len, "concurrency"):
-            pred = analytic(curve, Steady(input_len, output_len, float(c))).prediction
-            if not pred.tpot_ms or pred.tpot_ms <= 0:
-                continue
-            rows.append({"option": option, "engine": key.engine, "gpu": key.gpu, "tp": int(key.tp),
-                         "concurrency": float(c), "tpot_ms": pred.tpot_ms,
-                         "tok_s_per_user": MS_PER_S / pred.tpot_ms,
-                         "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp),
-                         "provenance": "extrapolated" if pred.extrapolated else "predicted"})
-    table = pd.DataFrame(rows, columns=["option", "engine", "gpu", "tp", "concurrency", "tpot_ms", "tok_s_per_user",
-                                        "tok_s_per_gpu", "provenance"])
+        if key is not None:
+            rows += _pareto_rows(option, key, curves[key], input_len, output_len)
+    table = pd.DataFrame(rows, columns=PARETO_COLUMNS)
     table["frontier"] = _dominates_none(table)
     return table
+
+
+PARETO_COLUMNS = ["option", "engine", "gpu", "tp", "concurrency", "ttft_ms", "tpot_ms", "tok_s_per_user",
+                  "tok_s_per_gpu", "provenance"]
+
+
+def _pareto_rows(option: str, key: GroupKey, curve, input_len: float, output_len: float) -> list[dict]:
+    """One option's points over concurrency, each the closed loop `predict --closed-loop rounds` simulates."""
+    rows = []
+    for c in sweep_loads(curve, input_len, output_len, "concurrency"):
+        pred = rounds_answer(curve, benchmark_rounds(input_len, output_len, int(c))).prediction
+        if not pred.tpot_ms or not pred.tpot_ms > 0:
+            continue
+        rows.append({"option": option, "engine": key.engine, "gpu": key.gpu, "tp": int(key.tp),
+                     "concurrency": float(c), "ttft_ms": pred.ttft_ms, "tpot_ms": pred.tpot_ms,
+                     "tok_s_per_user": MS_PER_S / pred.tpot_ms,
+                     "tok_s_per_gpu": _per_gpu(pred.output_tok_per_s, key.tp),
+                     "provenance": "extrapolated" if pred.extrapolated else "predicted"})
+    return rows
 
 
 def _route_options(options: pd.DataFrame, route: str, per_route: int) -> pd.DataFrame:
@@ -512,7 +523,7 @@ def pareto_chart(table: pd.DataFrame, points: pd.DataFrame, tpot_slo_ms: float |
     lines = alt.Chart(table).mark_line(strokeWidth=2, opacity=0.8).encode(
         x=x, y=y, color=colour, detail="option:N", order="concurrency:Q",
         strokeDash=alt.StrokeDash("provenance:N", scale=_dash(), title="curve is", legend=extra_legend),
-        tooltip=[*tooltip, alt.Tooltip("provenance:N")])
+        tooltip=[*tooltip, alt.Tooltip("ttft_ms:Q", format=",.1f", title="mean TTFT ms"), alt.Tooltip("provenance:N")])
     front = alt.Chart(table[table["frontier"]].assign(line="Pareto frontier")).mark_line(
         strokeWidth=5, opacity=0.25, color="black").encode(
         x=x, y=y, order="tok_s_per_user:Q", strokeWidth=alt.StrokeWidth(

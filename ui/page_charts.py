@@ -164,16 +164,16 @@ def latency_frontier(result: PlanResult, routes: pd.DataFrame) -> None:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def pareto_data(options: pd.DataFrame, plan: pd.DataFrame, route: str, input_len: float,
+def pareto_data(options: pd.DataFrame, plan: pd.DataFrame, route: str, model: str, input_len: float,
                 output_len: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    table = charts.pareto_table(bundled_inputs().curves, options, route, input_len, output_len)
+    table = charts.pareto_table(bundled_inputs().curves, options, route, model, input_len, output_len)
     return table, charts.operating_points(options, plan, route)
 
 
 def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
     route = st.selectbox("Route", list(routes["name"]), key="pareto_route", format_func=printable)
     row = routes.set_index("name").loc[route]
-    table, points = pareto_data(result.options, result.plan, route, float(row["input_len_mean"]),
+    table, points = pareto_data(result.options, result.plan, route, str(row["model"]), float(row["input_len_mean"]),
                                 float(row["output_len_mean"]))
     if table.empty:
         st.info(f"No feasible option for '{printable(route)}' to draw.")
@@ -183,7 +183,9 @@ def pareto(result: PlanResult, routes: pd.DataFrame) -> None:
                 "are means): an option runs at or right of it." if math.isfinite(slo) else " The route has no TPOT SLO.")
     st.caption(f"Throughput per GPU against speed per user for the {charts.MAX_OPTIONS_PER_ROUTE} cheapest feasible "
                f"options of '{printable(route)}', as concurrency rises, at {row['input_len_mean']:.0f} in / "
-               f"{row['output_len_mean']:.0f} out (predicted mean TPOT). The grey band is the Pareto frontier; "
+               f"{row['output_len_mean']:.0f} out: each point is a benchmark's clients at that concurrency, simulated "
+               "request by request (mean TPOT; the tooltip gives the mean TTFT), as `predict --concurrency C "
+               "--closed-loop rounds` gives it. The grey band is the Pareto frontier; "
                f"dots are where the plan runs each option, the ringed one is the choice; a dashed curve is "
                f"extrapolated or published, not measured.{slo_note}")
     show_chart(charts.pareto_chart(table, points, slo, legend_columns=legend_columns(),

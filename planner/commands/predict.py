@@ -33,6 +33,7 @@ from planner.latency import (
     with_server_latency_of,
 )
 from planner.latency.analytic import AnalyticLoad, Offline, Rounds, Steady, analytic
+from planner.latency.closed_loop import ROUNDS_PER_CLIENT, benchmark_rounds
 from planner.traffic.logs import DEFAULT_BLOCK_SIZE, FORMATS, TrafficLog, log_blocks, read_log
 from planner.traffic.routes import Route
 from planner.traffic.workload import route_requests
@@ -87,7 +88,7 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                         "'rounds' = a benchmark's clients starting together and staying in step "
                         "(vllm bench serve --max-concurrency), whose mean TTFT is far higher")
     p.add_argument("--num-requests", type=int, help="only with --closed-loop rounds: requests sent in all "
-                   "(default: 4 x concurrency)")
+                   f"(default: {ROUNDS_PER_CLIENT} x concurrency)")
     p.add_argument("--profiles", metavar="DIR", help="profiles directory (default: bundled profiles/)")
     p.add_argument("--model-config", metavar="PATH", help="the model's Hugging Face config.json (or its folder): "
                    "predict by transfer from its architecture")
@@ -158,7 +159,7 @@ def _analytic_load(args: argparse.Namespace) -> AnalyticLoad:
     if args.batch_size is not None:
         return Offline(args.input_len, args.output_len, args.batch_size)
     if args.closed_loop == "rounds":
-        return Rounds(args.input_len, args.output_len, args.concurrency, args.num_requests or 4 * args.concurrency)
+        return benchmark_rounds(args.input_len, args.output_len, args.concurrency, args.num_requests)
     return Steady(args.input_len, args.output_len, args.concurrency)
 
 

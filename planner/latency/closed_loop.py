@@ -28,6 +28,9 @@ from planner.latency.simulate import step_model
 
 # A run longer than this many iterations is not simulated step by step (the analytic rounds answer instead).
 MAX_STEPS = 2_000_000
+# Requests per client a benchmark's closed loop sends unless told (`predict --closed-loop rounds` without
+# --num-requests, the app's Pareto chart): four rounds, enough for the clients to fall out of step.
+ROUNDS_PER_CLIENT = 4
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,12 @@ def simulate_closed_loop(curve: CurveLike, concurrency: int, requests: int, inpu
             raise OverflowError("closed loop too long to simulate step by step")
         loop.iterate()
     return ClosedLoopRun(np.array(loop.ttfts), np.array(loop.tpots), loop.clock, loop.requests * loop.output_len)
+
+
+def benchmark_rounds(input_len: float, output_len: float, concurrency: int, requests: int | None = None) -> Rounds:
+    """The closed loop `predict --closed-loop rounds` runs: `requests` in all (default ROUNDS_PER_CLIENT per
+    client)."""
+    return Rounds(input_len, output_len, concurrency, requests or ROUNDS_PER_CLIENT * int(concurrency))
 
 
 # The tier of a closed loop simulated request by request.

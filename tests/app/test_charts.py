@@ -145,7 +145,7 @@ def test_frontier_chart_names_its_engines_and_line_kinds(inputs):
 def test_pareto_per_route_marks_the_frontier_the_choice_and_the_slo(inputs, result):
     routes = load_routes(REPO_ROUTES).set_index("name")
     chat = routes.loc["chat"]
-    table = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    table = charts.pareto_table(inputs.curves, result.options, "chat", MODEL, chat["input_len_mean"], chat["output_len_mean"])
     assert table["option"].nunique() > 1
     front = table[table["frontier"]]
     for _, p in front.iterrows():
@@ -162,6 +162,28 @@ def test_pareto_per_route_marks_the_frontier_the_choice_and_the_slo(inputs, resu
     spec = charts.pareto_chart(table, points, float(chat["tpot_slo_ms"])).to_dict()
     assert_every_line_in_a_legend(spec, "option")
     assert "TPOT SLO" in str(spec) and "chosen" in str(spec)
+
+
+@pytest.mark.parametrize("concurrency", [8, 64])
+def test_the_pareto_points_are_predict_s_benchmark_closed_loop(inputs, result, capsys, concurrency):
+    """A Pareto point's TTFT, TPOT and tok/s are `predict --concurrency C --closed-loop rounds --json`'s for the
+    same curve and lengths."""
+    from planner.cli import main
+    chat = load_routes(REPO_ROUTES).set_index("name").loc["chat"]
+    table = charts.pareto_table(inputs.curves, result.options, "chat", MODEL, chat["input_len_mean"], chat["output_len_mean"])
+    curve = table[table["option"] == "vllm/0.26.0/h200/bf16/tp1"]
+    point = curve.loc[[(curve["concurrency"] - concurrency).abs().idxmin()]]  # the swept concurrency nearest
+    concurrency = int(point["concurrency"].iloc[0])
+    assert main(["predict", "--gpu", "h200", "--engine", "vllm", "--engine-version", "0.26.0", "--model", MODEL,
+                 "--precision", "bf16", "--tp", "1", "--input-len", f"{chat['input_len_mean']:g}", "--output-len",
+                 f"{chat['output_len_mean']:g}", "--concurrency", str(concurrency), "--closed-loop", "rounds",
+                 "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["tier"] == "closed-loop simulated"
+    p = point.iloc[0]
+    assert p["ttft_ms"] == pytest.approx(record["ttft_ms"], rel=1e-9)
+    assert p["tpot_ms"] == pytest.approx(record["tpot_ms"], rel=1e-9)
+    assert p["tok_s_per_gpu"] == pytest.approx(record["output_tok_per_s"], rel=1e-9)
 
 
 def test_option_costs_flag_exactly_the_recommendations(result):
@@ -317,7 +339,7 @@ def every_chart(inputs, result) -> list:
     sens = pd.DataFrame({"traffic_growth": [1.0, 2.0], "gpu_price_factor": [1.0, 1.0],
                          "total_usd_per_month": [1.0, 2.0], "gpus": [1.0, 2.0], "infeasible": [0.0, 0.0]})
     chat = load_routes(REPO_ROUTES).set_index("name").loc["chat"]
-    pareto = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    pareto = charts.pareto_table(inputs.curves, result.options, "chat", MODEL, chat["input_len_mean"], chat["output_len_mean"])
     return [
         charts.throughput_chart(charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline", keys),
                                 charts.profile_points(inputs.profiles_df, MODEL, 512, 256)),
@@ -353,7 +375,7 @@ def test_every_line_legend_has_solid_swatches(inputs, result):
 def test_an_engine_keeps_one_hue_across_charts(inputs, result):
     chat = load_routes(REPO_ROUTES).set_index("name").loc["chat"]
     throughput = charts.throughput_table(inputs.curves, MODEL, 512, 256, "offline")
-    pareto = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    pareto = charts.pareto_table(inputs.curves, result.options, "chat", MODEL, chat["input_len_mean"], chat["output_len_mean"])
     points = charts.operating_points(result.options, result.plan, "chat")
     for chart, frame, field in ((charts.throughput_chart(throughput, throughput.iloc[:0].assign(source="")), throughput,
                                  "series"), (charts.pareto_chart(pareto, points), pareto, "option")):
@@ -369,7 +391,7 @@ def test_an_engine_keeps_one_hue_across_charts(inputs, result):
 
 def test_the_chosen_pareto_point_is_labelled_and_its_place_explained(inputs, result):
     chat = load_routes(REPO_ROUTES).set_index("name").loc["chat"]
-    table = charts.pareto_table(inputs.curves, result.options, "chat", chat["input_len_mean"], chat["output_len_mean"])
+    table = charts.pareto_table(inputs.curves, result.options, "chat", MODEL, chat["input_len_mean"], chat["output_len_mean"])
     points = charts.operating_points(result.options, result.plan, "chat")
     chosen = points.loc[points["recommended"], "option"].iloc[0]
     spec = charts.pareto_chart(table, points, 50.0).to_dict()
@@ -422,7 +444,7 @@ def test_a_cheaper_option_passed_over_is_marked_with_its_reason_in_the_cost_char
     assert "passed_over" in spec and "strokeDash" in spec
     (route, option), why = next(iter(passed.items()))
     row = load_routes(REPO_ROUTES).set_index("name").loc[route]
-    curves = charts.pareto_table(inputs.curves, result.options, route, row["input_len_mean"], row["output_len_mean"])
+    curves = charts.pareto_table(inputs.curves, result.options, route, row["model"], row["input_len_mean"], row["output_len_mean"])
     points = charts.operating_points(result.options, result.plan, route)
     above = points.assign(tok_s_per_gpu=np.where(points["recommended"], 0.0, points["tok_s_per_gpu"]))
     best = curves.assign(tok_s_per_gpu=np.where(curves["option"] == option, 1e9, curves["tok_s_per_gpu"]))
