@@ -47,15 +47,18 @@ def test_timing_against_controlled_server(timed_server, done, usage):
     first, second = sorted(result.results, key=lambda r: r.start_s)
     assert second.start_s >= first.end_s
     for r, sent in zip((first, second), server.sent, strict=True):
-        chunks = np.array(sent["chunks"])
+        chunks = np.array(sent["chunks"])  # when the server sent each token (the same perf_counter clock)
         assert r.output_tokens == N_TOKENS == len(chunks)
         assert r.start_s <= sent["received"] and r.ttft_s >= TTFT_S  # the server slept at least TTFT_S
-        assert r.ttft_s == pytest.approx(chunks[0] - r.start_s, abs=TOL_S)  # the first token, not the headers
-        assert len(r.itl_s) == N_TOKENS - 1
-        assert np.allclose(r.itl_s, np.diff(chunks), rtol=0, atol=TOL_S) and min(r.itl_s) >= ITL_S - TOL_S
+        assert len(r.itl_s) == N_TOKENS - 1 and min(r.itl_s) >= 0
+        # When the client read each token: never before the server sent it (a TTFT taken at the headers, or a
+        # gap given to the wrong token, reads one too early), and the gaps add up to the span from the first
+        # token to the last.  A descheduled client may read two tokens together (one gap ~0 after a long one),
+        # so the per-gap equality with the server's gaps is not asserted.
+        read = r.start_s + r.ttft_s + np.concatenate([[0.0], np.cumsum(r.itl_s)])
+        assert np.all(read >= chunks - 1e-6)
+        assert read[-1] <= r.end_s and r.e2e_s >= chunks[-1] - r.start_s - 1e-6
         assert r.tpot_s == (r.e2e_s - r.ttft_s) / (N_TOKENS - 1)   # exactly the definition
-        assert r.tpot_s == pytest.approx((chunks[-1] - chunks[0]) / (N_TOKENS - 1), abs=TOL_S)
-        assert r.e2e_s == pytest.approx(chunks[-1] - r.start_s, abs=TOL_S)
     assert server.bodies[0]["auth"] == "Bearer sk-test" and server.bodies[0]["body"]["ignore_eos"] is True
     assert server.bodies[0]["body"]["prompt"] != server.bodies[1]["body"]["prompt"]
 
