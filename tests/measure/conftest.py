@@ -129,8 +129,8 @@ class TimedSSE(BaseHTTPRequestHandler):
             for i in range(n):
                 if i:
                     time.sleep(cfg["itl_s"])
+                chunks.append(time.perf_counter())  # stamped before the write: no client reads it earlier
                 self._send({"choices": [{"index": 0, "text": f"w{i} "}]})
-                chunks.append(time.perf_counter())
         finally:
             if slots is not None:
                 slots.release()
