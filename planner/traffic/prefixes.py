@@ -73,6 +73,25 @@ class BlockIds:
         """The requests at `index` (a boolean mask, positions or a slice), in that order."""
         return BlockIds(tuple(self.hash_ids[k] for k in np.arange(len(self))[index]), self.block_size)
 
+    def id_range(self) -> tuple[int, int]:
+        """(lowest block id, one past the highest): (0, 0) without blocks."""
+        used = [ids for ids in self.hash_ids if ids.size]
+        if not used:
+            return 0, 0
+        return min(int(ids.min()) for ids in used), max(int(ids.max()) for ids in used) + 1
+
+    def shifted(self, offset: int) -> BlockIds:
+        """The same structure with every id moved by `offset` (another route's ids kept apart from these)."""
+        return BlockIds(tuple(ids + offset for ids in self.hash_ids), self.block_size) if offset else self
+
+    @classmethod
+    def joined(cls, parts: Sequence[BlockIds], block_size: int) -> BlockIds:
+        """The requests of `parts` one after another (their ids as they are: equal ids stay equal tokens)."""
+        if any(p.block_size != block_size for p in parts):
+            raise InputError(f"block ids: expected blocks of {block_size} tokens in every part, got "
+                             f"{sorted({p.block_size for p in parts})}")
+        return cls(tuple(ids for p in parts for ids in p.hash_ids), int(block_size))
+
     @classmethod
     def shared(cls, prompt_tokens: np.ndarray, shared_tokens: int, block_size: int) -> BlockIds:
         """Requests that all start with the same `shared_tokens` prompt tokens (a system prompt) and share nothing
