@@ -27,8 +27,7 @@ import numpy as np
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck, judge
 from planner.engine.curves import CurveLike
-from planner.latency import DEFAULT_ROUTER, Fleet, predict, service_time_s
-from planner.latency.simulate import SimResult
+from planner.latency import DEFAULT_ROUTER, Fleet, SimResult, predict, service_time_s
 from planner.sizing.search import bisect_replicas
 from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import Route
