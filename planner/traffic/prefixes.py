@@ -279,6 +279,20 @@ def hit_tokens(requests: PromptBlocks, capacity_tokens: int, block_size: int) ->
     return CacheHits(infinite, lru)
 
 
+def unbounded_share(blocks: BlockIds, prompt_tokens: np.ndarray) -> float:
+    """The share of prompt tokens an unbounded prefix cache serves (requests in the given order; what
+    prefix_reuse's `share` gives, without its reuse distances).  NaN without prompt tokens."""
+    prompts = np.asarray(prompt_tokens, dtype=np.int64)
+    seen: OrderedDict[int, int] = OrderedDict()
+    reused = 0
+    for _, prompt in _walk(PromptBlocks(np.arange(len(prompts), dtype=float), prompts, blocks.hash_ids),
+                           blocks.block_size):
+        reused += leading_tokens(prompt, seen)[0]
+        remember(seen, prompt)
+    total = int(prompts.sum())
+    return reused / total if total else math.nan
+
+
 def prefix_reuse(requests: PromptBlocks, block_size: int, cache_tokens: int | None = None) -> PrefixReuse:
     """The share of prompt tokens an unbounded prefix cache serves, and per reused block its reuse distance: the
     cached prompt tokens (full blocks) of the requests that arrived between its previous use and this one.  An
