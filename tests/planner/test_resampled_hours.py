@@ -48,7 +48,7 @@ def test_windows_carry_their_block_ids_in_the_order_they_are_joined():
     """A load with prefix structure: each window keeps its requests' block ids, and windows joined in another
     order (a resampled hour) carry them in that order."""
     t = np.array([5.0, 10.0, 70.0, 200.0])
-    ids = BlockIds(tuple(np.array([0, k + 1]) for k in range(4)), 512)
+    ids = BlockIds.of([[0, k + 1] for k in range(4)], 512)
     load = Requests(t, np.array([600, 700, 800, 900]), np.array([5, 6, 7, 8]), "test", ids)
     _, blocks = window_blocks(load, 60.0)
     assert [[a.tolist() for a in b.blocks.hash_ids] for b in blocks] == [[[0, 1], [0, 2]], [[0, 3]], [[0, 4]]]
