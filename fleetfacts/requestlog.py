@@ -275,8 +275,23 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
             _add_record(columns, rows, {**{k: v for k, v in usage.items() if k in GENERIC_COLUMNS}, **record,
                                         "line": number})
             rows += 1
-    frame = pd.DataFrame(columns) if rows else pd.DataFrame({"line": []})
-    return frame, tuple(bad)
+    return (_frame(columns) if rows else pd.DataFrame({"line": []})), tuple(bad)
+
+
+def _frame(columns: dict[str, list[object]]) -> pd.DataFrame:
+    """The columns as a frame, each list let go once it is a column (a hash column as objects, never inferred)."""
+    frame = pd.DataFrame(index=pd.RangeIndex(len(columns["line"])))
+    for key in list(columns):
+        values = columns.pop(key)
+        if key == HASH_COLUMN:
+            cells = np.empty(len(values), dtype=object)
+            for k, value in enumerate(values):
+                cells[k] = value
+            frame[key] = cells
+        else:
+            frame[key] = values
+        del values
+    return frame
 
 
 def _add_record(columns: dict[str, list[object]], row: int, record: dict[str, object]) -> None:
@@ -286,10 +301,29 @@ def _add_record(columns: dict[str, list[object]], row: int, record: dict[str, ob
         column = columns.get(key)
         if column is None:
             column = columns[key] = [None if key == HASH_COLUMN else ""] * row
-        column.append(value if key == "line" else _hash_cell(value) if key == HASH_COLUMN else _cell_text(value))
+        column.append(_json_cell(key, value))
     for key, column in columns.items():
         if len(column) == row:
             column.append(None if key == HASH_COLUMN else "")
+
+
+# JSON keys of the timestamp and token counts (any case): a number there is kept as a number, which the parsing
+# reads as its text (a million cells as text cost ~100 MB more than as numbers).
+NUMERIC_KEYS = frozenset(name.lower() for name in (*AZURE_COLUMNS, *MOONCAKE_COLUMNS, *GENERIC_COLUMNS,
+                                                   *(n for names in GENERIC_COUNT_NAMES for n in names))
+                         if name.lower() != "route")
+
+
+def _json_cell(key: str, value: object) -> object:
+    """A JSON value as the raw frame holds it: the line number and a count's or timestamp's number as they are, a
+    hash list as _hash_cell gives it, anything else as text (_cell_text)."""
+    if key == "line":
+        return value
+    if key == HASH_COLUMN:
+        return _hash_cell(value)
+    if key.lower() in NUMERIC_KEYS and type(value) in (int, float) and value == value:  # not a bool, not NaN
+        return value
+    return _cell_text(value)
 
 
 def _hash_cell(value: object) -> object:
