@@ -168,6 +168,7 @@ def read_log(path: str | Path, fmt: str | None = None, route: str | None = None,
     default_route = route or path.stem
     columns = _columns(raw, fmt, path)
     frame, skips = _rows(raw, columns, fmt, default_route, path, strict)
+    del raw  # its text cells: the rows are parsed
     skips = {**({"json": json_skips} if json_skips else {}), **skips}
     return _finish(frame, skips, fmt, path, block_size)
 
@@ -252,7 +253,10 @@ def _read_raw(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
-    records, bad = [], []
+    """The records' values column by column (a million records held as dicts at once cost a gigabyte), each cell
+    as text except a hash list, which stays a list; and the lines that are not a JSON object."""
+    columns: dict[str, list[object]] = {}
+    rows, bad = 0, []
     with open(path, encoding="utf-8-sig") as handle:
         for number, text in enumerate(handle, start=1):
             if not text.strip():
@@ -268,12 +272,66 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, tuple[int, ...]]:
             usage = record.get("usage")
             if not isinstance(usage, dict):
                 usage = {}
-            records.append({**{k: v for k, v in usage.items() if k in GENERIC_COLUMNS}, **record, "line": number})
-    frame = pd.DataFrame.from_records(records) if records else pd.DataFrame({"line": []})
-    for column in frame.columns:
-        if column not in ("line", HASH_COLUMN):  # a hash list stays a list
-            frame[column] = frame[column].map(_cell_text)
-    return frame, tuple(bad)
+            _add_record(columns, rows, {**{k: v for k, v in usage.items() if k in GENERIC_COLUMNS}, **record,
+                                        "line": number})
+            rows += 1
+    return (_frame(columns) if rows else pd.DataFrame({"line": []})), tuple(bad)
+
+
+def _frame(columns: dict[str, list[object]]) -> pd.DataFrame:
+    """The columns as a frame, each list let go once it is a column (a hash column as objects, never inferred)."""
+    frame = pd.DataFrame(index=pd.RangeIndex(len(columns["line"])))
+    for key in list(columns):
+        values = columns.pop(key)
+        if key == HASH_COLUMN:
+            cells = np.empty(len(values), dtype=object)
+            for k, value in enumerate(values):
+                cells[k] = value
+            frame[key] = cells
+        else:
+            frame[key] = values
+        del values
+    return frame
+
+
+def _add_record(columns: dict[str, list[object]], row: int, record: dict[str, object]) -> None:
+    """Append record number `row` to `columns` (a key first seen here: blank in the rows before; a key the record
+    lacks: blank)."""
+    for key, value in record.items():
+        column = columns.get(key)
+        if column is None:
+            column = columns[key] = [None if key == HASH_COLUMN else ""] * row
+        column.append(_json_cell(key, value))
+    for key, column in columns.items():
+        if len(column) == row:
+            column.append(None if key == HASH_COLUMN else "")
+
+
+# JSON keys of the timestamp and token counts (any case): a number there is kept as a number, which the parsing
+# reads as its text (a million cells as text cost ~100 MB more than as numbers).
+NUMERIC_KEYS = frozenset(name.lower() for name in (*AZURE_COLUMNS, *MOONCAKE_COLUMNS, *GENERIC_COLUMNS,
+                                                   *(n for names in GENERIC_COUNT_NAMES for n in names))
+                         if name.lower() != "route")
+
+
+def _json_cell(key: str, value: object) -> object:
+    """A JSON value as the raw frame holds it: the line number and a count's or timestamp's number as they are, a
+    hash list as _hash_cell gives it, anything else as text (_cell_text)."""
+    if key == "line":
+        return value
+    if key == HASH_COLUMN:
+        return _hash_cell(value)
+    if key.lower() in NUMERIC_KEYS and type(value) in (int, float) and value == value:  # not a bool, not NaN
+        return value
+    return _cell_text(value)
+
+
+def _hash_cell(value: object) -> object:
+    """A JSON hash list of whole numbers within MAX_HASH_ID as an int64 array (a tenth of a list's memory:
+    its ids are not small ints Python shares), anything else as it came (_hash_list says what is wrong)."""
+    if isinstance(value, list) and all(type(item) is int and abs(item) <= MAX_HASH_ID for item in value):
+        return np.array(value, dtype=np.int64)
+    return value
 
 
 def _cell_text(value: object) -> str:
@@ -466,19 +524,25 @@ def _prefixes(frame: pd.DataFrame, block_size: int, path: Path) -> np.ndarray:
 
 
 def _hash_list(value: object, tokens: int, line: int, block_size: int, path: Path) -> np.ndarray:
-    """A `hash_ids` cell (a JSON list, or ids separated by ';') as int64, one id per block of the prompt."""
-    items = value if isinstance(value, list) else [] if _blank(value) else str(value).split(";")
-    ids = [_hash_id(item) for item in items]
+    """A `hash_ids` cell (a JSON list, its ids already an int64 array, or ids separated by ';') as int64, one id
+    per block of the prompt."""
     at = f"{path}, line {line}, column {HASH_COLUMN!r}"
-    if any(i is None for i in ids):
-        shown = str(value)[:80]
-        raise InputError(f"{at}: expected a list of integer block hashes (a JSON list, or ';'-separated in CSV), "
-                         f"got {shown!r}")
+    ids = value if isinstance(value, np.ndarray) else _listed_ids(value, at)
     need = blocks_for(tokens, block_size)
     if len(ids) != need:
         raise InputError(f"{at}: {len(ids)} hash ids for a {tokens}-token prompt; blocks of {block_size} tokens "
                          f"need {need} (one per block, the last may be partial): was the log written with another "
                          f"block size? (--trace-block-size)")
+    return ids
+
+
+def _listed_ids(value: object, at: str) -> np.ndarray:
+    items = value if isinstance(value, list) else [] if _blank(value) else str(value).split(";")
+    ids = [_hash_id(item) for item in items]
+    if any(i is None for i in ids):
+        shown = str(value)[:80]
+        raise InputError(f"{at}: expected a list of integer block hashes (a JSON list, or ';'-separated in CSV), "
+                         f"got {shown!r}")
     return np.array(ids, dtype=np.int64)
 
 

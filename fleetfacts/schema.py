@@ -401,6 +401,10 @@ FLEET = Schema(
         Column("gpu_usd_per_month", "float", True, "GPU cost, USD per month (cold starts included)", minimum=0),
         Column("sim_attainment", "float", False, "lowest share of a served route's simulated requests meeting "
                "its SLOs (batch: the job finished by its deadline)", minimum=0),
+        Column("prefix_hit_rate_pred", "float", False, "routes with prefix structure (a log's hash_ids or "
+               "session_id, or shared_prefix_tokens): prompt tokens found in the replicas' prefix caches over their "
+               "prompt tokens, simulated at the busiest hour (a kept option: its plan row's); blank without",
+               minimum=0),
         Column("notes", "str", False, ""),
     ),
 )

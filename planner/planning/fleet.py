@@ -128,6 +128,7 @@ class Deployment:
     replicas: tuple[int, ...] = ()  # per period (shared)
     reserved: int = 0
     attainment: float = math.nan
+    prefix_hit_rate: float = math.nan  # at its busiest level's simulation (a kept option: its plan row's)
     notes: str = ""
 
 
@@ -327,10 +328,10 @@ def _checked(d: Deployment, units: list[Unit], periods: int, a: Assumptions) -> 
     """A shared deployment after its simulation check: at each replica level of its day, the busiest hour
     simulated and replicas added until every route served meets its SLOs for the target share."""
     if d.kind != SHARED:
-        return replace(d, attainment=_choice_attainment(d.choice))
+        return replace(d, attainment=_choice_attainment(d.choice), prefix_hit_rate=_choice_hit_rate(d.choice))
     assert d.candidate is not None
     replicas = list(d.replicas)
-    worst = 1.0
+    worst, hit_rate = 1.0, math.nan
     for level in sorted(set(d.replicas)):
         hours = [h for h in range(periods) if d.replicas[h] == level]
         busiest = max(hours, key=lambda h: sum(units[k].rps[h] for k in d.units))
@@ -345,10 +346,11 @@ def _checked(d: Deployment, units: list[Unit], periods: int, a: Assumptions) -> 
         for h in hours:
             replicas[h] = max(replicas[h], best)
         worst = min(worst, min(reached.values()))
+        hit_rate = fleet_check.prefix_hit_rate(d.candidate.curve, streams, best, target=a.slo_attainment)
     added = [f"{r - o:+d} at hour {h}" for h, (o, r) in enumerate(zip(d.replicas, replicas, strict=True)) if r != o]
     notes = ("simulation added replicas: " + ", ".join(added[:6]) + (" ..." if len(added) > 6 else "")) if added \
         else ""
-    return replace(d, replicas=tuple(replicas), attainment=worst, notes=notes)
+    return replace(d, replicas=tuple(replicas), attainment=worst, prefix_hit_rate=hit_rate, notes=notes)
 
 
 def _best_reserved(d: Deployment, prices: Prices) -> Deployment:
@@ -372,6 +374,11 @@ def _choice_attainment(choice: Choice | None) -> float:
     return math.nan if value is None or pd.isna(value) else float(value)
 
 
+def _choice_hit_rate(choice: Choice | None) -> float:
+    value = choice.row.get("prefix_hit_rate_pred") if choice is not None else None
+    return float(value) if isinstance(value, (int, float)) and not pd.isna(value) else math.nan
+
+
 def _route_by_route(kept: list[Choice], baseline: PlanResult, catalog: Catalog) -> list[Deployment]:
     """Every route on its own planned option: the fleet when the program's fleet, once checked, is not cheaper."""
     fleet = [Deployment(KEPT, c.model, choice=c, attainment=_choice_attainment(c)) for c in kept]
@@ -383,10 +390,10 @@ def _route_by_route(kept: list[Choice], baseline: PlanResult, catalog: Catalog) 
 
 
 def _planned_row(baseline: PlanResult, plan_row: PlanRow) -> dict[str, Any]:
-    """The options-table row of the option a plan row recommends."""
+    """The options-table row of the option a plan row recommends, with the plan row's prefix_hit_rate_pred."""
     options = baseline.options
     match = options[(options["route"] == plan_row.route) & (options["option"] == plan_row.option)]
-    return dict(match.iloc[0].to_dict())
+    return {**match.iloc[0].to_dict(), "prefix_hit_rate_pred": plan_row.prefix_hit_rate_pred}
 
 
 def _baseline_total(baseline: PlanResult) -> float:
@@ -530,7 +537,9 @@ def _fleet_row(name: str, d: Deployment, units: list[Unit], prices: Prices) -> d
             "replicas_by_hour": ";".join(str(n) for n in replicas) if len(replicas) > 1 else "",
             "reserved_replicas": d.reserved, "gpus_max": max(replicas) * tp, "pricing": pricing,
             "gpu_usd_per_month": round(_gpu_usd(d, prices), 2),
-            "sim_attainment": None if math.isnan(d.attainment) else round(d.attainment, 4), "notes": d.notes}
+            "sim_attainment": None if math.isnan(d.attainment) else round(d.attainment, 4),
+            "prefix_hit_rate_pred": None if math.isnan(d.prefix_hit_rate) else round(d.prefix_hit_rate, 4),
+            "notes": d.notes}
 
 
 def _with_gpu_range(row: dict[str, Any], options: pd.DataFrame) -> dict[str, Any]:

@@ -27,10 +27,12 @@ import numpy as np
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck, judge
 from planner.engine.curves import CurveLike
-from planner.latency import DEFAULT_ROUTER, Fleet, predict, service_time_s
+from planner.latency import DEFAULT_ROUTER, Fleet, SimResult, predict, service_time_s
 from planner.sizing.search import bisect_replicas
+from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import Route
 from planner.traffic.workload import (
+    ROUTE_BLOCK_SIZE,
     SIM_MAX_REPLICAS,
     SIM_MAX_REQUESTS,
     SIM_MIN_MEASURED,
@@ -39,8 +41,9 @@ from planner.traffic.workload import (
     THINNING_MARGIN,
     THINNING_SLACK,
     Requests,
+    route_load,
+    route_log_load,
     route_log_requests,
-    route_requests,
     thinned_gamma,
 )
 
@@ -91,7 +94,7 @@ class Stream:
 # waterfall) simulate the same deployment on the same streams again; a simulation is seeded, so its result
 # is the same.  Bounded, so a long-running app process does not grow without limit.
 SIM_MEMO_SIZE = 512
-_ATTAINED: OrderedDict[Hashable, dict[str, SloCheck]] = OrderedDict()
+_ATTAINED: OrderedDict[Hashable, _Simulated] = OrderedDict()
 _ATTAINED_LOCK = threading.Lock()
 
 
@@ -105,14 +108,32 @@ def checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int
            target: float = 0.99) -> dict[str, SloCheck]:
     """Each route's SLO verdict (fleetfacts.slo) with `replicas` replicas of `curve` serving every stream (a
     simulation already run on the same curve object, streams, replicas, seed and target is reused)."""
+    return dict(_simulation(curve, streams, replicas, seed, target).checks)
+
+
+def prefix_hit_rate(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0,
+                    target: float = 0.99) -> float:
+    """Prompt tokens found in the replicas' prefix caches over the prompt tokens of the streams with prefix
+    structure (served requests), in the same simulation as `checks`; NaN when no stream has any."""
+    return _simulation(curve, streams, replicas, seed, target).prefix_hit_rate
+
+
+@dataclass(frozen=True)
+class _Simulated:
+    checks: dict[str, SloCheck]
+    prefix_hit_rate: float
+
+
+def _simulation(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int,
+                target: float) -> _Simulated:
     key = (curve, tuple(streams), replicas, seed, target)
     with _ATTAINED_LOCK:
         if key in _ATTAINED:
             _ATTAINED.move_to_end(key, last=False)
-            return dict(_ATTAINED[key])
+            return _ATTAINED[key]
     out = _simulated_checks(curve, streams, replicas, seed, target)
     with _ATTAINED_LOCK:
-        _ATTAINED[key] = dict(out)
+        _ATTAINED[key] = out
         _ATTAINED.move_to_end(key, last=False)
         while len(_ATTAINED) > SIM_MEMO_SIZE:
             _ATTAINED.popitem(last=True)
@@ -120,25 +141,34 @@ def checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int
 
 
 def _simulated_checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int,
-                      target: float) -> dict[str, SloCheck]:
+                      target: float) -> _Simulated:
     """Per route, the verdict of its worst stream (a route split over buckets holds only if each part does)."""
-    t, i, o, owner, warmup, simulated = _requests(curve, streams, replicas, seed)
+    merged = _requests(curve, streams, replicas, seed)
+    t = merged.requests.arrival_s
     # `simulated` replicas with their share of the streams: fewer than SIM_MAX_REPLICAS when the streams are too busy
     # to simulate that many (each replica must see the load it would see in the whole fleet).
-    fleet = Fleet(Requests(t, i, o, "the deployment's streams"), simulated, DEFAULT_ROUTER)
-    report = predict(curve, fleet)
+    report = predict(curve, Fleet(merged.requests, merged.replicas, DEFAULT_ROUTER))
     result = report.results[0]
     out: dict[str, SloCheck] = {}
     for index, stream in enumerate(streams):
-        mine = owner == index
+        mine = merged.owner == index
         targets = stream.route.targets(target)
         exempt = report.ttft_exempt(targets.ttft_ms)
         check = judge(t[mine], result.ttft_s[mine], result.tpot_s[mine], result.e2e_s[mine], targets,
-                      warmup_s=warmup, ttft_exempt=None if exempt is None else exempt[mine])
+                      warmup_s=merged.warmup_s, ttft_exempt=None if exempt is None else exempt[mine])
         name = stream.route.name
         if name not in out or _worse(check, out[name]):
             out[name] = check
-    return out
+    return _Simulated(out, _hit_rate(result, merged.prefixed))
+
+
+def _hit_rate(result: SimResult, prefixed: np.ndarray) -> float:
+    """Cached over prompt tokens of the served requests with prefix structure (NaN: none)."""
+    if result.cached_tokens is None:
+        return math.nan
+    served = np.isfinite(result.e2e_s) & prefixed
+    prompts = float(np.sum(result.input_len[served]))
+    return float(np.sum(result.cached_tokens[served])) / prompts if prompts else math.nan
 
 
 def _worse(a: SloCheck, b: SloCheck) -> bool:
@@ -171,10 +201,21 @@ def _service_s(curve: CurveLike, route: Route) -> float:
         raise InputError(f"route {route.name!r}: {err}") from None
 
 
-def _requests(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, int]:
-    """Merged, sorted requests of every stream for the simulated subset: (t, input, output, stream index,
-    warm-up seconds, replicas simulated)."""
+@dataclass(frozen=True, eq=False)
+class _Merged:
+    """The simulated subset's requests of every stream, merged and sorted: the requests (blocks: each route's
+    prefix structure in its own id range, None when no stream has any), the stream each came from, whether its
+    stream carries prefix structure, the warm-up seconds and the replicas simulated."""
+
+    requests: Requests
+    owner: np.ndarray
+    prefixed: np.ndarray
+    warmup_s: float
+    replicas: int
+
+
+def _requests(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int) -> _Merged:
+    """Merged, sorted requests of every stream for the simulated subset."""
     service = max(_service_s(curve, s.route) for s in streams)
     warmup = SIM_WARMUP_SERVICE_TIMES * service
     k = min(replicas, SIM_MAX_REPLICAS)
@@ -187,25 +228,54 @@ def _requests(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: 
         if k == 1 or expected <= SIM_MAX_REQUESTS:
             break
         k //= 2
-    parts = [_stream_requests(s, keep, duration, seed + index) + (index,) for index, s in enumerate(streams)]
-    t = np.concatenate([p[0] for p in parts])
-    order = np.argsort(t, kind="stable")
-    columns = [np.concatenate([p[j] for p in parts])[order] for j in range(3)]
-    owner = np.concatenate([np.full(p[0].size, p[3]) for p in parts])[order]
-    return columns[0], columns[1], columns[2], owner, warmup, k
+    parts = [_stream_requests(s, keep, duration, seed + index) for index, s in enumerate(streams)]
+    order = np.argsort(np.concatenate([p.arrival_s for p in parts]), kind="stable")
+    t, inp, out = (np.concatenate([getattr(p, name) for p in parts])[order]
+                   for name in ("arrival_s", "input_len", "output_len"))
+    owner = np.concatenate([np.full(p.arrival_s.size, j) for j, p in enumerate(parts)])[order]
+    prefixed = np.concatenate([np.full(p.arrival_s.size, p.blocks is not None) for p in parts])[order]
+    blocks = _merged_blocks(streams, parts)
+    merged = Requests(t, inp, out, "the deployment's streams", None if blocks is None else blocks.take(order))
+    return _Merged(merged, owner, prefixed, warmup, k)
 
 
-def _stream_requests(stream: Stream, keep: float, duration: float, seed: int
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _merged_blocks(streams: Sequence[Stream], parts: Sequence[Requests]) -> BlockIds | None:
+    """The streams' block ids one after another, each route's moved into an id range of its own: two routes never
+    share a block, and the streams of one route's log keep its ids (a route without a log: each stream its own
+    range, conservative; a stream without prefix structure: every prompt its own blocks).  None when no stream
+    has prefix structure."""
+    if all(p.blocks is None for p in parts):
+        return None
+    own = [p.blocks if p.blocks is not None else BlockIds.shared(p.input_len, 0, ROUTE_BLOCK_SIZE) for p in parts]
+    shifts: dict[Hashable, int] = {}
+    base = 0
+    for index, (stream, part) in enumerate(zip(streams, parts, strict=True)):
+        key = _id_space(stream, part, index)
+        if key not in shifts:
+            low, high = _route_ids(stream.route) if isinstance(key, str) else own[index].id_range()
+            shifts[key], base = base - low, base + high - low
+    return BlockIds.joined([ids.shifted(shifts[_id_space(stream, part, index)])
+                            for index, (stream, part, ids) in enumerate(zip(streams, parts, own, strict=True))],
+                           ROUTE_BLOCK_SIZE)
+
+
+def _id_space(stream: Stream, part: Requests, index: int) -> Hashable:
+    """Whose block ids a stream's are: its route's log's (the route name), else its own (the stream index)."""
+    return stream.route.name if part.blocks is not None and _log(stream.route) is not None else index
+
+
+def _stream_requests(stream: Stream, keep: float, duration: float, seed: int) -> Requests:
     """The route's arrivals for `duration` s (a `keep` share of them), lengths drawn (or replayed from its log),
-    only those in the bucket."""
+    only those in the bucket, with their prefix structure (route_load's: the log's block ids, or a declared
+    shared prefix)."""
     gen = np.random.default_rng(seed + 1)
     logged = _log(stream.route)
     if logged is not None:
-        t, inp, out = logged
-        times = t * stream.route.peak_rps / stream.route_rps  # the route's load, stretched in a quieter hour
+        times = logged.arrival_s * stream.route.peak_rps / stream.route_rps  # stretched in a quieter hour
         kept = gen.uniform(size=times.size) < keep
-        times, inp, out = times[kept], inp[kept], out[kept]
+        inp, out = logged.input_len[kept], logged.output_len[kept]
+        blocks = None if logged.blocks is None else logged.blocks.take(kept)
+        times = times[kept]
     else:
         rate = stream.route_rps
         count = min(SIM_MAX_REQUESTS, int(duration * rate * keep * THINNING_MARGIN) + THINNING_SLACK)
@@ -213,34 +283,51 @@ def _stream_requests(stream: Stream, keep: float, duration: float, seed: int
         times = times[times <= duration]
         inp = stream.route.input.sample(times.size, gen)
         out = stream.route.output.sample(times.size, gen)
+        blocks = _declared_blocks(stream.route, inp)
     mine = stream.bucket.holds(inp, out)
-    return times[mine], inp[mine], out[mine]
+    return Requests(times[mine], inp[mine], out[mine], stream.route.name,
+                    None if blocks is None else blocks.take(mine))
 
 
-_LOGS: dict[tuple[str, str, float], tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+def _declared_blocks(route: Route, input_len: np.ndarray) -> BlockIds | None:
+    """A route without a log that declares shared_prefix_tokens: its prompts' blocks as route_load gives them."""
+    if route.shared_prefix_tokens > 0:
+        return BlockIds.shared(input_len, route.shared_prefix_tokens, ROUTE_BLOCK_SIZE)
+    return None
+
+
+def _route_ids(route: Route) -> tuple[int, int]:
+    """The id range of the route's whole log's block ids (where its streams' ids fall)."""
+    logged = _log(route)
+    assert logged is not None and logged.blocks is not None
+    key = (route.log, route.name, route.peak_to_mean)
+    if key not in _ID_RANGES:
+        _ID_RANGES[key] = logged.blocks.id_range()
+    return _ID_RANGES[key]
+
+
+_LOGS: dict[tuple[str, str, float], Requests | None] = {}
+_ID_RANGES: dict[tuple[str, str, float], tuple[int, int]] = {}
 # Route loads from logs kept at once: each holds a log's rows (the app keeps the process for every session).
 LOG_MEMO_SIZE = 32
 
 
-def _log(route: Route) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(arrival s, prompt, output tokens) of the route's one load when it has a request log (route_requests: its
-    own rows of the log), read once per log, route and peak; None without one."""
+def _log(route: Route) -> Requests | None:
+    """The route's one load when it has a request log (route_load: its own rows of the log, with their prefix
+    structure), read once per log, route and peak; None without one."""
     if not route.log:
         return None
     key = (route.log, route.name, route.peak_to_mean)
     if key not in _LOGS:
         if len(_LOGS) >= LOG_MEMO_SIZE:
             _LOGS.clear()
-        found = route_log_requests(route)
-        if found is None or len(found[0]) < 2:
-            _LOGS[key] = None
-        else:
-            load = route_requests(route, found)
-            _LOGS[key] = (load.arrival_s, load.input_len, load.output_len)
+            _ID_RANGES.clear()
+        found, blocks = route_log_load(route) if route.traffic == "online" else (route_log_requests(route), None)
+        _LOGS[key] = None if found is None or len(found[0]) < 2 else route_load(route, found, blocks)
     return _LOGS[key]
 
 
 def _log_span_s(stream: Stream) -> float:
     """How long the stream's replayed log lasts at its rate (0 without a log)."""
     logged = _log(stream.route)
-    return 0.0 if logged is None else float(logged[0][-1]) * stream.route.peak_rps / stream.route_rps
+    return 0.0 if logged is None else float(logged.arrival_s[-1]) * stream.route.peak_rps / stream.route_rps

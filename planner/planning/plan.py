@@ -56,6 +56,7 @@ from planner.sizing.plan_row import PlanRow, idle_infeasible_columns, plan_frame
 from planner.sizing.resampled import resampled_hours
 from planner.sizing.sizing import LogRequests
 from planner.traffic.logs import burst_descriptors, burst_text
+from planner.traffic.prefixes import unbounded_share
 from planner.traffic.routes import ALLOW_LISTS, Route
 from planner.traffic.workload import Requests, RouteLog, route_load, route_log_load
 
@@ -130,11 +131,14 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     route = Route.from_row(row)
     curves, held_back = candidate_curves(route, catalog, assumptions.allow_prerelease)
     log, blocks = _route_log(route)
-    options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions, log)
+    # The one load every view of the chosen fleet replays (route_load), and the share of its prompt tokens a replica
+    # prefills (1: cold; a load with prefix structure is sized first at what an unbounded cache leaves, then judged
+    # by the simulation of its prefix caches).
+    load = route_load(route, log, blocks) if check_by_simulation and route.traffic == "online" else None
+    uncached = uncached_share(load)
+    options = [evaluate_option(route, curve, catalog.price_book, catalog.ops_book, assumptions, log, uncached)
                for curve in curves]
-    load = None  # the one load every view of the chosen fleet replays (route_load)
-    if check_by_simulation and route.traffic == "online":
-        load = route_load(route, log, blocks)
+    if load is not None:
         options = online_simulation_check(route, options, assumptions, load)
     elif check_by_simulation and route.traffic == "batch":
         options = batch_simulation_check(route, options, assumptions)
@@ -152,6 +156,15 @@ def _plan_route(row: dict, catalog: Catalog, assumptions: Assumptions,
     plan_row = _with_resampled_hours(plan_row, chosen, assumptions, requests)
     plan_row = _with_autoscaled(plan_row, chosen, assumptions, requests)
     return plan_row, [option.to_row() for option in options], timeline
+
+
+def uncached_share(load: Requests | None) -> float:
+    """The share of the load's prompt tokens left to prefill behind an unbounded prefix cache (prefixes.
+    unbounded_share); 1 without prefix structure or prompt tokens."""
+    if load is None or load.blocks is None:
+        return 1.0
+    reused = unbounded_share(load.blocks, load.input_len)
+    return 1.0 - reused if math.isfinite(reused) and reused > 0 else 1.0
 
 
 def _timeline(option: Option, a: Assumptions, requests: Requests) -> pd.DataFrame:

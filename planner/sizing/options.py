@@ -271,16 +271,17 @@ def kv_reason(route: Route, curve: CurveLike, log: sizing.LogRequests | None = N
 
 
 def evaluate_option(route: Route, curve: Curve, price_book: costs.PriceBook, ops_book: costs.OpsBook,
-                    assumptions: Assumptions, log: sizing.LogRequests | None = None) -> Option:
-    """Size `curve` for `route` (replaying its request `log` where given), price it, and say why it is
-    infeasible (reason '' when feasible)."""
+                    assumptions: Assumptions, log: sizing.LogRequests | None = None,
+                    uncached: float = 1.0) -> Option:
+    """Size `curve` for `route` (replaying its request `log` where given; uncached: the share of prompt tokens a
+    replica prefills, sizing.size_online), price it, and say why it is infeasible (reason '' when feasible)."""
     key = curve.key
     price = price_book.find(key.gpu, assumptions.provider, assumptions.pricing_type)
     try:
         too_long = context_reason(route) or kv_reason(route, curve, log)
         if too_long:
             raise NoCurveError(too_long)
-        sized = sizing.size_route(curve, route, key.tp, assumptions.policy, log)
+        sized = sizing.size_route(curve, route, key.tp, assumptions.policy, log, uncached)
     except (NoCurveError, QueueingError) as err:
         unsized = sizing.unsized(str(err))
         return Option(route, key, curve, unsized, False, str(err), unsized.utilisation, unsized.note, price=price)

@@ -107,7 +107,8 @@ class _PairJudge:
             return window
         start = float(r.arrival_s[order][empty[-1] + 1])
         keep = window.arrival_s >= start
-        return Requests(window.arrival_s[keep], window.input_len[keep], window.output_len[keep], window.source)
+        return Requests(window.arrival_s[keep], window.input_len[keep], window.output_len[keep], window.source,
+                        None if window.blocks is None else window.blocks.take(keep))
 
     def run_behind(self, before: Requests) -> list[bool]:
         """Each window right behind `before` (a window's requests, behind an idle fleet): does it hold?  (`before`

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from fleetfacts.errors import InputError
 from fleetfacts.slo import SloCheck
 from planner.engine.curves import CurveLike
@@ -182,15 +184,45 @@ SEARCH_CEILING_MIN = 64
 
 
 def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy(),
-                log: LogRequests | None = None) -> Sizing:
+                log: LogRequests | None = None, uncached: float = 1.0) -> Sizing:
     """The fewest replicas of `curve` whose latency at the route's peak share meets its SLOs (module doc).
 
     log: the route's request log (arrival times, (prompt, output tokens)): replayed at each replica's share
-    instead of synthetic arrivals at the route's arrival CV.
+    instead of synthetic arrivals at the route's arrival CV.  uncached: the share of prompt tokens a replica
+    prefills (a route with prefix structure: 1 - the share its prefix cache serves; 1: cold): the capacity, the
+    utilisation cap's floor and the share's latency are taken at prompts that much shorter (a request alone stays
+    cold); the fleet simulation with the prefix caches judges the count.
     """
     alone = _point(curve, route, 1)
     if alone.misses(route):
         return _infeasible_online(alone, route, tp)
+    if uncached < 1.0:
+        warm, warm_log = uncached_view(route, log, uncached)
+        sized = _size_online_at(curve, warm, tp, policy, warm_log, alone)
+        return replace(sized, note="; ".join(n for n in (sized.note, _uncached_note(route, uncached)) if n))
+    return _size_online_at(curve, route, tp, policy, log, alone)
+
+
+def uncached_view(route: Route, log: LogRequests | None, uncached: float) -> tuple[Route, LogRequests | None]:
+    """The route and its log with every prompt `uncached` times as long (at least 1 token): what a replica
+    prefills when its prefix cache serves the rest."""
+    i = route.input
+    warm = replace(route, input=replace(i, mean=i.mean * uncached, p50=i.p50 * uncached, p95=i.p95 * uncached,
+                                        p99=i.p99 * uncached))
+    if log is None:
+        return warm, None
+    times, (inputs, outputs) = log
+    short = np.maximum(1, np.rint(np.asarray(inputs, dtype=float) * uncached)).astype(np.int64)
+    return warm, (times, (short, outputs))
+
+
+def _uncached_note(route: Route, uncached: float) -> str:
+    return (f"first pass at the mean uncached prompt ({route.input_len * uncached:.0f} of {route.input_len:.0f} "
+            f"tokens: {1.0 - uncached:.1%} of prompt tokens served by an unbounded prefix cache)")
+
+
+def _size_online_at(curve: CurveLike, route: Route, tp: int, policy: Policy, log: LogRequests | None,
+                    alone: _Point) -> Sizing:
     capacity = _capacity(curve, route)
     if not capacity.low > 0:
         return _infeasible_online(alone, route, tp)
@@ -441,10 +473,11 @@ def unsized(reason: str) -> Sizing:
 
 
 def size_route(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy(),
-               log: LogRequests | None = None) -> Sizing:
-    """Size `route` on `curve` (tp GPUs per replica): online (replaying `log` where given) or batch."""
+               log: LogRequests | None = None, uncached: float = 1.0) -> Sizing:
+    """Size `route` on `curve` (tp GPUs per replica): online (replaying `log` where given; uncached: size_online)
+    or batch."""
     if route.traffic == "online":
-        return size_online(curve, route, tp, policy, log)
+        return size_online(curve, route, tp, policy, log, uncached)
     if route.traffic == "batch":
         return size_batch(curve, route, tp, policy)
     raise InputError(f"route {route.name!r}: traffic must be online or batch, got {route.traffic!r}")

@@ -305,7 +305,7 @@ def log_blocks(traffic: TrafficLog) -> BlockIds | None:
     size and has one (`hash_ids` or `session_id`), else None."""
     if traffic.block_size is None:
         return None
-    return BlockIds(tuple(traffic.requests[HASH_COLUMN]), traffic.block_size)
+    return BlockIds.of(traffic.requests[HASH_COLUMN], traffic.block_size)
 
 
 def _reuse(group: pd.DataFrame, block_size: int | None, cache_tokens: int | None) -> PrefixReuse | None:

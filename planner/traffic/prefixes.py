@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -60,30 +61,97 @@ class PromptBlocks:
 
 @dataclass(frozen=True, eq=False)
 class BlockIds:
-    """The prefix structure of a list of requests: per request an int array of its prompt's block ids (one per
-    block of block_size tokens, the last possibly partial; equal ids = equal tokens), in the requests' order."""
+    """The prefix structure of a list of requests: per request its prompt's block ids (one per block of block_size
+    tokens, the last possibly partial; equal ids = equal tokens), in the requests' order.  Held flat (a million
+    requests' ids as a million small arrays cost ~110 bytes of array header each): request k's ids are
+    ids[starts[k]:starts[k] + counts[k]]; `hash_ids` gives them request by request."""
 
-    hash_ids: tuple[np.ndarray, ...]
+    ids: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
     block_size: int
 
+    @classmethod
+    def of(cls, hash_ids: Sequence[np.ndarray] | Iterable[Sequence[int]], block_size: int) -> BlockIds:
+        """Block ids from one id sequence per request."""
+        rows = [np.asarray(row, dtype=np.int64) for row in hash_ids]
+        counts = np.array([row.size for row in rows], dtype=np.int64)
+        ids = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        return cls(ids, np.cumsum(counts) - counts, counts, int(block_size))
+
     def __len__(self) -> int:
-        return len(self.hash_ids)
+        return len(self.starts)
+
+    @property
+    def hash_ids(self) -> _Rows:
+        """Request by request, its ids (views of the flat array)."""
+        return _Rows(self)
 
     def take(self, index: np.ndarray | slice) -> BlockIds:
-        """The requests at `index` (a boolean mask, positions or a slice), in that order."""
-        return BlockIds(tuple(self.hash_ids[k] for k in np.arange(len(self))[index]), self.block_size)
+        """The requests at `index` (a boolean mask, positions or a slice), in that order (the flat ids shared)."""
+        return BlockIds(self.ids, self.starts[index], self.counts[index], self.block_size)
+
+    def id_range(self) -> tuple[int, int]:
+        """(lowest block id, one past the highest) of the ids held (those of requests taken out included: a
+        range that holds every request's ids); (0, 0) without ids."""
+        if not self.ids.size:
+            return 0, 0
+        return int(self.ids.min()), int(self.ids.max()) + 1
+
+    def shifted(self, offset: int) -> BlockIds:
+        """The same structure with every id moved by `offset` (another route's ids kept apart from these)."""
+        return BlockIds(self.ids + offset, self.starts, self.counts, self.block_size) if offset else self
+
+    @classmethod
+    def joined(cls, parts: Sequence[BlockIds], block_size: int) -> BlockIds:
+        """The requests of `parts` one after another (their ids as they are: equal ids stay equal tokens)."""
+        if any(p.block_size != block_size for p in parts):
+            raise InputError(f"block ids: expected blocks of {block_size} tokens in every part, got "
+                             f"{sorted({p.block_size for p in parts})}")
+        bases = np.cumsum([0, *(p.ids.size for p in parts)])[:-1]
+        empty = np.zeros(0, dtype=np.int64)
+        return cls(np.concatenate([empty, *(p.ids for p in parts)]),
+                   np.concatenate([empty, *(p.starts + base for p, base in zip(parts, bases, strict=True))]),
+                   np.concatenate([empty, *(p.counts for p in parts)]), int(block_size))
 
     @classmethod
     def shared(cls, prompt_tokens: np.ndarray, shared_tokens: int, block_size: int) -> BlockIds:
         """Requests that all start with the same `shared_tokens` prompt tokens (a system prompt) and share nothing
-        else: the shared blocks have ids 0..k-1 in every request, every other block an id of its own."""
-        shared = np.arange(int(shared_tokens) // block_size, dtype=np.int64)
-        ids, fresh = [], len(shared)
-        for n in np.asarray(prompt_tokens, dtype=np.int64):
-            own = blocks_for(int(n), block_size) - min(len(shared), int(n) // block_size)
-            ids.append(np.concatenate([shared[: int(n) // block_size], np.arange(fresh, fresh + own)]))
-            fresh += own
-        return cls(tuple(ids), int(block_size))
+        else: the shared blocks have ids 0..k-1 in every request, every other block an id of its own (k, k + 1, ...
+        in the requests' order)."""
+        n = np.asarray(prompt_tokens, dtype=np.int64)
+        full = np.minimum(int(shared_tokens) // block_size, n // block_size)
+        counts = -(-n // block_size)
+        own = counts - full
+        fresh = int(shared_tokens) // block_size + np.cumsum(own) - own  # each request's first id of its own
+        starts = np.cumsum(counts) - counts
+        row = np.repeat(np.arange(n.size), counts)
+        j = np.arange(int(counts.sum()), dtype=np.int64) - starts[row]
+        ids = np.where(j < full[row], j, fresh[row] + j - full[row])
+        return cls(ids.astype(np.int64), starts, counts, int(block_size))
+
+
+class _Rows(Sequence[np.ndarray]):
+    """A BlockIds' ids request by request: row k is a view of the flat ids; a slice gives a list of rows."""
+
+    def __init__(self, blocks: BlockIds) -> None:
+        self._blocks = blocks
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    @overload
+    def __getitem__(self, k: int) -> np.ndarray: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[np.ndarray]: ...
+
+    def __getitem__(self, k: int | slice) -> np.ndarray | list[np.ndarray]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        b = self._blocks
+        start = int(b.starts[k])
+        return b.ids[start:start + int(b.counts[k])]
 
 
 @dataclass(frozen=True)
@@ -258,6 +326,20 @@ def hit_tokens(requests: PromptBlocks, capacity_tokens: int, block_size: int) ->
         remember(seen, prompt)
         _reference(cache, prompt, int(capacity_tokens // block_size))
     return CacheHits(infinite, lru)
+
+
+def unbounded_share(blocks: BlockIds, prompt_tokens: np.ndarray) -> float:
+    """The share of prompt tokens an unbounded prefix cache serves (requests in the given order; what
+    prefix_reuse's `share` gives, without its reuse distances).  NaN without prompt tokens."""
+    prompts = np.asarray(prompt_tokens, dtype=np.int64)
+    seen: OrderedDict[int, int] = OrderedDict()
+    reused = 0
+    for _, prompt in _walk(PromptBlocks(np.arange(len(prompts), dtype=float), prompts, blocks.hash_ids),
+                           blocks.block_size):
+        reused += leading_tokens(prompt, seen)[0]
+        remember(seen, prompt)
+    total = int(prompts.sum())
+    return reused / total if total else math.nan
 
 
 def prefix_reuse(requests: PromptBlocks, block_size: int, cache_tokens: int | None = None) -> PrefixReuse:

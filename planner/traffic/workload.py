@@ -340,8 +340,9 @@ def window_blocks(requests: Requests, window_s: float) -> tuple[np.ndarray, list
     origin = float(t[0])
     held, first, end, _ = occupied_windows(t, window_s, origin)
     starts = origin + window_s * held
+    blocks = requests.blocks
     return held, [Requests(t[a:b] - starts[j], requests.input_len[a:b], requests.output_len[a:b],
-                           f"{requests.source}, window {held[j]}")
+                           f"{requests.source}, window {held[j]}", None if blocks is None else blocks.take(slice(a, b)))
                   for j, (a, b) in enumerate(zip(first, end, strict=True))]
 
 
@@ -354,12 +355,15 @@ def resampled_orders(blocks: int, hours: int = RESAMPLED_HOURS, seed: int = RESA
 
 
 def joined_blocks(blocks: Sequence[Requests], window_s: float) -> Requests:
-    """Blocks laid end to end, each `window_s` seconds after the one before: one load."""
+    """Blocks laid end to end, each `window_s` seconds after the one before: one load, with their prefix structure
+    in the same order when every block has one (windows of one load: their ids are the load's)."""
     shift = [b.arrival_s + k * window_s for k, b in enumerate(blocks)]
+    ids = [b.blocks for b in blocks if b.blocks is not None]
+    prefixes = BlockIds.joined(ids, ids[0].block_size) if ids and len(ids) == len(blocks) else None
     return Requests(np.concatenate(shift) if shift else np.empty(0),
                     np.concatenate([b.input_len for b in blocks]) if blocks else np.empty(0, dtype=np.int64),
                     np.concatenate([b.output_len for b in blocks]) if blocks else np.empty(0, dtype=np.int64),
-                    f"{len(blocks)} windows of {window_s:g} s laid end to end")
+                    f"{len(blocks)} windows of {window_s:g} s laid end to end", prefixes)
 
 
 LogRequests = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]

@@ -65,7 +65,7 @@ def test_a_repeated_simulation_is_reused_and_equals_a_fresh_one(runs):
     first["chat"] = -1.0  # a caller changing its copy does not change the memo
     again = attainment(curve, [Stream(streams[0].route, 5.0)], 2)
     assert len(runs) == 1
-    fresh = {name: c.attainment for name, c in REAL_SIMULATION(curve, streams, 2, 0, 0.99).items()}
+    fresh = {name: c.attainment for name, c in REAL_SIMULATION(curve, streams, 2, 0, 0.99).checks.items()}
     assert again == fresh and 0.0 <= again["chat"] <= 1.0
 
 

@@ -35,7 +35,7 @@ def session_log(sessions: int, n: int, prefix_tokens: int, seed: int = 0) -> tup
     per = prefix_tokens // BLOCK
     ids = tuple(np.concatenate([s * per + np.arange(per), [sessions * per + i, sessions * per + n + i]])
                 for i, s in enumerate(which))
-    return np.arange(n) * 0.25, inp, np.full(n, 20), BlockIds(ids, BLOCK)
+    return np.arange(n) * 0.25, inp, np.full(n, 20), BlockIds.of(ids, BLOCK)
 
 
 def test_a_shared_prefix_is_served_from_the_cache_after_the_first_request():
@@ -81,7 +81,7 @@ def test_an_lru_cache_too_small_for_the_prefixes_it_cycles_through_hits_nothing(
     turn = np.arange(100) % 10
     per = 2048 // BLOCK
     ids = tuple(np.concatenate([s * per + np.arange(per), [1000 + i, 2000 + i]]) for i, s in enumerate(turn))
-    cycled = BlockIds(ids, BLOCK)
+    cycled = BlockIds.of(ids, BLOCK)
     small = sim.simulate(SimCurve(kv_cache_tokens=3 * 2148), t, inp, out, blocks=cycled)
     large = sim.simulate(SimCurve(), t, inp, out, blocks=cycled)
     assert small.prefix_hit_rate == 0.0

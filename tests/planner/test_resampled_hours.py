@@ -13,6 +13,7 @@ from planner.latency import Fleet, predict
 from planner.planning.route_table import load_routes
 from planner.sizing import resampled
 from planner.sizing.resampled import resampled_hours
+from planner.traffic.prefixes import BlockIds
 from planner.traffic.workload import (
     Requests,
     joined_blocks,
@@ -41,6 +42,19 @@ def test_window_blocks_cut_the_load_as_the_verdict_counts_windows_and_join_back(
     np.testing.assert_array_equal(joined.input_len, [1, 2, 3, 4])
     with pytest.raises(InputError, match="window_s"):
         window_blocks(load, 0.0)
+
+
+def test_windows_carry_their_block_ids_in_the_order_they_are_joined():
+    """A load with prefix structure: each window keeps its requests' block ids, and windows joined in another
+    order (a resampled hour) carry them in that order."""
+    t = np.array([5.0, 10.0, 70.0, 200.0])
+    ids = BlockIds.of([[0, k + 1] for k in range(4)], 512)
+    load = Requests(t, np.array([600, 700, 800, 900]), np.array([5, 6, 7, 8]), "test", ids)
+    _, blocks = window_blocks(load, 60.0)
+    assert [[a.tolist() for a in b.blocks.hash_ids] for b in blocks] == [[[0, 1], [0, 2]], [[0, 3]], [[0, 4]]]
+    joined = joined_blocks([blocks[2], blocks[0]], 60.0)
+    assert [a.tolist() for a in joined.blocks.hash_ids] == [[0, 4], [0, 1], [0, 2]]
+    assert joined_blocks([blocks[0], Requests(np.zeros(1), np.ones(1), np.ones(1), "cold")], 60.0).blocks is None
 
 
 def test_resampled_orders_are_fixed_by_the_seed_and_draw_every_window():

@@ -87,6 +87,6 @@ def test_the_fleet_check_replays_each_route_its_own_rows_of_a_shared_log(tmp_pat
     prompts = {}
     for name in ("chat", "code"):
         route = Route.from_row({"name": name, **ROUTE_ROW, "log": str(tmp_path / "log.csv")})
-        arrivals, inputs, _ = fleet_check._log(route)
-        prompts[name] = (len(arrivals), set(inputs.tolist()))
+        load = fleet_check._log(route)
+        prompts[name] = (len(load.arrival_s), set(load.input_len.tolist()))
     assert prompts == {"chat": (PER_ROUTE, {OWN_PROMPT}), "code": (PER_ROUTE, {10 * OWN_PROMPT})}
