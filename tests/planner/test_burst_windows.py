@@ -56,15 +56,15 @@ def test_the_code_log_is_replayed_at_one_rate_on_every_path(code_plan):
     """plan (the fleet search), simulate, fleet's check and measure verify all replay the same arrivals."""
     routes, _ = code_plan
     route = Route.from_row(routes.iloc[0].to_dict())
-    log = _route_log(route)
+    log, _ = _route_log(route)
     planned = route_requests(route, log).arrival_s
     sims = simulate_plan(routes, [], bundled_catalog().curves)  # nothing planned: nothing simulated
     assert sims == []
     fleet_times = fleet_check._log(route)
     assert fleet_times is not None
-    np.testing.assert_allclose(fleet_times[0], planned)
+    np.testing.assert_allclose(fleet_times.arrival_s, planned)
     stream = fleet_check.Stream(route, route.peak_rps)
-    np.testing.assert_allclose(fleet_check._stream_requests(stream, 1.0, 1e9, 0)[0], planned)
+    np.testing.assert_allclose(fleet_check._stream_requests(stream, 1.0, 1e9, 0).arrival_s, planned)
     row = routes.iloc[0].to_dict()
     row["log"] = str(EXAMPLES / row["log"])
     share = verify.share_of(row, {"replicas": 1}, 1)
@@ -78,7 +78,7 @@ def test_the_plan_row_reports_the_fleet_simulation_that_decided_its_replicas(cod
     row = result.rows[0]
     assert row.ok and row.latency_tier == "fleet simulated"
     route = Route.from_row(routes.iloc[0].to_dict())
-    log = _route_log(route)
+    log, _ = _route_log(route)
     curve = next(c for c in bundled_catalog().curves.values()
                  if (c.key.engine, c.key.gpu, c.key.precision, c.key.model) == ("vllm", "h200", "fp8", route.model)
                  and c.key.config == row.engine_config and c.key.engine_version == row.engine_version)
@@ -125,7 +125,7 @@ def test_a_burstier_hour_needs_at_least_as_many_replicas_and_holds_every_window(
 def test_round_robin_never_needs_fewer_replicas_than_least_outstanding(code_plan):
     routes, _ = code_plan
     route = Route.from_row(routes.iloc[0].to_dict())
-    log = _route_log(route)
+    log, _ = _route_log(route)
     load = route_requests(route, log)
     curve = next(c for c in bundled_catalog().curves.values()
                  if (c.key.engine, c.key.gpu, c.key.precision, c.key.model, c.key.config)
