@@ -260,7 +260,8 @@ def prefix_reuse(result: PlanResult, routes: pd.DataFrame) -> None:
         return
     st.markdown(prefix_view.reuse_text(found))
     table = prefix_view.hit_rate_table(found)
-    show_chart(prefix_view.hit_rate_chart(table))
+    compact = bool(st.session_state.compact)
+    show_chart(prefix_view.hit_rate_chart(table, prefix_view.COMPACT_CHART_WIDTH if compact else prefix_view.CHART_WIDTH))
     st.caption(f"Grey: the load's own reuse. Blue: the share of prompt tokens found in the replicas' prefix caches "
                f"when {replicas} {'replica serves' if replicas == 1 else 'replicas serve'} the route's load behind each router (fleet simulation, as `predict "
                "--log ... --replicas N --router R`); outlined: the plan's router. Prefill saved = hit rate × the "

@@ -38,6 +38,7 @@ _PRICED = re.compile(r"(\d+) replicas, \$([\d,.]+)/month, prefix hit rate ([\d.]
 KINDS = ("the log", "router")  # hit-rate rows: the log's own reuse, or a simulated fleet
 KIND_COLOURS = ("#9e9e9e", "#1f77b4")
 CHART_WIDTH, ROW_HEIGHT = 420, 22
+COMPACT_CHART_WIDTH = 150  # a 390 px phone: the bars beside their labels (as ui.page_base.COMPACT_FACET_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,13 @@ def route_prefix(route_row: Mapping[str, Any], plan_row: Mapping[str, Any], curv
     route = Route.from_row(dict(route_row))
     if route.traffic != "online":
         return None
-    load = route_load(route, *route_log_load(route))
+    log, blocks = route_log_load(route)
+    load = route_load(route, log, blocks)
     if load.blocks is None:
         return None
+    source = load.source if log is not None else (
+        f"{load.source}; every prompt starts with the declared {route.shared_prefix_tokens:,}-token shared prefix "
+        f"(shared_prefix_tokens; counted in whole blocks of {load.blocks.block_size} tokens)")
     curve = recommended_curve(plan_row, curves)
     kv = None if curve is None else int(curve.caps.kv_cache_tokens)
     reuse = prefix_reuse(PromptBlocks(load.arrival_s, load.input_len, load.blocks.hash_ids), load.blocks.block_size, kv)
@@ -102,7 +107,7 @@ def route_prefix(route_row: Mapping[str, Any], plan_row: Mapping[str, Any], curv
         (router, float(fleet_latency(curve, route, count, load, router).prefix_hit_rate)) for router in ROUTERS)
     p50, p90 = (reuse.distance(q) for q in REUSE_QUANTILES)
     return PrefixView(
-        route.name, load.source, reuse.share, p50, p90, kv,
+        route.name, source, reuse.share, p50, p90, kv,
         None if reuse.lru_tokens is None else reuse.lru_tokens / reuse.prompt_tokens, _prompt_rate(load), count, hits,
         str(plan_row.get("router") or DEFAULT_ROUTER), _number(plan_row.get("prefix_hit_rate_pred")), plan_replicas,
         _number(plan_row.get("total_usd_per_month")), other_router(str(plan_row.get("notes") or "")))
@@ -134,7 +139,7 @@ def hit_rate_table(view: PrefixView) -> pd.DataFrame:
     planned (the plan's router)."""
     rows = [("unbounded cache", KINDS[0], view.reuse_share, False)]
     if view.lru_share is not None and view.kv_cache_tokens is not None:
-        rows.append((f"LRU of {_tokens(view.kv_cache_tokens)} tokens (one replica's KV cache)", KINDS[0],
+        rows.append((f"LRU, one replica's KV ({_tokens(view.kv_cache_tokens)})", KINDS[0],
                      view.lru_share, False))
     rows += [(f"{router} × {view.replicas}", KINDS[1], hit, router == view.plan_router) for router, hit in view.hit_rates]
     table = pd.DataFrame(rows, columns=["cache", "kind", "hit_rate", "planned"])
@@ -142,9 +147,9 @@ def hit_rate_table(view: PrefixView) -> pd.DataFrame:
     return table
 
 
-def hit_rate_chart(table: pd.DataFrame) -> alt.LayerChart:
+def hit_rate_chart(table: pd.DataFrame, width: int = CHART_WIDTH) -> alt.LayerChart:
     """Horizontal bars of hit_rate_table's hit rates (grey: the log's own reuse; blue: a simulated fleet; the
-    planned router outlined), labelled with the percentage."""
+    planned router outlined), labelled with the percentage; `width` in pixels (a phone's is narrower)."""
     y = alt.Y("cache:N", sort=None, title=None)
     tooltip = [alt.Tooltip("cache:N"), alt.Tooltip("hit_rate:Q", format=".1%", title="prompt tokens found cached"),
                alt.Tooltip("prefill_tok_per_s_saved:Q", format=",.0f", title="prefill tok/s saved"),
@@ -152,10 +157,11 @@ def hit_rate_chart(table: pd.DataFrame) -> alt.LayerChart:
     base = alt.Chart(table).encode(y=y, x=alt.X("hit_rate:Q", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1]),
                                                 title="share of prompt tokens found cached"), tooltip=tooltip)
     bars = base.mark_bar().encode(
-        color=alt.Color("kind:N", scale=alt.Scale(domain=list(KINDS), range=list(KIND_COLOURS)), title=None),
+        color=alt.Color("kind:N", scale=alt.Scale(domain=list(KINDS), range=list(KIND_COLOURS)), title=None,
+                        legend=alt.Legend(orient="bottom")),
         stroke=alt.condition("datum.planned", alt.value("black"), alt.value(None)), strokeWidth=alt.value(2))
     labels = base.mark_text(align="left", dx=3).encode(text=alt.Text("hit_rate:Q", format=".1%"))
-    return alt.layer(bars, labels).properties(width=CHART_WIDTH, height=ROW_HEIGHT * len(table))
+    return alt.layer(bars, labels).properties(width=width, height=ROW_HEIGHT * len(table))
 
 
 def reuse_text(view: PrefixView) -> str:

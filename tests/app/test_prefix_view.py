@@ -84,3 +84,6 @@ def test_the_prefix_reuse_tab_renders_for_the_prefix_example():
     text = " ".join(m.value for m in at.markdown)
     assert "repeat an earlier request's prefix" in text and "behind prefix-affinity" in text.lower()
     assert any("not modelled yet" in c.value for c in at.caption)
+    at.selectbox(key="prefix_route").select("chat-system-prompt").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "1,800-token shared prefix" in " ".join(m.value for m in at.markdown)
