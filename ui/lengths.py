@@ -59,14 +59,16 @@ def route_lengths(route_row: Mapping[str, Any], plan_row: Mapping[str, Any] | No
     if log is None:
         return None
     inputs, outputs = (np.asarray(v, dtype=np.int64) for v in log[1])
-    curve = _recommended_curve(plan_row, curves)
+    curve = recommended_curve(plan_row, curves)
     if curve is None:
         return RouteLengths(route.name, inputs, outputs)
     limit = None if route.slo.ttft_ms is None else idle_prompt_limit(curve, float(route.slo.ttft_ms))
     return RouteLengths(route.name, inputs, outputs, curve.covered.input_len[1], curve.covered.output_len[1], limit)
 
 
-def _recommended_curve(plan_row: Mapping[str, Any] | None, curves: Mapping[GroupKey, Any]) -> Any:
+def recommended_curve(plan_row: Mapping[str, Any] | None, curves: Mapping[GroupKey, Any]) -> Any:
+    """The fitted curve a plan row (status ok) recommends, from `curves`; None when not planned or not fitted
+    (a transferred option)."""
     if plan_row is None or plan_row.get("status") != "ok":
         return None
     config = plan_row.get("engine_config")

@@ -1,5 +1,5 @@
 """The app's chart tabs: cost by option, break-even, sensitivity, throughput curves, head to head, latency frontier,
-Pareto.
+Pareto, fleet, request lengths, prefix reuse.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import streamlit as st
 
 from planner.planning.exports import markdown_text, printable
 from planner.planning.plan import PlanResult
-from ui import charts, lengths, scenario
+from ui import charts, lengths, prefix_view, scenario
 from ui.page_answer import minute_by_minute
 from ui.page_base import (
     COMPACT_FACET_WIDTH,
@@ -42,6 +42,7 @@ def charts_section(result: PlanResult, routes: pd.DataFrame, prices: pd.DataFram
         "Pareto per route": lambda: pareto(result, routes),
         "Fleet": lambda: fleet_view(routes, prices, ops, settings),
         "Request lengths": lambda: request_lengths(result, routes),
+        "Prefix reuse": lambda: prefix_reuse(result, routes),
     }
     # Only the open tab runs (a re-plan stays fast); switching tabs reruns the page.
     for tab, draw in zip(st.tabs(list(sections), key="chart_tab", on_change="rerun"), sections.values(), strict=True):
@@ -222,3 +223,53 @@ def request_lengths(result: PlanResult, routes: pd.DataFrame) -> None:
         "Orange: lengths beyond the longest the recommended curve's profiles measured (predicted by the physics "
         "prior); dashed rules: that length and the longest prompt an idle replica brings within the TTFT target.",
         lengths.idle_text(found)) if part))
+
+
+@st.cache_data(max_entries=16, show_spinner="Simulating the route's fleet behind each router…")
+def route_prefix_data(route_row: dict, plan_row: dict, replicas: int) -> prefix_view.PrefixView | None:
+    return prefix_view.route_prefix(route_row, plan_row, bundled_inputs().curves, replicas)
+
+
+def prefix_reuse(result: PlanResult, routes: pd.DataFrame) -> None:
+    """A planned online route's prefix reuse, the hit rate behind each router and what the planned router saves
+    (ui.prefix_view); a route without prefix structure gets one line."""
+    plan = result.plan[(result.plan["status"] == "ok") & (result.plan["traffic"] == "online")].set_index("route")
+    if plan.empty:
+        st.info("No online route is planned: there is no prefix cache to show.")
+        return
+    rows = scenario.planning_logs(routes).set_index("name") if "log" in routes.columns else routes.set_index("name")
+    names = [str(n) for n in plan.index if n in rows.index]
+    structured = [n for n in names if prefix_view.declares_prefixes(rows.loc[n])]
+    route = str(st.selectbox("Route", names, index=names.index(structured[0]) if structured else 0,
+                             key="prefix_route", format_func=printable))
+    route_row = rows.loc[route].to_dict() | {"name": route}
+    if not prefix_view.declares_prefixes(route_row):
+        st.info(f"'{printable(route)}' has no prefix structure (no request log, no shared_prefix_tokens): every "
+                "prompt is prefilled in full.")
+        return
+    plan_row = plan.loc[route].to_dict()
+    planned = int(plan_row["replicas"])
+    replicas = int(st.number_input("Replicas simulated", 1, max(planned, prefix_view.MAX_SIMULATED_REPLICAS), planned,
+                                   key=f"prefix_replicas_{route}_{planned}",
+                                   help=f"The plan runs {planned}; another count re-simulates the route's load behind "
+                                        "each router (seconds)."))
+    found = route_prefix_data(route_row, plan_row, replicas)
+    if found is None:
+        st.info(f"'{printable(route)}' has no prefix structure: its request log has neither `hash_ids` nor "
+                "`session_id`, so every prompt is prefilled in full.")
+        return
+    st.markdown(prefix_view.reuse_text(found))
+    table = prefix_view.hit_rate_table(found)
+    compact = bool(st.session_state.compact)
+    show_chart(prefix_view.hit_rate_chart(table, prefix_view.COMPACT_CHART_WIDTH if compact else prefix_view.CHART_WIDTH))
+    st.caption(f"Grey: the load's own reuse. Blue: the share of prompt tokens found in the replicas' prefix caches "
+               f"when {replicas} {'replica serves' if replicas == 1 else 'replicas serve'} the route's load behind each router (fleet simulation, as `predict "
+               "--log ... --replicas N --router R`); outlined: the plan's router. Prefill saved = hit rate × the "
+               "prompt tokens/s the load offers." + ("" if found.hit_rates else
+                                                    " No fitted curve for the plan's option: no fleet simulated."))
+    with st.expander("Numbers"):
+        st.dataframe(table, hide_index=True, placeholder="", column_config={
+            "hit_rate": st.column_config.NumberColumn("hit rate", format="percent"),
+            "prefill_tok_per_s_saved": st.column_config.NumberColumn("prefill tok/s saved", format="%.0f")})
+    st.markdown(prefix_view.router_text(found))
+    st.caption(prefix_view.HOST_TIER_TEXT)

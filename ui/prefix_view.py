@@ -1,0 +1,237 @@
+"""A route's prefix reuse beside its plan (issue 49): pure, rows in, frames, text or a chart out.
+
+For a planned online route with prefix structure (a request log with Mooncake `hash_ids` or `session_id`, or a
+declared `shared_prefix_tokens`): the share of its prompt tokens an unbounded prefix cache serves, the reuse
+distances, and what an LRU cache of one replica's KV cache serves (planner.traffic.prefixes.prefix_reuse, as
+`planner traffic --cache-tokens`); the prefix hit rate of the route's one load (planner.traffic.workload.route_load)
+on N replicas behind each router, from the fleet simulation the plan sizes with (planner.sizing.sizing.fleet_latency,
+as `predict --log --replicas N --router R`); the prefill tokens per second the cache removes; and the other router's
+fleet the plan priced (its notes: planner.planning.sim_check.cheaper_router).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from planner.latency import DEFAULT_ROUTER, ROUTERS
+from planner.sizing.sizing import fleet_latency
+from planner.traffic.prefixes import REUSE_QUANTILES, PromptBlocks, prefix_reuse
+from planner.traffic.routes import Route
+from planner.traffic.workload import Requests, route_load, route_log_load
+from ui.lengths import recommended_curve
+
+# The most replicas the view simulates on request (each is one fleet simulation of the route's load per router).
+MAX_SIMULATED_REPLICAS = 64
+# The host-memory (CPU) KV tier: a second, larger cache level the planner does not simulate.
+HOST_TIER_TEXT = ("A host-memory KV tier (prefix blocks offloaded to CPU memory, e.g. LMCache or vLLM's CPU "
+                  "offload) is not modelled yet: these hit rates are of each replica's GPU KV cache alone.")
+# The other router's fleet as the plan's notes give it (planner.planning.sim_check._router_note): priced, or why not.
+_ROUTER_NOTE = re.compile(rf"behind ({'|'.join(map(re.escape, ROUTERS))}): ([^;]*)")
+_PRICED = re.compile(r"(\d+) replicas, \$([\d,.]+)/month, prefix hit rate ([\d.]+%|n/a)")
+KINDS = ("the log", "router")  # hit-rate rows: the log's own reuse, or a simulated fleet
+KIND_COLOURS = ("#9e9e9e", "#1f77b4")
+CHART_WIDTH, ROW_HEIGHT = 420, 22
+COMPACT_CHART_WIDTH = 150  # a 390 px phone: the bars beside their labels (as ui.page_base.COMPACT_FACET_WIDTH)
+
+
+@dataclass(frozen=True)
+class OtherRouter:
+    """The fleet the plan priced behind the router it did not pick: its replicas, $/month and prefix hit rate
+    (None when its note gives none), or why no fleet holds behind it (`reason`)."""
+
+    router: str
+    replicas: int | None = None
+    usd_per_month: float | None = None
+    hit_rate: float | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PrefixView:
+    """A route's prefix reuse and its plan's cache figures.  Shares are 0..1; distances and caches in tokens;
+    hit_rates: (router, share of prompt tokens found cached) at `replicas` replicas, empty without a fitted curve
+    to simulate; plan_hit_rate NaN when the plan was not checked by simulation."""
+
+    route: str
+    source: str
+    reuse_share: float
+    distance_p50_tokens: float
+    distance_p90_tokens: float
+    kv_cache_tokens: int | None
+    lru_share: float | None
+    prompt_tok_per_s: float
+    replicas: int
+    hit_rates: tuple[tuple[str, float], ...]
+    plan_router: str
+    plan_hit_rate: float
+    plan_replicas: int | None
+    plan_usd_per_month: float
+    other: OtherRouter | None
+
+
+def declares_prefixes(route_row: Mapping[str, Any]) -> bool:
+    """Whether a ROUTES row may carry prefix structure (a request log, or shared_prefix_tokens > 0), read from the
+    row alone (a log's own structure is known once it is read: route_prefix)."""
+    log, shared = route_row.get("log"), _number(route_row.get("shared_prefix_tokens"))
+    return (isinstance(log, str) and bool(log)) or shared > 0
+
+
+def route_prefix(route_row: Mapping[str, Any], plan_row: Mapping[str, Any], curves: Mapping[Any, Any],
+                 replicas: int | None = None) -> PrefixView | None:
+    """The prefix view of an online ROUTES row (its `log` a path the planner reads) and its plan row, simulated at
+    `replicas` replicas (default: the plan's) behind every router when `curves` holds the plan's curve; None for a
+    route without prefix structure (no log with `hash_ids` / `session_id`, no shared_prefix_tokens)."""
+    route = Route.from_row(dict(route_row))
+    if route.traffic != "online":
+        return None
+    log, blocks = route_log_load(route)
+    load = route_load(route, log, blocks)
+    if load.blocks is None:
+        return None
+    source = load.source if log is not None else (
+        f"{load.source}; every prompt starts with the declared {route.shared_prefix_tokens:,}-token shared prefix "
+        f"(shared_prefix_tokens; counted in whole blocks of {load.blocks.block_size} tokens)")
+    curve = recommended_curve(plan_row, curves)
+    kv = None if curve is None else int(curve.caps.kv_cache_tokens)
+    reuse = prefix_reuse(PromptBlocks(load.arrival_s, load.input_len, load.blocks.hash_ids), load.blocks.block_size, kv)
+    plan_replicas = _count(plan_row.get("replicas"))
+    count = int(replicas or plan_replicas or 1)
+    hits = () if curve is None else tuple(
+        (router, float(fleet_latency(curve, route, count, load, router).prefix_hit_rate)) for router in ROUTERS)
+    p50, p90 = (reuse.distance(q) for q in REUSE_QUANTILES)
+    return PrefixView(
+        route.name, source, reuse.share, p50, p90, kv,
+        None if reuse.lru_tokens is None else reuse.lru_tokens / reuse.prompt_tokens, _prompt_rate(load), count, hits,
+        str(plan_row.get("router") or DEFAULT_ROUTER), _number(plan_row.get("prefix_hit_rate_pred")), plan_replicas,
+        _number(plan_row.get("total_usd_per_month")), other_router(str(plan_row.get("notes") or "")))
+
+
+def _prompt_rate(load: Requests) -> float:
+    """Prompt tokens per second the load offers (its prompts over its span; NaN for a load of one instant)."""
+    span = float(load.arrival_s[-1] - load.arrival_s[0]) if load.arrival_s.size > 1 else 0.0
+    return float(load.input_len.sum()) / span if span > 0 else math.nan
+
+
+def other_router(notes: str) -> OtherRouter | None:
+    """The other router's fleet from a plan row's notes ('behind prefix-affinity: 2 replicas, $3,640/month, prefix
+    hit rate 81.4%', or 'behind R: why'); None when the notes price no other router."""
+    found = _ROUTER_NOTE.search(notes)
+    if found is None:
+        return None
+    router, text = found.group(1), found.group(2).strip()
+    priced = _PRICED.fullmatch(text)
+    if priced is None:
+        return OtherRouter(router, reason=text)
+    hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
+    return OtherRouter(router, int(priced.group(1)), float(priced.group(2).replace(",", "")), hit)
+
+
+def hit_rate_table(view: PrefixView) -> pd.DataFrame:
+    """One row per cache: the log's unbounded reuse, an LRU of one replica's KV cache, and each router's fleet
+    at view.replicas: cache, kind, hit_rate (0..1), prefill_tok_per_s_saved (hit rate x offered prompt tok/s),
+    planned (the plan's router)."""
+    rows = [("unbounded cache", KINDS[0], view.reuse_share, False)]
+    if view.lru_share is not None and view.kv_cache_tokens is not None:
+        rows.append((f"LRU, one replica's KV ({_tokens(view.kv_cache_tokens)})", KINDS[0],
+                     view.lru_share, False))
+    rows += [(f"{router} × {view.replicas}", KINDS[1], hit, router == view.plan_router) for router, hit in view.hit_rates]
+    table = pd.DataFrame(rows, columns=["cache", "kind", "hit_rate", "planned"])
+    table.insert(3, "prefill_tok_per_s_saved", table["hit_rate"] * view.prompt_tok_per_s)
+    return table
+
+
+def hit_rate_chart(table: pd.DataFrame, width: int = CHART_WIDTH) -> alt.LayerChart:
+    """Horizontal bars of hit_rate_table's hit rates (grey: the log's own reuse; blue: a simulated fleet; the
+    planned router outlined), labelled with the percentage; `width` in pixels (a phone's is narrower)."""
+    y = alt.Y("cache:N", sort=None, title=None)
+    tooltip = [alt.Tooltip("cache:N"), alt.Tooltip("hit_rate:Q", format=".1%", title="prompt tokens found cached"),
+               alt.Tooltip("prefill_tok_per_s_saved:Q", format=",.0f", title="prefill tok/s saved"),
+               alt.Tooltip("planned:N", title="the plan's router")]
+    base = alt.Chart(table).encode(y=y, x=alt.X("hit_rate:Q", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1]),
+                                                title="share of prompt tokens found cached"), tooltip=tooltip)
+    bars = base.mark_bar().encode(
+        color=alt.Color("kind:N", scale=alt.Scale(domain=list(KINDS), range=list(KIND_COLOURS)), title=None,
+                        legend=alt.Legend(orient="bottom")),
+        stroke=alt.condition("datum.planned", alt.value("black"), alt.value(None)), strokeWidth=alt.value(2))
+    labels = base.mark_text(align="left", dx=3).encode(text=alt.Text("hit_rate:Q", format=".1%"))
+    return alt.layer(bars, labels).properties(width=width, height=ROW_HEIGHT * len(table))
+
+
+def reuse_text(view: PrefixView) -> str:
+    """One line: the load's reuse (unbounded share, reuse distances, one replica's LRU) and where it comes from."""
+    text = (f"**{_percent(view.reuse_share)}** of prompt tokens repeat an earlier request's prefix (an unbounded "
+            "cache would serve them)")
+    if not math.isnan(view.distance_p50_tokens):
+        text += (f"; reuse distance p50 {_tokens(view.distance_p50_tokens)}, p90 {_tokens(view.distance_p90_tokens)} "
+                 "tokens of traffic between a block's uses")
+    if view.lru_share is not None and view.kv_cache_tokens is not None:
+        text += (f"; an LRU cache of one replica's KV cache ({_tokens(view.kv_cache_tokens)} tokens) serves "
+                 f"**{_percent(view.lru_share)}**")
+    return f"{text}. Load: {view.source}."
+
+
+def router_text(view: PrefixView) -> str:
+    """What the planned router saves or costs: the plan's hit rate and the prefill it removes, then the other
+    router's fleet as the plan priced it (or why it is not priced)."""
+    planned = (f"The plan: {_replicas(view.plan_replicas)} behind **{view.plan_router}**, "
+               f"${view.plan_usd_per_month:,.0f}/month")
+    if math.isnan(view.plan_hit_rate):
+        return planned + ("; not checked by simulation, so no prefix hit rate and no other router priced yet "
+                          "(the checked plan replaces it in seconds).")
+    planned += (f", predicted prefix hit rate **{_percent(view.plan_hit_rate)}**: the cache removes "
+                f"{view.plan_hit_rate * view.prompt_tok_per_s:,.0f} of {view.prompt_tok_per_s:,.0f} prompt tokens/s "
+                "of prefill.")
+    return f"{planned} {_other_text(view)}"
+
+
+def _other_text(view: PrefixView) -> str:
+    other = view.other
+    if other is None:
+        return "The plan priced no other router for this route."
+    if other.replicas is None:
+        return f"Behind {other.router}, no fleet holds: {other.reason}."
+    hit = "" if other.hit_rate is None else f", prefix hit rate {_percent(other.hit_rate)}"
+    text = f"Behind {other.router}: {_replicas(other.replicas)}, ${other.usd_per_month:,.0f}/month{hit}"
+    if other.usd_per_month is None or math.isnan(view.plan_usd_per_month):
+        return text + "."
+    saved = other.usd_per_month - view.plan_usd_per_month
+    if abs(saved) < 0.5:
+        return text + f": the same cost (the plan keeps {view.plan_router} on a tie)."
+    verb = "saves" if saved > 0 else "costs"
+    return text + f": {view.plan_router} {verb} ${abs(saved):,.0f}/month."
+
+
+def _replicas(n: int | None) -> str:
+    return "? replicas" if n is None else f"{n} replica{'s' if n != 1 else ''}"
+
+
+def _number(value: object) -> float:
+    """A cell as a float; NaN when blank (None, NA, NaN) or not a number."""
+    try:
+        return math.nan if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _count(value: object) -> int | None:
+    number = _number(value)
+    return None if math.isnan(number) else int(number)
+
+
+def _percent(share: float) -> str:
+    return "n/a" if math.isnan(share) else f"{100 * share:.1f}%"
+
+
+def _tokens(value: float) -> str:
+    """12345 -> '12.3k', 2.5e6 -> '2.5M'."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.0f}"
