@@ -20,10 +20,12 @@ from planner.commands.base import Command, num, register
 from planner.engine.curves import Curve, NoCurveError, find_curve, load_profiles
 from planner.engine.physics_prior import fit_with_physics
 from planner.engine.transfer_check import default_transfer_target, transfer_for
+from planner.engine.transfer_physics import host_tier_terms
 from planner.latency import (
     DEFAULT_ROUTER,
     ROUTERS,
     Fleet,
+    HostTier,
     LatencyReport,
     Lengths,
     OpenLoop,
@@ -77,6 +79,13 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, metavar="N", help="only with --request-rate: R req/s is the whole route's "
                    "rate, served by N replicas behind --router, simulated together on an hour of arrivals (--log: "
                    "the log's own timestamps scaled to R): the fleet tier `plan` sizes and reports online routes on")
+    p.add_argument("--host-kv-gib", type=float, metavar="GIB", help="only with --log prefix structure: a "
+                   "host-memory KV tier of GIB GiB per replica behind its prefix cache (vLLM's CPU offloading, "
+                   "LMCache): blocks the GPU evicts stay there and come back at --host-gb-per-s instead of being "
+                   "prefilled again. Not measured: an assumption")
+    p.add_argument("--host-gb-per-s", type=float, metavar="GB_S", help="with --host-kv-gib: host-to-GPU "
+                   f"bandwidth a KV block comes back at (default {HOST_LOAD_GB_PER_S:g}: PCIe 5.0 x16's peak, an "
+                   "upper bound)")
     p.add_argument("--kv-cache-tokens", type=int, metavar="TOKENS", help="only with --request-rate: a replica "
                    "whose KV cache holds this many tokens instead of its profile's (a server started with another "
                    "--gpu-memory-utilization or --num-gpu-blocks-override: the number its log prints as 'GPU KV "
@@ -108,6 +117,8 @@ def _refuse_unused(args: argparse.Namespace) -> None:
               ("--arrival-cv", args.arrival_cv is not None and not open_loop, "--request-rate"),
               ("--replicas", args.replicas is not None and not open_loop, "--request-rate"),
               ("--kv-cache-tokens", args.kv_cache_tokens is not None and not open_loop, "--request-rate"),
+              ("--host-kv-gib", args.host_kv_gib is not None and not args.log, "--log"),
+              ("--host-gb-per-s", args.host_gb_per_s is not None and args.host_kv_gib is None, "--host-kv-gib"),
               ("--router", args.router is not None and args.replicas is None, "--replicas"),
               ("--format", args.format is not None and not args.log, "--log"),
               ("--trace-block-size", args.trace_block_size is not None and not args.log, "--log"),
@@ -215,6 +226,10 @@ def _predict_curve(args: argparse.Namespace, serving: bool = True) -> Curve:
         raise NoCurveError(f"{why}; no transfer either: {err}" if why else str(err)) from None
 
 
+# Host-to-GPU bandwidth a host-tier KV block comes back at, GB/s: PCIe 5.0 x16's peak per direction (64 GB/s; the
+# H100 and H200 SXM's host link).  An upper bound: what vLLM's CPU offloading reaches is not measured here.
+HOST_LOAD_GB_PER_S = 64.0
+
 # Percentiles `predict --request-rate` prints.
 SHOWN_PERCENTILES = (50, 95, 99)
 # A log replay must keep this many requests for its p99 to rest on more than one request.
@@ -283,8 +298,8 @@ def _predict_log(args: argparse.Namespace, curve) -> tuple[LatencyReport, float]
                          f"{len(requests)} requests, too few for a p99 (at least {MIN_REPLAY_REQUESTS}); "
                          f"use --share {max(1, len(requests) // MIN_REPLAY_REQUESTS)} or less")
     lengths = (requests["input_len"].to_numpy(), requests["output_len"].to_numpy())
-    load = Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share, Path(args.log).name,
-                         log_blocks(traffic))
+    load = replace(Replay.of_log(requests["t_s"].to_numpy(float), lengths, args.request_rate, args.share,
+                                 Path(args.log).name, log_blocks(traffic)), host=_host_tier(args, curve))
     return predict(curve, load, percentiles=SHOWN_PERCENTILES), load.rate_rps * float(np.mean(load.output_len))
 
 
@@ -305,8 +320,23 @@ def _predict_fleet(args: argparse.Namespace, curve) -> LatencyReport:
         row.update(rate_rps=own, peak_to_mean=args.request_rate / own, input_len_mean=1.0, output_len_mean=1.0)
         log = (requests["t_s"].to_numpy(float), (requests["input_len"].to_numpy(), requests["output_len"].to_numpy()))
     route = Route.from_row(row)
-    load = Fleet(route_requests(route, log, blocks), args.replicas, args.router)
+    load = Fleet(route_requests(route, log, blocks), args.replicas, args.router, host=_host_tier(args, curve))
     return predict(curve, load, percentiles=SHOWN_PERCENTILES)
+
+
+def _host_tier(args: argparse.Namespace, curve: Curve) -> HostTier | None:
+    """--host-kv-gib's tier for the curve's model, engine and precision; None without it.  InputError on a size or
+    bandwidth that is not a number > 0, or a model without facts (its KV bytes per token are unknown)."""
+    if args.host_kv_gib is None:
+        return None
+    gb_per_s = HOST_LOAD_GB_PER_S if args.host_gb_per_s is None else args.host_gb_per_s
+    for flag, value in (("--host-kv-gib", args.host_kv_gib), ("--host-gb-per-s", gb_per_s)):
+        if not (math.isfinite(value) and value > 0):
+            raise InputError(f"{flag}: expected a number > 0, got {value:g}")
+    model = model_facts(curve.key.model)
+    if model is None:
+        raise InputError(f"--host-kv-gib: no model facts for {curve.key.model} (its KV bytes per token are unknown)")
+    return HostTier(*host_tier_terms(model, curve.key.engine, curve.key.precision, args.host_kv_gib, gb_per_s))
 
 
 def _read_log(args: argparse.Namespace) -> TrafficLog:

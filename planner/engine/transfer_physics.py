@@ -84,6 +84,14 @@ def kv_precision(engine: str, precision: str) -> str:
     return KV_PRECISION.get(engine, {}).get(precision, DEFAULT_KV_PRECISION)
 
 
+def host_tier_terms(model: ModelSpec, engine: str, precision: str, gib: float, gb_per_s: float
+                    ) -> tuple[int, float]:
+    """(KV tokens that `gib` GiB of host memory hold, seconds to bring one token's KV back at `gb_per_s` GB/s)
+    for a replica of `model` on `engine` at `precision` (its KV precision: kv_precision)."""
+    per_token = kv_bytes_per_token(model, kv_precision(engine, precision))
+    return int(gib * GIB // per_token), per_token / (gb_per_s * 1e9)
+
+
 @dataclass(frozen=True)
 class WeightPart:
     """Parameters stored and computed alike: counts (all and used per token), storage and compute precision."""

@@ -39,10 +39,10 @@ from planner.latency.server_fit import (
     with_server_latency,
     with_server_latency_of,
 )
-from planner.latency.simulate import SimResult
+from planner.latency.simulate import HostTier, SimResult
 
 __all__ = ["DEFAULT_ROUTER", "METRICS", "PERCENTILES", "ROUTERS", "TIER_ANALYTIC", "TIER_CLOSED_LOOP", "TIER_FLEET", "TIER_JOB",
-           "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "Fleet", "Job", "LatencyReport", "Lengths", "Load",
+           "TIER_REPLAYED", "TIER_SIMULATED", "Closed", "Fleet", "HostTier", "Job", "LatencyReport", "Lengths", "Load",
            "OpenLoop", "Replay", "SimResult", "calibrate", "idle_prompt_limit", "idle_ttft_infeasible", "latency_basis", "latency_summary", "load_shares",
            "predict", "predict_row", "rounds_answer", "server_rows", "serving_curves", "service_time_s", "validate_latency",
            "with_server_latency", "with_server_latency_of"]

@@ -34,7 +34,7 @@ from fleetfacts.slo import SloCheck, Targets, judge
 from planner.engine.curves import CurveLike
 from planner.latency.analytic import TIER_ANALYTIC, Steady, analytic
 from planner.latency.idle import idle_ttft_infeasible
-from planner.latency.simulate import SimResult, simulate
+from planner.latency.simulate import HostTier, SimResult, simulate
 from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import LengthDistribution, Route
 from planner.traffic.workload import SIM_MAX_REPLICAS, Numbers, Requests, gamma, thin_requests
@@ -92,6 +92,7 @@ class Replay:
     output_len: np.ndarray
     source: str = "replayed requests"
     blocks: BlockIds | None = None
+    host: HostTier | None = None  # a host-memory KV tier behind each replica's prefix cache (with `blocks`)
 
     @classmethod
     def of_log(cls, arrival_s: np.ndarray, lengths: tuple[Numbers, Numbers], rate_rps: float,
@@ -154,6 +155,7 @@ class Fleet:
     # The first `prefix` requests also start other loads predicted on this fleet: simulated once (a hint, the
     # report is the same; planner.latency.simulate.simulate's `prefix`).
     prefix: int = 0
+    host: HostTier | None = None  # a host-memory KV tier behind each replica's prefix cache (with block ids)
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
@@ -381,7 +383,7 @@ def _open_loop(curve: CurveLike, load: OpenLoop, lengths: Lengths, percentiles: 
 
 
 def _replayed(curve: CurveLike, load: Replay, percentiles: Sequence[float]) -> LatencyReport:
-    result = simulate(curve, load.arrival_s, load.input_len, load.output_len, blocks=load.blocks)
+    result = simulate(curve, load.arrival_s, load.input_len, load.output_len, blocks=load.blocks, host=load.host)
     metrics = _percentiles(result, percentiles)
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s
@@ -393,7 +395,8 @@ def _fleet(curve: CurveLike, load: Fleet, percentiles: Sequence[float]) -> Laten
     k = load.simulated
     requests = thin_requests(load.requests, k / load.replicas, seed=0)
     result = simulate(curve, requests.arrival_s, requests.input_len, requests.output_len, k, ROUTERS[load.router],
-                      active=load.active, prefix=load.prefix if k == load.replicas else 0, blocks=requests.blocks)
+                      active=load.active, prefix=load.prefix if k == load.replicas else 0, blocks=requests.blocks,
+                      host=load.host)
     metrics = _percentiles(result, percentiles)
     low, high = _intervals(curve, metrics, [metrics])
     tok_s = float(np.sum(result.output_len)) / result.makespan_s / k if result.makespan_s > 0 else math.nan

@@ -64,7 +64,7 @@ import math
 import threading
 from array import array
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from heapq import heappop, heappush
@@ -269,31 +269,82 @@ def _direct_closures(f: StepTimeFn) -> tuple[StepFn, JumpFn, StepsToFn]:
 
 # ---------------------------------------------------------------- replica state
 
+@dataclass(frozen=True)
+class HostTier:
+    """A host-memory KV tier per replica (vLLM's CPU offloading, LMCache): `tokens` of KV kept in host memory
+    behind the GPU's prefix cache, brought back at `load_s_per_token` seconds a token (KV bytes over the
+    host-to-GPU bandwidth).  An assumption until measured: planner.sizing.assumptions says where the numbers
+    come from."""
+
+    tokens: int
+    load_s_per_token: float
+
+
+class _Either(Mapping[int, int]):
+    """Tokens cached of a key in either tier (the more of the two): what a prompt can reuse from both."""
+
+    __slots__ = ("gpu", "host")
+
+    def __init__(self, gpu: Mapping[int, int], host: Mapping[int, int]) -> None:
+        self.gpu, self.host = gpu, host
+
+    def __getitem__(self, key: int) -> int:
+        value = max(self.gpu.get(key, 0), self.host.get(key, 0))
+        if not value:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: int, default: int = 0) -> int:  # type: ignore[override]  # the hot path: no exception
+        return max(self.gpu.get(key, default), self.host.get(key, default))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(set(self.gpu) | set(self.host))
+
+    def __len__(self) -> int:
+        return len(set(self.gpu) | set(self.host))
+
+
 class _BlockCache:
     """One replica's prefix cache: chained hash-block keys, least recently used first, each with the tokens cached
-    of it (planner.traffic.prefixes: a partial block holds its whole engine blocks), at most `capacity` keys."""
+    of it (planner.traffic.prefixes: a partial block holds its whole engine blocks), at most `capacity` keys; with
+    a host tier, the keys the GPU evicts move to a host LRU of `host_capacity` keys."""
 
-    __slots__ = ("blocks", "capacity")
+    __slots__ = ("blocks", "capacity", "host", "host_capacity")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, host_capacity: int = 0) -> None:
         self.blocks: OrderedDict[int, int] = OrderedDict()
         self.capacity = capacity
+        self.host: OrderedDict[int, int] = OrderedDict()
+        self.host_capacity = host_capacity
 
     def match(self, prompt: ChainedPrompt) -> tuple[int, int]:
-        """(tokens of the prompt's leading run held here, keys that run reaches)."""
+        """(tokens of the prompt's leading run held on the GPU, keys that run reaches)."""
         return leading_tokens(prompt, self.blocks)
+
+    def match_both(self, prompt: ChainedPrompt) -> tuple[int, int, int]:
+        """(tokens of the prompt's leading run on the GPU, more tokens it finds in the host tier, keys reached)."""
+        gpu, reached = leading_tokens(prompt, self.blocks)
+        if not self.host_capacity:
+            return gpu, 0, reached
+        both, reached = leading_tokens(prompt, _Either(self.blocks, self.host))
+        return gpu, both - gpu, reached
 
     def touch(self, prompt: ChainedPrompt, keys: int | None = None) -> None:
         """Reference the prompt's first `keys` blocks (all by default) tail first (a chain's head is evicted
-        last), then evict beyond the capacity."""
+        last), then evict beyond the capacity (into the host tier, if any)."""
         remember(self.blocks, prompt, keys)
-        blocks = self.blocks
+        blocks, host = self.blocks, self.host
         while len(blocks) > self.capacity:
-            blocks.popitem(last=False)
+            key, tokens = blocks.popitem(last=False)
+            if self.host_capacity:
+                host[key] = max(host.get(key, 0), tokens)
+                host.move_to_end(key)
+        while len(host) > self.host_capacity:
+            host.popitem(last=False)
 
     def copy(self) -> _BlockCache:
-        twin = _BlockCache(self.capacity)
-        twin.blocks = OrderedDict(self.blocks)
+        twin = _BlockCache(self.capacity, self.host_capacity)
+        twin.blocks, twin.host = OrderedDict(self.blocks), OrderedDict(self.host)
         return twin
 
 
@@ -348,6 +399,8 @@ class _Run:
     todo: list[int] = field(init=False)  # prompt tokens to prefill: the prompt less its cached prefix
     cached: list[int] = field(init=False)  # prompt tokens found in the prefix cache (with `blocks`)
     prompts: list[ChainedPrompt] = field(init=False)  # each prompt's chained block keys (with `blocks`)
+    host: HostTier | None = None
+    load_s: list[float] = field(init=False)  # seconds to bring a request's host-tier hit back (with `host`)
 
     def __post_init__(self) -> None:
         n = len(self.arr)
@@ -357,6 +410,7 @@ class _Run:
         self.todo = self.inp if self.blocks is None else list(self.inp)
         self.cached = [0] * n
         self.prompts = [] if self.blocks is None else chained_keys(self.blocks, np.asarray(self.inp))
+        self.load_s = [0.0] * n if self.host is not None else []
 
 
 # The steps of a replica's iterations are closures over the run's arrays (read as locals: attribute
@@ -410,10 +464,12 @@ def _make_admission(run: _Run) -> AdmitFn:
 def _cached_prefix(run: _Run, cache: _BlockCache, i: int) -> None:
     """Request i admitted on the replica of `cache`: its cached prefix (refreshed in the LRU) is not prefilled."""
     prompt = run.prompts[i]
-    hit, reached = cache.match(prompt)
+    hit, from_host, reached = cache.match_both(prompt)
     cache.touch(prompt, reached)
-    run.cached[i] = hit
-    run.todo[i] = run.inp[i] - hit
+    run.cached[i] = hit + from_host
+    run.todo[i] = run.inp[i] - hit - from_host
+    if run.host is not None:
+        run.load_s[i] = from_host * run.host.load_s_per_token
 
 
 def _make_mixed_iteration(run: _Run) -> IterateFn:
@@ -431,7 +487,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
     blocks enter `cache` (when given) as its prefill completes.
     """
     arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
-    todo, prompts = run.todo, run.prompts
+    todo, prompts, load_s = run.todo, run.prompts, run.load_s
     step, overhead, budget_cap = run.model.step, run.model.overhead_s, run.model.prefill_budget
 
     def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
@@ -453,6 +509,8 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
             pw += left * inp[i]
             budget -= left
         dt = step(b, ctx, p, pw) + overhead * len(first)
+        if load_s:  # a host-tier hit comes back before its prompt's last chunk (serialised: conservative)
+            dt += sum(load_s[i] for i in first)
         clock += dt
         if b:
             steps += 1
@@ -701,14 +759,16 @@ PREFIX_STATES = 8
 
 
 def _start(curve: CurveLike, t: np.ndarray, i: np.ndarray, o: np.ndarray, replicas: int, router: str,
-           prefix: int, blocks: BlockIds | None = None) -> tuple[_Run, list[_Replica], list[int]]:
+           prefix: int, blocks: BlockIds | None = None, host: HostTier | None = None
+           ) -> tuple[_Run, list[_Replica], list[int]]:
     """A run of these requests, its replicas and the first `prefix` requests' replicas: fresh, or (0 < prefix <
     requests, no `blocks`) as the prefix left them up to its last arrival, simulated once per curve, fleet and
     prefix.  blocks: the prompts' block ids; each replica then has a prefix cache."""
-    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve), blocks)
+    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve), blocks, host if blocks is not None else None)
     if blocks is not None:
         size = run.model.kv_cache_tokens // blocks.block_size
-        return run, [_Replica(r, _BlockCache(size)) for r in range(replicas)], []
+        host_size = 0 if host is None else host.tokens // blocks.block_size
+        return run, [_Replica(r, _BlockCache(size, host_size)) for r in range(replicas)], []
     if not 0 < prefix < t.size:
         return run, [_Replica(r) for r in range(replicas)], []
     key = (curve, replicas, router, t[:prefix].tobytes(), i[:prefix].tobytes(), o[:prefix].tobytes())
@@ -834,14 +894,15 @@ def _check_requests(arrival_s: Numbers, input_len: Numbers, output_len: Numbers
 
 def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_len: Numbers,
              replicas: int = 1, router: str = "jsq", slo: Slo | None = None, active: Active | None = None,
-             prefix: int = 0, blocks: BlockIds | None = None) -> SimResult:
+             prefix: int = 0, blocks: BlockIds | None = None, host: HostTier | None = None) -> SimResult:
     """Simulate `replicas` replicas of `curve` serving the given requests.
 
     arrival_s: sorted arrival times, s; input_len / output_len: tokens per
     request (>= 1).  router: "jsq" (least outstanding requests), "round-robin"
     or "prefix-affinity" (see the module doc).  blocks: the prompts' block ids
     (one array per request): each replica then keeps a prefix cache, and the
-    result its hits (`cached_tokens`, `prefix_hit_rate`).  active: per replica, when it takes arrivals (an autoscaled
+    result its hits (`cached_tokens`, `prefix_hit_rate`); host: a host-memory KV tier behind each replica's
+    cache (with `blocks`).  active: per replica, when it takes arrivals (an autoscaled
     fleet: a replica started later, or draining); a request it took is served
     to the end.  prefix: the first `prefix` requests start other loads
     simulated on this fleet too; their simulation is kept and reused (the
@@ -856,7 +917,8 @@ def simulate(curve: CurveLike, arrival_s: Numbers, input_len: Numbers, output_le
     t, i, o = _check_requests(arrival_s, input_len, output_len)
     if blocks is not None and len(blocks) != t.size:
         raise InputError(f"blocks: expected one block id list per request ({t.size}), got {len(blocks)}")
-    run, reps, assigned = _start(curve, t, i, o, int(replicas), router, prefix if active is None else 0, blocks)
+    run, reps, assigned = _start(curve, t, i, o, int(replicas), router, prefix if active is None else 0, blocks,
+                                 host)
     assigned += _router(router, int(replicas), active)(reps, run, active, len(assigned))
     advance = _make_advance(run)
     for rep in reps:
