@@ -41,6 +41,8 @@ SKIP_PART = {
     "--routes R.csv": "R.csv stands for a routes file of the user's own",
     "--model-config path/config.json": "a model config of the user's own",
     "planner validate --latency": "refits the server model once per row: 70-80 s on a 2-core machine",
+    "planner validate --transfer": "its table is docs/validation.md's, which tests/planner/test_validation_doc.py "
+                                   "regenerates and compares (about 15 s; not twice)",
 }
 RUN_PREFIX = ("python -m planner ", "python -m measure profile ")
 TIMEOUT_S = 120  # each command runs in well under 60 s on a 2-core machine; this only stops a hang

@@ -29,9 +29,10 @@ from ui.lengths import recommended_curve
 
 # The most replicas the view simulates on request (each is one fleet simulation of the route's load per router).
 MAX_SIMULATED_REPLICAS = 64
-# The host-memory (CPU) KV tier: a second, larger cache level the planner does not simulate.
+# The host-memory (CPU) KV tier: simulated by `predict --host-kv-gib`, not yet priced by the plan.
 HOST_TIER_TEXT = ("A host-memory KV tier (prefix blocks offloaded to CPU memory, e.g. LMCache or vLLM's CPU "
-                  "offload) is not modelled yet: these hit rates are of each replica's GPU KV cache alone.")
+                  "offload) is not priced by the plan yet: these hit rates are of each replica's GPU KV cache "
+                  "alone. `python -m planner predict --log … --host-kv-gib G` simulates one (not measured).")
 # The other router's fleet as the plan's notes give it (planner.planning.sim_check._router_note): priced, or why not.
 _ROUTER_NOTE = re.compile(rf"behind ({'|'.join(map(re.escape, ROUTERS))}): ([^;]*)")
 _PRICED = re.compile(r"(\d+) replicas, \$([\d,.]+)/month, prefix hit rate ([\d.]+%|n/a)")
