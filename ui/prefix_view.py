@@ -12,7 +12,6 @@ fleet the plan priced (its notes: planner.planning.sim_check.cheaper_router).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,8 @@ import altair as alt
 import pandas as pd
 
 from planner.latency import DEFAULT_ROUTER, ROUTERS
+from planner.planning.sim_check import OtherRouter
+from planner.planning.sim_check import router_in_notes as other_router
 from planner.sizing.sizing import fleet_latency
 from planner.traffic.prefixes import REUSE_QUANTILES, PromptBlocks, prefix_reuse
 from planner.traffic.routes import Route
@@ -33,25 +34,10 @@ MAX_SIMULATED_REPLICAS = 64
 HOST_TIER_TEXT = ("A host-memory KV tier (prefix blocks offloaded to CPU memory, e.g. LMCache or vLLM's CPU "
                   "offload) is not priced by the plan yet: these hit rates are of each replica's GPU KV cache "
                   "alone. `python -m planner predict --log … --host-kv-gib G` simulates one (not measured).")
-# The other router's fleet as the plan's notes give it (planner.planning.sim_check._router_note): priced, or why not.
-_ROUTER_NOTE = re.compile(rf"behind ({'|'.join(map(re.escape, ROUTERS))}): ([^;]*)")
-_PRICED = re.compile(r"(\d+) replicas, \$([\d,.]+)/month, prefix hit rate ([\d.]+%|n/a)")
 KINDS = ("the log", "router")  # hit-rate rows: the log's own reuse, or a simulated fleet
 KIND_COLOURS = ("#9e9e9e", "#1f77b4")
 CHART_WIDTH, ROW_HEIGHT = 420, 22
 COMPACT_CHART_WIDTH = 150  # a 390 px phone: the bars beside their labels (as ui.page_base.COMPACT_FACET_WIDTH)
-
-
-@dataclass(frozen=True)
-class OtherRouter:
-    """The fleet the plan priced behind the router it did not pick: its replicas, $/month and prefix hit rate
-    (None when its note gives none), or why no fleet holds behind it (`reason`)."""
-
-    router: str
-    replicas: int | None = None
-    usd_per_month: float | None = None
-    hit_rate: float | None = None
-    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,20 +104,6 @@ def _prompt_rate(load: Requests) -> float:
     """Prompt tokens per second the load offers (its prompts over its span; NaN for a load of one instant)."""
     span = float(load.arrival_s[-1] - load.arrival_s[0]) if load.arrival_s.size > 1 else 0.0
     return float(load.input_len.sum()) / span if span > 0 else math.nan
-
-
-def other_router(notes: str) -> OtherRouter | None:
-    """The other router's fleet from a plan row's notes ('behind prefix-affinity: 2 replicas, $3,640/month, prefix
-    hit rate 81.4%', or 'behind R: why'); None when the notes price no other router."""
-    found = _ROUTER_NOTE.search(notes)
-    if found is None:
-        return None
-    router, text = found.group(1), found.group(2).strip()
-    priced = _PRICED.fullmatch(text)
-    if priced is None:
-        return OtherRouter(router, reason=text)
-    hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
-    return OtherRouter(router, int(priced.group(1)), float(priced.group(2).replace(",", "")), hit)
 
 
 def hit_rate_table(view: PrefixView) -> pd.DataFrame:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
-from planner.latency import DEFAULT_ROUTER
+from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.sizing import sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.batch import cheapest_batch_fleet
@@ -84,11 +86,42 @@ def cheaper_router(option: Option, screened: Option, a: Assumptions, requests: R
 
 
 def _router_note(option: Option) -> str:
-    """'behind prefix-affinity: N replicas, $X/month, prefix hit rate H' (or why no fleet holds there)."""
+    """'behind prefix-affinity: N replicas, $X/month, prefix hit rate H' (or why no fleet holds there); read back
+    by router_in_notes."""
     if not option.feasible:
         return f"behind {option.router}: {option.reason}"
     return (f"behind {option.router}: {option.replicas} replicas, ${option.total_usd_per_month:,.0f}/month, "
             f"prefix hit rate {_percent(option.prefix_hit_rate)}")
+
+
+# _router_note's two forms, read back from a plan row's notes (the plan file has no columns for the other router).
+_ROUTER_NOTE = re.compile(rf"behind ({'|'.join(map(re.escape, ROUTERS))}): ([^;]*)")
+_PRICED = re.compile(r"(\d+) replicas, \$([\d,.]+)/month, prefix hit rate ([\d.]+%|n/a)")
+
+
+@dataclass(frozen=True)
+class OtherRouter:
+    """The fleet the plan priced behind the router it did not pick: its replicas, $/month and prefix hit rate
+    (None when its note gives none), or why no fleet holds behind it (`reason`)."""
+
+    router: str
+    replicas: int | None = None
+    usd_per_month: float | None = None
+    hit_rate: float | None = None
+    reason: str = ""
+
+
+def router_in_notes(notes: str) -> OtherRouter | None:
+    """The other router's fleet from a plan row's notes (_router_note's text); None when they price none."""
+    found = _ROUTER_NOTE.search(notes)
+    if found is None:
+        return None
+    router, text = found.group(1), found.group(2).strip()
+    priced = _PRICED.fullmatch(text)
+    if priced is None:
+        return OtherRouter(router, reason=text)
+    hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
+    return OtherRouter(router, int(priced.group(1)), float(priced.group(2).replace(",", "")), hit)
 
 
 def _percent(share: float) -> str:

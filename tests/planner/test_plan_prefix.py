@@ -15,6 +15,7 @@ import pytest
 
 from fleetfacts.schema import load_plan_rows
 from planner.cli import main
+from planner.planning.sim_check import router_in_notes
 from planner.sizing.plan_row import plan_rows
 from planner.traffic.routes import Route
 from planner.traffic.workload import route_load, route_log_load
@@ -124,6 +125,10 @@ def test_the_other_router_is_priced_in_the_notes(busy):
         row = warm[name]
         other = "prefix-affinity" if row.router == "least-outstanding" else "least-outstanding"
         assert f"behind {other}: " in row.notes
+        # the note reads back as the app reads it (planner.planning.sim_check writes and parses it, one format)
+        priced = router_in_notes(row.notes)
+        assert priced is not None and priced.router == other
+        assert priced.reason or (priced.replicas >= 1 and priced.usd_per_month > 0)
 
 
 def test_deploy_writes_the_router_and_the_cached_tokens_flag(busy, tmp_path):
