@@ -23,7 +23,7 @@ from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.planning.sim_check import OtherRouter
 from planner.planning.sim_check import router_in_notes as other_router
 from planner.sizing.sizing import fleet_latency
-from planner.traffic.prefixes import REUSE_QUANTILES, PromptBlocks, prefix_reuse
+from planner.traffic.prefixes import REUSE_QUANTILES, PromptBlocks, percent_text, prefix_reuse, tokens_text
 from planner.traffic.routes import Route
 from planner.traffic.workload import Requests, route_load, route_log_load
 from ui.lengths import recommended_curve
@@ -112,7 +112,7 @@ def hit_rate_table(view: PrefixView) -> pd.DataFrame:
     planned (the plan's router)."""
     rows = [("unbounded cache", KINDS[0], view.reuse_share, False)]
     if view.lru_share is not None and view.kv_cache_tokens is not None:
-        rows.append((f"LRU, one replica's KV ({_tokens(view.kv_cache_tokens)})", KINDS[0],
+        rows.append((f"LRU, one replica's KV ({tokens_text(view.kv_cache_tokens)})", KINDS[0],
                      view.lru_share, False))
     rows += [(f"{router} × {view.replicas}", KINDS[1], hit, router == view.plan_router) for router, hit in view.hit_rates]
     table = pd.DataFrame(rows, columns=["cache", "kind", "hit_rate", "planned"])
@@ -139,14 +139,14 @@ def hit_rate_chart(table: pd.DataFrame, width: int = CHART_WIDTH) -> alt.LayerCh
 
 def reuse_text(view: PrefixView) -> str:
     """One line: the load's reuse (unbounded share, reuse distances, one replica's LRU) and where it comes from."""
-    text = (f"**{_percent(view.reuse_share)}** of prompt tokens repeat an earlier request's prefix (an unbounded "
+    text = (f"**{percent_text(view.reuse_share)}** of prompt tokens repeat an earlier request's prefix (an unbounded "
             "cache would serve them)")
     if not math.isnan(view.distance_p50_tokens):
-        text += (f"; reuse distance p50 {_tokens(view.distance_p50_tokens)}, p90 {_tokens(view.distance_p90_tokens)} "
+        text += (f"; reuse distance p50 {tokens_text(view.distance_p50_tokens)}, p90 {tokens_text(view.distance_p90_tokens)} "
                  "tokens of traffic between a block's uses")
     if view.lru_share is not None and view.kv_cache_tokens is not None:
-        text += (f"; an LRU cache of one replica's KV cache ({_tokens(view.kv_cache_tokens)} tokens) serves "
-                 f"**{_percent(view.lru_share)}**")
+        text += (f"; an LRU cache of one replica's KV cache ({tokens_text(view.kv_cache_tokens)} tokens) serves "
+                 f"**{percent_text(view.lru_share)}**")
     return f"{text}. Load: {view.source}."
 
 
@@ -158,7 +158,7 @@ def router_text(view: PrefixView) -> str:
     if math.isnan(view.plan_hit_rate):
         return planned + ("; not checked by simulation, so no prefix hit rate and no other router priced yet "
                           "(the checked plan replaces it in seconds).")
-    planned += (f", predicted prefix hit rate **{_percent(view.plan_hit_rate)}**: the cache removes "
+    planned += (f", predicted prefix hit rate **{percent_text(view.plan_hit_rate)}**: the cache removes "
                 f"{view.plan_hit_rate * view.prompt_tok_per_s:,.0f} of {view.prompt_tok_per_s:,.0f} prompt tokens/s "
                 "of prefill.")
     return f"{planned} {_other_text(view)}"
@@ -170,7 +170,7 @@ def _other_text(view: PrefixView) -> str:
         return "The plan priced no other router for this route."
     if other.replicas is None:
         return f"Behind {other.router}, no fleet holds: {other.reason}."
-    hit = "" if other.hit_rate is None else f", prefix hit rate {_percent(other.hit_rate)}"
+    hit = "" if other.hit_rate is None else f", prefix hit rate {percent_text(other.hit_rate)}"
     text = f"Behind {other.router}: {_replicas(other.replicas)}, ${other.usd_per_month:,.0f}/month{hit}"
     if other.usd_per_month is None or math.isnan(view.plan_usd_per_month):
         return text + "."
@@ -198,13 +198,4 @@ def _count(value: object) -> int | None:
     return None if math.isnan(number) else int(number)
 
 
-def _percent(share: float) -> str:
-    return "n/a" if math.isnan(share) else f"{100 * share:.1f}%"
 
-
-def _tokens(value: float) -> str:
-    """12345 -> '12.3k', 2.5e6 -> '2.5M'."""
-    for scale, suffix in ((1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.0f}"

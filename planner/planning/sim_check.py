@@ -16,6 +16,7 @@ from planner.sizing import sizing
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.batch import cheapest_batch_fleet
 from planner.sizing.options import Option, WholeLog
+from planner.traffic.prefixes import percent_text
 from planner.traffic.routes import Route
 from planner.traffic.workload import SECONDS_PER_HOUR, SIM_BATCH_SAMPLE, Requests
 
@@ -91,7 +92,7 @@ def _router_note(option: Option) -> str:
     if not option.feasible:
         return f"behind {option.router}: {option.reason}"
     return (f"behind {option.router}: {option.replicas} replicas, ${option.total_usd_per_month:,.0f}/month, "
-            f"prefix hit rate {_percent(option.prefix_hit_rate)}")
+            f"prefix hit rate {percent_text(option.prefix_hit_rate)}")
 
 
 # _router_note's two forms, read back from a plan row's notes (the plan file has no columns for the other router).
@@ -123,9 +124,6 @@ def router_in_notes(notes: str) -> OtherRouter | None:
     hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
     return OtherRouter(router, int(priced.group(1)), float(priced.group(2).replace(",", "")), hit)
 
-
-def _percent(share: float) -> str:
-    return "n/a" if math.isnan(share) else f"{100 * share:.1f}%"
 
 
 def _simulate_online_option(option: Option, a: Assumptions, requests: Requests, router: str) -> Option:

@@ -188,24 +188,25 @@ class PrefixReuse:
 
     def describe(self) -> str:
         """One line: reuse share, reuse distance p50/p90 and, when asked, the LRU cache's share."""
-        text = (f"prefix reuse: {_percent(self.share)} of prompt tokens repeat an earlier request's prefix (what "
+        text = (f"prefix reuse: {percent_text(self.share)} of prompt tokens repeat an earlier request's prefix (what "
                 f"an unbounded prefix cache serves; {self.block_size}-token blocks chained as vLLM chains them, "
                 f"a partial block hit in the engine's {ENGINE_BLOCK_TOKENS}-token blocks)")
         if self.distances_tokens.size:
-            p50, p90 = (_tokens(self.distance(q)) for q in REUSE_QUANTILES)
+            p50, p90 = (tokens_text(self.distance(q)) for q in REUSE_QUANTILES)
             text += (f"; reuse distance p50 {p50}, p90 {p90} tokens of traffic between a block's uses (an LRU cache "
                      "larger than the distance keeps the block)")
         if self.cache_tokens is not None and self.lru_tokens is not None:
             share = self.lru_tokens / self.prompt_tokens if self.prompt_tokens else math.nan
-            text += f"; an LRU cache of {_tokens(self.cache_tokens)} tokens serves {_percent(share)}"
+            text += f"; an LRU cache of {tokens_text(self.cache_tokens)} tokens serves {percent_text(share)}"
         return text
 
 
-def _percent(share: float) -> str:
+def percent_text(share: float) -> str:
+    """0.814 -> '81.4%'; NaN -> 'n/a'."""
     return "n/a" if math.isnan(share) else f"{100 * share:.1f}%"
 
 
-def _tokens(value: float) -> str:
+def tokens_text(value: float) -> str:
     """12345 -> '12.3k', 2.5e6 -> '2.5M'."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
