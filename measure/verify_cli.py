@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"load (its log, else an hour of synthetic arrivals), after up to {verify.WINDOW_LEAD_IN_S:g} s of "
                    "the arrivals before it (not judged), e.g. heaviest:60; --duration and --max-requests then bound "
                    "the window")
-    p.add_argument("--block-size", type=int, default=512, help="tokens per hash id of a log with prefix structure "
+    p.add_argument("--trace-block-size", type=int, default=512, help="tokens per hash id of a log with prefix structure "
                    "(Mooncake `hash_ids`, 512 as the published traces; sessions are cut into blocks of this size): "
                    "its prompts then share the same tokens where the log's share the same ids (--prompt-format tokens)")
     p.add_argument("--record", help="append the run (verdicts, every request's latencies, the server's /metrics "
@@ -95,7 +95,7 @@ def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tup
     if log:
         duration = duration if window is None else math.inf
         specs = verify.replayed_requests(log, share, duration, cap, float(route["rate_rps"]), args.route,
-                                         args.block_size)
+                                         args.trace_block_size)
         arrival = f"replay:{Path(log).name}"
     else:
         specs = verify.synthetic_requests(route, share, duration, cap, args.seed)
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                     model=args.served_model, max_duration_s=args.duration + lead_in + args.drain,
                     api_key=os.environ.get(args.api_key_env) or None, ignore_eos=not args.no_ignore_eos,
                     prompt_format=prompt_format, vocab_size=_vocab_size(args, plan), seed=prompt_seed,
-                    block_size=args.block_size)
+                    block_size=args.trace_block_size)
     print(f"verify {args.route}: {len(specs)} requests at {share.rate_rps:.3g} req/s ({arrival}, {prompt_format} "
           f"prompts) against {args.replicas} of the plan's {share.plan_replicas} replicas")
     recorder = server_metrics.PointRecorder(lambda: server_metrics.fetch_metrics(base_url))
