@@ -1,4 +1,4 @@
-"""A route's request lengths beside its plan (issue 48): pure, frames in, frames or charts out.
+"""A route's request lengths beside its plan: pure, frames in, frames or charts out.
 
 For a route with a request log: how its prompt and output lengths spread (quantiles and a histogram on log-spaced
 bins), where the recommended curve's profiles stop (longer lengths are predicted by the physics prior, provenance

@@ -1,4 +1,4 @@
-"""A route's prefix reuse beside its plan (issue 49): pure, rows in, frames, text or a chart out.
+"""A route's prefix reuse beside its plan: pure, rows in, frames, text or a chart out.
 
 For a planned online route with prefix structure (a request log with Mooncake `hash_ids` or `session_id`, or a
 declared `shared_prefix_tokens`): the share of its prompt tokens an unbounded prefix cache serves, the reuse
