@@ -561,7 +561,9 @@ def test_workers_end_with_their_parent_where_there_is_no_parent_death_signal():
         time.sleep(0.02)
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
-    _assert_group_ends(parent.pid, within_s=fanout.PARENT_POLL_S + 4)
+    # The watcher polls every PARENT_POLL_S; a worker's exit on a saturated 2-core machine took just over 4 s more
+    # once (the whole suite running beside it), so the margin is 10 s: a worker left running still fails it.
+    _assert_group_ends(parent.pid, within_s=fanout.PARENT_POLL_S + 10)
 
 
 @LINUX_WORKERS
