@@ -10,7 +10,7 @@ final=$OUT; export OUT=/tmp/s15; mkdir -p "$OUT"
 p=scripts/gpu/inputs/prefix-replay l=scripts/gpu/inputs/long-replay
 pack() { tar -C /tmp -czf "$final/results.tgz" s15; cp "$OUT"/*.log "$final/" 2>/dev/null; }
 trap pack EXIT
-bash scripts/gpu/prefix_replay.sh prefix $p/chat-prefix.vllm.sh $p/plan.csv $p/routes.csv chat-prefix 200 \
+bash scripts/gpu/prefix_replay.sh prefix $p/chat-prefix.vllm.sh $p/plan.csv $p/routes.csv chat-prefix 300 \
   "on-full||--scale 10 --duration 90"
 pack
 [ "$(left)" -gt 250 ] && NEED=125 bash scripts/gpu/busiest_minute.sh long-replay $l/rag-long.vllm.sh $l/plan.csv \
