@@ -45,11 +45,13 @@ prefills only its other tokens, while its attention still reads the whole
 prompt (the step's prefill context is the full prompt).  Its blocks enter the
 cache when its prefill completes (vLLM commits them chunk by chunk as they are
 scheduled: completion is a first approximation that misses hits between
-siblings prefilling at the same time).  Not modelled: cached blocks do not
-lower the KV a request reserves at admission (a shared prefix is counted once
-per request, conservative), running requests' blocks are not pinned (the LRU
-may evict them; each hit refreshes them), the cache is not shrunk by the KV
-running requests hold, and there is no host (CPU) tier.  Prefix affinity sends
+siblings prefilling at the same time).  A block that running requests hold
+is held once: a request whose cached prefix reaches blocks another running
+request holds reserves KV only for the rest of its prompt and its output (vLLM
+reference-counts shared blocks), and a block's KV is freed when its last holder
+ends (`_BlockCache.reserve` / `release`).  Not modelled: running requests'
+blocks are not pinned in the LRU (it may evict them; each hit refreshes them),
+and the LRU is not shrunk by the KV running requests hold.  Prefix affinity sends
 a request to the replica whose cache holds the longest prefix of it (ties: the
 least outstanding), unless that replica has more than AFFINITY_LOAD_CAP
 outstanding requests beyond the least loaded one's: then, as without a match,
@@ -309,13 +311,59 @@ class _BlockCache:
     of it (planner.traffic.prefixes: a partial block holds its whole engine blocks), at most `capacity` keys; with
     a host tier, the keys the GPU evicts move to a host LRU of `host_capacity` keys."""
 
-    __slots__ = ("blocks", "capacity", "host", "host_capacity")
+    __slots__ = ("blocks", "capacity", "host", "host_capacity", "held", "holds")
 
     def __init__(self, capacity: int, host_capacity: int = 0) -> None:
         self.blocks: OrderedDict[int, int] = OrderedDict()
         self.capacity = capacity
         self.host: OrderedDict[int, int] = OrderedDict()
         self.host_capacity = host_capacity
+        self.held: dict[int, list[int]] = {}  # key -> [running requests holding it, its KV tokens]
+        self.holds: dict[int, tuple[list[int], int]] = {}  # running request -> (keys it holds, its other KV tokens)
+
+    def kv_need(self, prompt: ChainedPrompt, reached: int, total: int) -> tuple[int, list[tuple[int, int]], int]:
+        """(KV tokens a request of `total` prompt + output tokens reserves, the (key, tokens) blocks it will hold,
+        its other tokens): its prompt's blocks within its cached prefix (the first `reached` keys) that running
+        requests hold are shared; the rest are its own (a block a sibling still prefills is a copy, as in vLLM)."""
+        held, blocks = self.held, []
+        private = total
+        new = 0
+        for j, key in enumerate(prompt.keys):
+            own = prompt.own(j)
+            if not own:
+                continue
+            entry = held.get(key)
+            if entry is None:
+                blocks.append((key, own))
+                new += own
+                private -= own
+            elif j < reached:
+                blocks.append((key, own))
+                private -= min(own, entry[1])
+        return private + new, blocks, private
+
+    def reserve(self, i: int, blocks: list[tuple[int, int]], private: int) -> None:
+        """Request i admitted holding `blocks` and `private` tokens of its own (both from kv_need)."""
+        held = self.held
+        for key, own in blocks:
+            entry = held.get(key)
+            if entry is None:
+                held[key] = [1, own]
+            else:
+                entry[0] += 1
+        self.holds[i] = ([key for key, _ in blocks], private)
+
+    def release(self, i: int) -> int:
+        """Request i ended: the KV tokens freed (its own, and the blocks it was the last to hold)."""
+        keys, freed = self.holds.pop(i)
+        held = self.held
+        for key in keys:
+            entry = held[key]
+            entry[0] -= 1
+            if not entry[0]:
+                freed += entry[1]
+                del held[key]
+        return freed
 
     def match(self, prompt: ChainedPrompt) -> tuple[int, int]:
         """(tokens of the prompt's leading run held on the GPU, keys that run reaches)."""
@@ -345,6 +393,8 @@ class _BlockCache:
     def copy(self) -> _BlockCache:
         twin = _BlockCache(self.capacity, self.host_capacity)
         twin.blocks, twin.host = OrderedDict(self.blocks), OrderedDict(self.host)
+        twin.held = {key: list(entry) for key, entry in self.held.items()}
+        twin.holds = dict(self.holds)
         return twin
 
 
@@ -422,7 +472,7 @@ AdmitFn = Callable[[list[int], int, float, int, int, deque[int], _BlockCache | N
 IterateFn = Callable[[deque[int], int, int, int, int, float, list[tuple[int, int]], _BlockCache | None],
                      tuple[float, int, int, int, int, int, int]]
 DecodeFn = Callable[[int, int, int, float, float, float, float], tuple[int, float, float]]
-RetireFn = Callable[[list[tuple[int, int]], int, float], tuple[int, int]]
+RetireFn = Callable[[list[tuple[int, int]], int, float, _BlockCache | None], tuple[int, int, int]]
 
 
 def _make_admission(run: _Run) -> AdmitFn:
@@ -431,7 +481,8 @@ def _make_admission(run: _Run) -> AdmitFn:
     FIFO from queue[qhead]: each request that arrived by `seen` joins `prefill` while fewer than max_num_seqs
     are running and its prompt + output KV tokens are free; one that could never fit is rejected (its ttft
     and e2e stay NaN).  Stops at the first request that has not arrived or must wait.  With a prefix `cache`,
-    an admitted request's cached prefix is looked up there (`_cached_prefix`).
+    a request's cached prefix is looked up there first: the blocks of it that running requests hold take no
+    more KV (`_BlockCache.kv_need`), and once admitted it prefills the rest (`_cached_prefix`).
     """
     arr, inp, out = run.arr, run.inp, run.out
     max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
@@ -444,9 +495,12 @@ def _make_admission(run: _Run) -> AdmitFn:
             i = queue[qhead]
             if arr[i] > seen:
                 break
-            need = inp[i] + out[i]
+            need = whole = inp[i] + out[i]
+            if cache is not None:
+                match = cache.match_both(run.prompts[i])
+                need, blocks, private = cache.kv_need(run.prompts[i], match[2], whole)
             if running >= max_seqs or kv + need > kv_cap:
-                if need <= kv_cap:
+                if whole <= kv_cap:
                     break
                 rejected += 1
             else:
@@ -454,17 +508,19 @@ def _make_admission(run: _Run) -> AdmitFn:
                 running += 1
                 prefill.append(i)
                 if cache is not None:
-                    _cached_prefix(run, cache, i)
+                    cache.reserve(i, blocks, private)
+                    _cached_prefix(run, cache, i, match)
             qhead += 1
         return qhead, kv, running, rejected
 
     return admit
 
 
-def _cached_prefix(run: _Run, cache: _BlockCache, i: int) -> None:
-    """Request i admitted on the replica of `cache`: its cached prefix (refreshed in the LRU) is not prefilled."""
+def _cached_prefix(run: _Run, cache: _BlockCache, i: int, match: tuple[int, int, int]) -> None:
+    """Request i admitted on the replica of `cache`, where its prompt matched `match` (_BlockCache.match_both):
+    its cached prefix (refreshed in the LRU) is not prefilled."""
     prompt = run.prompts[i]
-    hit, from_host, reached = cache.match_both(prompt)
+    hit, from_host, reached = match
     cache.touch(prompt, reached)
     run.cached[i] = hit + from_host
     run.todo[i] = run.inp[i] - hit - from_host
@@ -523,7 +579,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
             if out[i] == 1:
                 e2e[i] = ttft[i]
                 done[i] += 1
-                freed += inp[i] + 1
+                freed += inp[i] + 1 if cache is None else cache.release(i)
                 ended += 1
             else:
                 heappush(heap, (steps + out[i] - 1, i))
@@ -565,19 +621,23 @@ def _make_decode_jump(run: _Run) -> DecodeFn:
 
 
 def _make_retirement(run: _Run) -> RetireFn:
-    """retire(heap, steps, clock) -> (ended, kv tokens freed): finish the sequences whose last token the
-    iteration ending at `clock` produced (heap entries due by decode iteration `steps`)."""
+    """retire(heap, steps, clock, cache) -> (ended, their context tokens, KV tokens freed): finish the sequences
+    whose last token the iteration ending at `clock` produced (heap entries due by decode iteration `steps`).
+    Without a prefix `cache` the KV freed is their contexts; with one, what they alone held."""
     arr, inp, out, e2e, done = run.arr, run.inp, run.out, run.e2e, run.done
 
-    def retire(heap: list[tuple[int, int]], steps: int, clock: float) -> tuple[int, int]:
-        ended = freed = 0
+    def retire(heap: list[tuple[int, int]], steps: int, clock: float,
+               cache: _BlockCache | None) -> tuple[int, int, int]:
+        ended = freed = kv_freed = 0
         while heap and heap[0][0] <= steps:
             i = heappop(heap)[1]
             e2e[i] = clock - arr[i]
             done[i] += 1
             freed += inp[i] + out[i]
+            if cache is not None:
+                kv_freed += cache.release(i)
             ended += 1
-        return ended, freed
+        return ended, freed, freed if cache is None else kv_freed
 
     return retire
 
@@ -631,8 +691,8 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
             clock += dt
             busy += dt
             if heap and heap[0][0] <= steps:  # first tokens just queued are due later
-                ended, freed = retire(heap, steps, clock)
-                b, ctx, kv, running, finished = b - ended, ctx - freed, kv - freed, running - ended, finished + ended
+                ended, freed, kv_freed = retire(heap, steps, clock, cache)
+                b, ctx, kv, running, finished = b - ended, ctx - freed, kv - kv_freed, running - ended, finished + ended
         else:
             wake = clock
         rep.qhead, rep.clock, rep.head_done, rep.steps, rep.b, rep.ctx = qhead, clock, head_done, steps, b, ctx

@@ -7,12 +7,14 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.cli import main
 from planner.latency import Fleet, Replay, predict
 from planner.latency import simulate as sim
 from planner.traffic.logs import log_blocks, read_log
-from planner.traffic.prefixes import BlockIds, PromptBlocks, prefix_reuse
+from planner.traffic.prefixes import BlockIds, PromptBlocks, chained_keys, prefix_reuse
 from planner.traffic.workload import Requests
 from tests.conftest import REPO
 from tests.planner.sim_fakes import SimCurve
@@ -100,3 +102,62 @@ def test_predicted_hit_rate_of_the_example_log_is_at_most_its_reuse(capsys):
                  "--format", "mooncake", "--request-rate", "0.7256", "--replicas", "1", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert 0.0 < record["prefix_hit_rate"] <= reuse + 1e-12
+
+
+def test_running_requests_hold_a_shared_prefix_once():
+    # One long request holds the 4096-token prefix while nine more arrive behind it.  Counted once per request
+    # they could not fit beside it (8,000 KV tokens) and would wait for its 1,000 decode steps; shared, as vLLM
+    # reference-counts the blocks, each needs only its own 100 prompt and 20 output tokens.
+    n = 10
+    t = np.concatenate([[0.0], 1.0 + np.arange(n - 1) * 0.05])
+    inp, out = np.full(n, PROMPT), np.concatenate([[1000], np.full(n - 1, 20)])
+    blocks = BlockIds.shared(inp, SHARED, BLOCK)
+    curve = SimCurve(kv_cache_tokens=8000)
+    shared = sim.simulate(curve, t, inp, out, blocks=blocks)
+    cold = sim.simulate(curve, t, inp, out)
+    assert np.all(shared.cached_tokens[1:] == SHARED)
+    assert np.nanmax(shared.ttft_s[1:]) < 0.1  # a few steps, not the long request's decode
+    assert np.nanmin(cold.ttft_s[1:]) > shared.e2e_s[0] - t[1] - 0.1  # without the prefix they wait for it to end
+    assert shared.rejected == 0 and np.all(np.isfinite(shared.e2e_s))
+
+
+def test_a_prefix_copied_by_requests_prefilling_together_takes_kv_for_each():
+    # Four requests arrive together in a KV cache of two: the first two miss (neither has filled the cache
+    # yet) and each holds its own copy, as cold; once their prefills complete, the other two find the prefix
+    # cached and held, and join them at once instead of waiting for one to end.
+    n = 4
+    t, inp, out = np.zeros(n), np.full(n, PROMPT), np.full(n, 20)
+    curve = SimCurve(kv_cache_tokens=2 * (PROMPT + 20) + 1000)
+    together = sim.simulate(curve, t, inp, out, blocks=BlockIds.shared(inp, SHARED, BLOCK))
+    cold = sim.simulate(curve, t, inp, out)
+    assert list(together.cached_tokens) == [0, 0, SHARED, SHARED]
+    assert together.ttft_s[0] == cold.ttft_s[0]
+    assert together.ttft_s[1] == pytest.approx(cold.ttft_s[1], rel=0.05)  # the late two's short prefills join it
+    assert np.all(together.ttft_s[2:] < min(cold.e2e_s[:2]))
+    assert np.all(cold.ttft_s[2:] > min(cold.e2e_s[:2]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 6), st.integers(0, 40), st.booleans()),
+                min_size=1, max_size=30))
+def test_kv_reserved_for_prefix_blocks_is_all_freed_once_every_holder_ends(steps):
+    # Requests of 4 prompt families (each a chain of 64-token blocks of its family, then blocks of its own),
+    # admitted with their cached prefixes and released in any order: what they reserve sums to what they free.
+    cache = sim._BlockCache(capacity=10_000)
+    running: list[int] = []
+    reserved = freed = 0
+    for i, (family, length, output, end_one) in enumerate(steps):
+        ids = [family * 100 + j for j in range(length)] + [10_000 + i]
+        prompt = chained_keys(BlockIds.of([ids], BLOCK), np.array([BLOCK * len(ids) - 7]))[0]
+        hit, _, reached = cache.match_both(prompt)
+        need, blocks, private = cache.kv_need(prompt, reached, BLOCK * len(ids) - 7 + output)
+        assert 0 < need <= BLOCK * len(ids) - 7 + output
+        cache.reserve(i, blocks, private)
+        cache.touch(prompt)
+        reserved += need
+        running.append(i)
+        if end_one and running:
+            freed += cache.release(running.pop(0))
+    for i in running:
+        freed += cache.release(i)
+    assert freed == reserved and not cache.held and not cache.holds
