@@ -325,13 +325,15 @@ class _BlockCache:
         """(KV tokens a request of `total` prompt + output tokens reserves, the (key, tokens) blocks it will hold,
         its other tokens): its prompt's blocks within its cached prefix (the first `reached` keys) that running
         requests hold are shared; the rest are its own (a block a sibling still prefills is a copy, as in vLLM)."""
-        held, blocks = self.held, []
+        held, blocks, keys = self.held, [], prompt.keys
+        last, own = len(keys) - 1, prompt.block  # every hash block but the last is whole (the hot path: no own())
         private = total
         new = 0
-        for j, key in enumerate(prompt.keys):
-            own = prompt.own(j)
-            if not own:
-                continue
+        for j, key in enumerate(keys):
+            if j == last:
+                own = prompt.own(j)
+                if not own:
+                    break
             entry = held.get(key)
             if entry is None:
                 blocks.append((key, own))

@@ -281,11 +281,12 @@ def chained_keys(blocks: BlockIds, prompt_tokens: np.ndarray) -> list[ChainedPro
 def leading_tokens(prompt: ChainedPrompt, cached: Mapping[int, int]) -> tuple[int, int]:
     """(tokens of the prompt's leading run found in `cached`, keys it reaches): through each hash block whose
     key holds at least the prompt's own tokens of it, into the first that holds fewer; at most prompt.cap."""
-    hit = 0
-    for j, key in enumerate(prompt.keys):
-        take = min(cached.get(key, 0), prompt.own(j))
+    hit, keys, block = 0, prompt.keys, prompt.block
+    last = len(keys) - 1
+    for j, key in enumerate(keys):
+        take = min(cached.get(key, 0), block if j < last else prompt.own(j))  # own() only for the last block
         hit += take
-        if take < prompt.block:
+        if take < block:
             break
     hit = min(hit, prompt.cap)
     return hit, -(-hit // prompt.block)  # whole blocks, then at most one in part
@@ -294,11 +295,14 @@ def leading_tokens(prompt: ChainedPrompt, cached: Mapping[int, int]) -> tuple[in
 def remember(cache: OrderedDict[int, int], prompt: ChainedPrompt, keys: int | None = None) -> None:
     """The prompt's first `keys` blocks (all by default) referenced tail first, each holding the most of its
     tokens seen so far (a partial block grows when a longer prompt fills it)."""
-    for j in reversed(range(len(prompt.keys) if keys is None else keys)):
-        own = prompt.own(j)
+    chain, block = prompt.keys, prompt.block
+    last = len(chain) - 1
+    for j in reversed(range(len(chain) if keys is None else keys)):
+        own = block if j < last else prompt.own(j)  # own() only for the last block (the hot path)
         if own:  # a partial block shorter than an engine block is not cached
-            key = prompt.keys[j]
-            cache[key] = max(cache.get(key, 0), own)
+            key = chain[j]
+            if cache.get(key, 0) < own:
+                cache[key] = own
             cache.move_to_end(key)
 
 
