@@ -346,6 +346,10 @@ PLAN = Schema(
                "session_id, or shared_prefix_tokens): share of prompt tokens the planned fleet's replicas find in "
                "their prefix caches, as the fleet simulation predicts it (blank: no prefix structure, prompts "
                "sized cold)", minimum=0, maximum=1),
+        Column("host_kv_gib", "float", False, "online: GiB of host memory per replica the fleet was sized with as a "
+               "KV tier behind its prefix cache (an assumption, not measured: the assumptions' `host_kv_gib`, kept "
+               "only where that fleet is cheaper; `deploy` writes vLLM's --kv-offloading-size); 0: none",
+               minimum=0),
         Column("ttft_idle_infeasible", "int", False, "online: requests of the planned load whose prompt alone, "
                "on an idle replica of the recommended curve, takes longer than the TTFT target (no replica count "
                "helps: they are judged on every target but TTFT; planner.latency.idle); 0: none, blank: not "

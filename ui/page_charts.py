@@ -272,4 +272,4 @@ def prefix_reuse(result: PlanResult, routes: pd.DataFrame) -> None:
             "hit_rate": st.column_config.NumberColumn("hit rate", format="percent"),
             "prefill_tok_per_s_saved": st.column_config.NumberColumn("prefill tok/s saved", format="%.0f")})
     st.markdown(prefix_view.router_text(found))
-    st.caption(prefix_view.HOST_TIER_TEXT)
+    st.markdown(prefix_view.memory_text(found))

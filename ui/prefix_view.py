@@ -19,8 +19,9 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from planner.engine.transfer_physics import with_host_tier
 from planner.latency import DEFAULT_ROUTER, ROUTERS
-from planner.planning.sim_check import OtherRouter
+from planner.planning.sim_check import OtherMemory, OtherRouter, memory_in_notes
 from planner.planning.sim_check import router_in_notes as other_router
 from planner.sizing.sizing import fleet_latency
 from planner.traffic.prefixes import REUSE_QUANTILES, PromptBlocks, percent_text, prefix_reuse, tokens_text
@@ -30,10 +31,11 @@ from ui.lengths import recommended_curve
 
 # The most replicas the view simulates on request (each is one fleet simulation of the route's load per router).
 MAX_SIMULATED_REPLICAS = 64
-# The host-memory (CPU) KV tier: simulated by `predict --host-kv-gib`, not yet priced by the plan.
-HOST_TIER_TEXT = ("A host-memory KV tier (prefix blocks offloaded to CPU memory, e.g. LMCache or vLLM's CPU "
-                  "offload) is not priced by the plan yet: these hit rates are of each replica's GPU KV cache "
-                  "alone. `python -m planner predict --log … --host-kv-gib G` simulates one (not measured).")
+# A plan made without a host-memory KV tier to price (the assumptions' host_kv_gib = 0).
+NO_HOST_TIER_TEXT = ("No host-memory KV tier was priced (prefix blocks the GPU evicts kept in CPU memory: vLLM's "
+                     "CPU KV offloading, LMCache): these hit rates are of each replica's GPU KV cache alone. Plan "
+                     "with `--host-kv-gib G` (assumption `host_kv_gib`) to price one per replica; an assumption, "
+                     "not measured.")
 KINDS = ("the log", "router")  # hit-rate rows: the log's own reuse, or a simulated fleet
 KIND_COLOURS = ("#9e9e9e", "#1f77b4")
 CHART_WIDTH, ROW_HEIGHT = 420, 22
@@ -61,6 +63,8 @@ class PrefixView:
     plan_replicas: int | None
     plan_usd_per_month: float
     other: OtherRouter | None
+    plan_host_gib: float = 0.0  # the host KV tier per replica the plan kept (0: none)
+    other_memory: OtherMemory | None = None  # the fleet with the other host-tier setting, as the plan priced it
 
 
 def declares_prefixes(route_row: Mapping[str, Any]) -> bool:
@@ -86,6 +90,10 @@ def route_prefix(route_row: Mapping[str, Any], plan_row: Mapping[str, Any], curv
         f"{load.source}; every prompt starts with the declared {route.shared_prefix_tokens:,}-token shared prefix "
         f"(shared_prefix_tokens; counted in whole blocks of {load.blocks.block_size} tokens)")
     curve = recommended_curve(plan_row, curves)
+    host_gib = _number(plan_row.get("host_kv_gib"))
+    host_gib = host_gib if host_gib > 0 else 0.0  # blank (NaN) or 0: none
+    if curve is not None and host_gib > 0:  # the plan's replicas keep evicted blocks in host memory too
+        curve = with_host_tier(curve, host_gib) or curve
     kv = None if curve is None else int(curve.caps.kv_cache_tokens)
     reuse = prefix_reuse(PromptBlocks(load.arrival_s, load.input_len, load.blocks.hash_ids), load.blocks.block_size, kv)
     plan_replicas = _count(plan_row.get("replicas"))
@@ -97,7 +105,8 @@ def route_prefix(route_row: Mapping[str, Any], plan_row: Mapping[str, Any], curv
         route.name, source, reuse.share, p50, p90, kv,
         None if reuse.lru_tokens is None else reuse.lru_tokens / reuse.prompt_tokens, _prompt_rate(load), count, hits,
         str(plan_row.get("router") or DEFAULT_ROUTER), _number(plan_row.get("prefix_hit_rate_pred")), plan_replicas,
-        _number(plan_row.get("total_usd_per_month")), other_router(str(plan_row.get("notes") or "")))
+        _number(plan_row.get("total_usd_per_month")), other_router(str(plan_row.get("notes") or "")), host_gib,
+        memory_in_notes(str(plan_row.get("notes") or "")))
 
 
 def _prompt_rate(load: Requests) -> float:
@@ -179,6 +188,33 @@ def _other_text(view: PrefixView) -> str:
         return text + f": the same cost (the plan keeps {view.plan_router} on a tie)."
     verb = "saves" if saved > 0 else "costs"
     return text + f": {view.plan_router} {verb} ${abs(saved):,.0f}/month."
+
+
+def memory_text(view: PrefixView) -> str:
+    """What a host-memory KV tier saves or costs, as the plan priced it (planner.planning.sim_check.cheaper_memory),
+    or how to price one."""
+    other = view.other_memory
+    if other is None:
+        return NO_HOST_TIER_TEXT
+    assumed = "an assumption, not measured"
+    if view.plan_host_gib > 0:
+        head = (f"The plan keeps a **{view.plan_host_gib:g} GiB host KV tier** per replica ({assumed}; `deploy` "
+                "writes vLLM's `--kv-offloading-size`).")
+        label = "Without it"
+    else:
+        head = "The plan keeps no host KV tier."
+        label = f"With a {other.gib:g} GiB host KV tier per replica ({assumed})"
+    if other.replicas is None or other.usd_per_month is None:
+        return f"{head} {label}, no fleet holds: {other.reason}."
+    hit = "" if other.hit_rate is None else f", prefix hit rate {percent_text(other.hit_rate)}"
+    text = f"{head} {label}: {_replicas(other.replicas)}, ${other.usd_per_month:,.0f}/month{hit}"
+    if math.isnan(view.plan_usd_per_month):
+        return text + "."
+    saved = other.usd_per_month - view.plan_usd_per_month
+    if abs(saved) < 0.5:
+        return text + ": the same cost (the plan keeps no tier on a tie)."
+    return text + (f": the tier saves ${saved:,.0f}/month." if view.plan_host_gib > 0
+                   else f": ${-saved:,.0f}/month more.")
 
 
 def _replicas(n: int | None) -> str:

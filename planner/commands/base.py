@@ -51,6 +51,9 @@ def assumption_arguments(p: argparse.ArgumentParser, pricing_help: str) -> None:
     p.add_argument("--engineer-rate", type=float, metavar="USD", help="loaded engineering cost, USD per hour")
     p.add_argument("--scale-up-s", type=float, metavar="S", help="seconds from a load rise until an added replica "
                    "serves, for the autoscaled option (default 160: 30 s detection + a 130 s vLLM start; 82-116 s recorded on the H200)")
+    p.add_argument("--host-kv-gib", type=float, metavar="GIB", help="routes with prefix structure are also priced "
+                   "with a host-memory KV tier of GIB GiB per replica (vLLM --kv-offloading-size), kept where it is "
+                   "cheaper; an assumption, not measured (default 0: none)")
     p.add_argument("--assumptions-from", metavar="PLAN.csv", help="start from the assumptions of a saved plan")
     p.add_argument("--allow-prerelease", action="store_true", help="also recommend pre-release and development "
                    "engine builds (e.g. 0.20+main; not recommended by default)")
@@ -82,6 +85,8 @@ def assumptions_from_args(args: argparse.Namespace):
         changes["engineer_usd_per_hour"] = args.engineer_rate
     if args.scale_up_s is not None:
         changes["scale_up_s"] = args.scale_up_s
+    if args.host_kv_gib is not None:
+        changes["host_kv_gib"] = args.host_kv_gib
     if args.allow_prerelease:
         changes["allow_prerelease"] = True
     if args.allow_unverified_latency:

@@ -20,7 +20,7 @@ from planner.commands.base import Command, num, register
 from planner.engine.curves import Curve, NoCurveError, find_curve, load_profiles
 from planner.engine.physics_prior import fit_with_physics
 from planner.engine.transfer_check import default_transfer_target, transfer_for
-from planner.engine.transfer_physics import host_tier_terms
+from planner.engine.transfer_physics import HOST_LOAD_GB_PER_S, host_tier_terms
 from planner.latency import (
     DEFAULT_ROUTER,
     ROUTERS,
@@ -225,10 +225,6 @@ def _predict_curve(args: argparse.Namespace, serving: bool = True) -> Curve:
     except NoCurveError as err:
         raise NoCurveError(f"{why}; no transfer either: {err}" if why else str(err)) from None
 
-
-# Host-to-GPU bandwidth a host-tier KV block comes back at, GB/s: PCIe 5.0 x16's peak per direction (64 GB/s; the
-# H100 and H200 SXM's host link).  An upper bound: what vLLM's CPU offloading reaches is not measured here.
-HOST_LOAD_GB_PER_S = 64.0
 
 # Percentiles `predict --request-rate` prints.
 SHOWN_PERCENTILES = (50, 95, 99)

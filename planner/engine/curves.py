@@ -227,6 +227,11 @@ class Caps:
     cuda_graph_max_batch: int = 10**9
     expert_share: float = 0.0  # MoE: experts per token / routed experts (k/E); 0 for a dense model
     preempts: bool = False     # admits by prompt and preempts when the KV cache fills (vLLM), else reserves the output
+    # A host-memory KV tier behind the prefix cache (vLLM --kv-offloading-size): an assumption, never measured
+    # (with_host_tier); 0 = none.
+    host_kv_gib: float = 0.0
+    host_kv_tokens: int = 0
+    host_load_s_per_token: float = 0.0
 
     def max_batch(self, input_len: float, output_len: float) -> int:
         by_kv = int(self.kv_cache_tokens // max(input_len + KV_ADMISSION_OUTPUT_SHARE * output_len, 1.0))
@@ -739,6 +744,21 @@ class Curve:
     @property
     def max_num_seqs(self) -> int:
         return self.caps.max_num_seqs
+
+    @property
+    def host_kv_gib(self) -> float:
+        """GiB of the host-memory KV tier behind each replica's prefix cache (0: none; with_host_tier)."""
+        return self.caps.host_kv_gib
+
+    @property
+    def host_kv_tokens(self) -> int:
+        """KV tokens of the host-memory tier behind each replica's prefix cache (0: none; with_host_tier)."""
+        return self.caps.host_kv_tokens
+
+    @property
+    def host_load_s_per_token(self) -> float:
+        """Seconds to bring one token's KV back from the host tier."""
+        return self.caps.host_load_s_per_token
 
     @property
     def max_num_batched_tokens(self) -> int:

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from fleetfacts.moe_configs import vllm_moe_config_tuned
 from fleetfacts.roofline import GIB, kv_cache_tokens
-from fleetfacts.specs import GpuSpec, ModelSpec, bytes_per_value, kv_bytes_per_token
+from fleetfacts.specs import GpuSpec, ModelSpec, bytes_per_value, kv_bytes_per_token, model_facts
 from planner.engine.curves import (
     DEFAULT_CUDA_GRAPH_MAX_BATCH,
     KV_FREE_MEMORY_FRACTION,
     N_PARAMS,
     Caps,
+    Curve,
     NoCurveError,
     expert_weight_bytes,
     model_expert_share,
@@ -90,6 +92,24 @@ def host_tier_terms(model: ModelSpec, engine: str, precision: str, gib: float, g
     for a replica of `model` on `engine` at `precision` (its KV precision: kv_precision)."""
     per_token = kv_bytes_per_token(model, kv_precision(engine, precision))
     return int(gib * GIB // per_token), per_token / (gb_per_s * 1e9)
+
+
+# Host-to-GPU bandwidth a host-tier KV block comes back at, GB/s: PCIe 5.0 x16's peak per direction (64 GB/s; the
+# H100 and H200 SXM's host link).  An upper bound: what vLLM's CPU offloading reaches is not measured here.
+HOST_LOAD_GB_PER_S = 64.0
+
+
+@lru_cache(maxsize=64)
+def with_host_tier(curve: Curve, gib: float, gb_per_s: float = HOST_LOAD_GB_PER_S) -> Curve | None:
+    """`curve` with a host-memory KV tier of `gib` GiB behind each replica's prefix cache (vLLM's CPU offloading,
+    LMCache): an assumption, not measured.  None where the model's KV bytes per token are unknown (no model
+    facts).  The same curve and tier give the same object (the simulations memoised per curve reuse it)."""
+    model = model_facts(curve.key.model)
+    if model is None:
+        return None
+    tokens, load_s = host_tier_terms(model, curve.key.engine, curve.key.precision, gib, gb_per_s)
+    caps = replace(curve.caps, host_kv_gib=float(gib), host_kv_tokens=tokens, host_load_s_per_token=load_s)
+    return replace(curve, caps=caps)
 
 
 @dataclass(frozen=True)

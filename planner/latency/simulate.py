@@ -826,6 +826,9 @@ def _start(curve: CurveLike, t: np.ndarray, i: np.ndarray, o: np.ndarray, replic
     """A run of these requests, its replicas and the first `prefix` requests' replicas: fresh, or (0 < prefix <
     requests, no `blocks`) as the prefix left them up to its last arrival, simulated once per curve, fleet and
     prefix.  blocks: the prompts' block ids; each replica then has a prefix cache."""
+    own_tier = getattr(curve, "host_kv_tokens", 0)  # the curve's own host tier (with_host_tier), if any
+    if host is None and own_tier > 0:
+        host = HostTier(int(own_tier), float(getattr(curve, "host_load_s_per_token", 0.0)))
     run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve), blocks, host if blocks is not None else None)
     if blocks is not None:
         size = run.model.kv_cache_tokens // blocks.block_size

@@ -114,6 +114,7 @@ class Target:
     object_name: str = ""  # unique within the plan (object_names); "" for the route's own base_name
     autoscaled_floor: int | None = None  # the plan's autoscaled option (planner.sizing.autoscaled)
     prefix_cache: bool = False  # the plan counted prefix-cache hits (its prefix_hit_rate_pred is not blank)
+    host_kv_gib: float = 0.0  # GiB of host memory per replica the plan assumed as a KV tier (0: none)
 
     @classmethod
     def from_row(cls, row: PlanRow, plan_file: str, line: int, router: str = DEFAULT_ROUTER,
@@ -131,7 +132,8 @@ class Target:
         target = cls(row.route, row.model, row.engine, row.engine_version, row.gpu, row.precision, row.tp,
                      row.replicas, row.in_flight_p99, row.max_model_len, row.profile, plan_file, line,
                      row.router or router, row.traffic or "online", object_name, row.autoscaled_floor,
-                     not math.isnan(row.prefix_hit_rate_pred))
+                     not math.isnan(row.prefix_hit_rate_pred),
+                     0.0 if row.host_kv_gib is None or math.isnan(row.host_kv_gib) else float(row.host_kv_gib))
         _check_tp(target, where)
         return target
 
@@ -215,6 +217,7 @@ def provenance(target: Target, settings: EngineSettings) -> list[str]:
             f"profile: {target.profile or 'not recorded in the plan'}",
             f"engine settings: {settings.source}",
             *router_lines(target),
+            *host_tier_lines(target),
             "then check the running deployment against the plan: `python -m measure verify` (README: what was "
             "verified on hardware)"]
 
@@ -237,6 +240,17 @@ def router_lines(target: Target) -> list[str]:
                      "to the least-loaded replica beyond a load cap (planner.latency.simulate AFFINITY_LOAD_CAP): "
                      "set its thresholds to match")
     return lines
+
+
+def host_tier_lines(target: Target) -> list[str]:
+    """What the plan assumed of a host-memory KV tier behind each replica's prefix cache (none: no lines)."""
+    if target.host_kv_gib <= 0:
+        return []
+    written = ("written below: --kv-offloading-backend native --kv-offloading-size" if target.engine == "vllm"
+               else f"not written for {target.engine}: set its host KV cache of that size by hand")
+    return [f"host KV tier: the plan sized this fleet with {target.host_kv_gib:g} GiB of host memory per replica "
+            f"holding prefix-cache blocks the GPU evicts (an assumption, not measured; {written}); each replica's "
+            "node needs that much free host memory"]
 
 
 def comment_safe(text: str) -> str:
@@ -272,6 +286,8 @@ def vllm_args(target: Target, settings: EngineSettings, model_path: str) -> list
         args.setdefault("quantization", "fp8")  # online FP8, as the profile measured it
     if target.prefix_cache:
         args = prefix_cache_args(args)
+    if target.host_kv_gib > 0:  # vLLM's native CPU offloading of KV blocks (LMCache: --kv-offloading-backend lmcache)
+        args.update(kv_offloading_backend="native", kv_offloading_size=f"{target.host_kv_gib:g}")
     argv = ["serve", model_path, "--served-model-name", target.model, "--port", str(PORT),
             "--tensor-parallel-size", str(target.tp), "--max-model-len", str(target.max_model_len)]
     seqs = _batch_cap(target, settings.max_num_seqs, "max_num_seqs", settings)

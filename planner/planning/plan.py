@@ -289,7 +289,9 @@ def _plan_row(route: Route, options: list[Option], catalog: Catalog, a: Assumpti
     row = dataclasses.replace(row, **_runner_up_columns(best, runner),
                               **plan_ranges(row, best.sizing.peak_utilisation, a),
                               max_model_len=max_model_len(route, log), profile=_profile_files(route, best.key, catalog),
-                              router=fleet_router(best, a) if route.traffic == "online" else "")
+                              router=fleet_router(best, a) if route.traffic == "online" else "",
+                              host_kv_gib=getattr(best.curve, "host_kv_gib", 0.0) if route.traffic == "online"
+                              else math.nan)
     held = (f"{len(held_back)} pre-release engine build(s) not considered ({', '.join(held_back)}; allow_prerelease)"
             if held_back else "")
     return dataclasses.replace(row, notes=join_notes(row.notes, held, runner_up_caveat(row)))

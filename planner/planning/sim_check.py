@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.engine.transfer_physics import with_host_tier
 from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.sizing import sizing
 from planner.sizing.assumptions import Assumptions
@@ -66,7 +67,7 @@ def online_simulation_check(route: Route, options: list[Option], a: Assumptions,
     best = next(iter(ranked(options, a)), None)
     if best is not None and best.simulated and requests.blocks is not None:
         at = options.index(best)
-        options[at] = cheaper_router(best, screened[at], a, requests)
+        options[at] = cheaper_memory(cheaper_router(best, screened[at], a, requests), screened[at], a, requests)
     return options
 
 
@@ -84,6 +85,64 @@ def cheaper_router(option: Option, screened: Option, a: Assumptions, requests: R
     keep, lose = (other, option) if other.feasible and (
         not option.feasible or other.total_usd_per_month < option.total_usd_per_month) else (option, other)
     return dataclasses.replace(keep, notes=join_notes(keep.notes, _router_note(lose)))
+
+
+def cheaper_memory(option: Option, screened: Option, a: Assumptions, requests: Requests) -> Option:
+    """Where the assumptions allow a host-memory KV tier (host_kv_gib > 0): the simulated `option` against its
+    `screened` self with that tier behind each replica's prefix cache, behind the same router; the cheaper of the
+    two fleets that hold every window (ties: without the tier), the other's replicas, $/month and prefix hit rate
+    in its notes.  The tier is an assumption (planner.engine.transfer_physics.with_host_tier), never measured."""
+    if a.host_kv_gib <= 0:
+        return option
+    curve = with_host_tier(option.curve, a.host_kv_gib, a.host_gb_per_s)
+    if curve is None:
+        return dataclasses.replace(option, notes=join_notes(
+            option.notes, f"no host KV tier priced: no model facts for {option.key.model} (its KV bytes per token)"))
+    tiered = _simulate_online_option(dataclasses.replace(screened, curve=curve), a, requests, fleet_router(option, a))
+    keep, lose = (tiered, option) if tiered.feasible and (
+        not option.feasible or tiered.total_usd_per_month < option.total_usd_per_month) else (option, tiered)
+    return dataclasses.replace(keep, notes=join_notes(keep.notes, _memory_note(lose, a.host_kv_gib)))
+
+
+def _memory_note(option: Option, gib: float) -> str:
+    """The fleet not kept: 'with a G GiB host KV tier (...): N replicas, $X/month, prefix hit rate H' or 'without
+    the G GiB host KV tier (...): ...' (or why no fleet holds there); read back by memory_in_notes."""
+    which = "with" if getattr(option.curve, "host_kv_gib", 0.0) > 0 else "without"
+    head = f"{which} a {gib:g} GiB host KV tier per replica (an assumption, not measured)"
+    if not option.feasible:
+        return f"{head}: {option.reason}"
+    return (f"{head}: {option.replicas} replicas, ${option.total_usd_per_month:,.0f}/month, "
+            f"prefix hit rate {percent_text(option.prefix_hit_rate)}")
+
+
+_MEMORY_NOTE = re.compile(r"(with|without) a ([\d.]+) GiB host KV tier per replica \(an assumption, not measured\): "
+                          r"([^;]*)")
+
+
+@dataclass(frozen=True)
+class OtherMemory:
+    """The fleet the plan priced with the host KV tier setting it did not pick (`with_tier`: that fleet had the
+    tier): its replicas, $/month and prefix hit rate, or why no fleet holds there (`reason`)."""
+
+    with_tier: bool
+    gib: float
+    replicas: int | None = None
+    usd_per_month: float | None = None
+    hit_rate: float | None = None
+    reason: str = ""
+
+
+def memory_in_notes(notes: str) -> OtherMemory | None:
+    """The other host-tier setting's fleet from a plan row's notes (_memory_note's text); None when none priced."""
+    found = _MEMORY_NOTE.search(notes)
+    if found is None:
+        return None
+    with_tier, gib, text = found.group(1) == "with", float(found.group(2)), found.group(3).strip()
+    priced = _PRICED.fullmatch(text)
+    if priced is None:
+        return OtherMemory(with_tier, gib, reason=text)
+    hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
+    return OtherMemory(with_tier, gib, int(priced.group(1)), float(priced.group(2).replace(",", "")), hit)
 
 
 def _router_note(option: Option) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from fleetfacts.errors import InputError
 from fleetfacts.schema import PRICES
+from planner.engine.transfer_physics import HOST_LOAD_GB_PER_S
 from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.sizing import sizing
 from planner.sizing.autoscaled import DEFAULT_SCALE_UP_S
@@ -40,6 +41,11 @@ ASSUMPTION_NOTES = {
                   "130 s vLLM start, above the 82-116 s recorded on the H200); the autoscaled option's reaction time",
     "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
                                 "(measured or transferred) rank behind those with one",
+    "host_kv_gib": "assumption, not measured: GiB of host memory per replica a KV tier may use behind the prefix "
+                   "cache (vLLM --kv-offloading-size; host memory of the GPU's node, no extra price); routes with "
+                   "prefix structure are also priced with it and keep it where it is cheaper. 0 = none",
+    "host_gb_per_s": "assumption: host-to-GPU GB/s a host-tier KV block comes back at (default PCIe 5.0 x16's "
+                     "peak, an upper bound)",
 }
 
 
@@ -67,9 +73,13 @@ class Assumptions:
     allow_unverified_latency: bool = False
     router: str = DEFAULT_ROUTER
     scale_up_s: float = DEFAULT_SCALE_UP_S
+    host_kv_gib: float = 0.0
+    host_gb_per_s: float = HOST_LOAD_GB_PER_S
 
     def __post_init__(self) -> None:
         _check_range("scale_up_s", self.scale_up_s, 0.0, 86400.0)
+        _check_range("host_kv_gib", self.host_kv_gib, 0.0, 1e6)
+        _check_range("host_gb_per_s", self.host_gb_per_s, 0.0, 1e4, low_open=True)
         _check_range("hours_per_month", self.hours_per_month, 0.0, 744.0, low_open=True)
         _check_range("engineer_usd_per_hour", self.engineer_usd_per_hour, 0.0, math.inf)
         _check_range("adoption_amortise_months", self.adoption_amortise_months, 0.0, math.inf)

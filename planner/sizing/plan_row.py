@@ -95,6 +95,7 @@ class PlanRow:
     holds_in_resampled_hours: int | None = None
     router: str = ""
     prefix_hit_rate_pred: float = NAN
+    host_kv_gib: float = NAN
     ttft_idle_infeasible: int | None = None
     ttft_idle_infeasible_share: float = NAN
     ttft_idle_infeasible_longest_prompt: int | None = None
