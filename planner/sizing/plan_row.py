@@ -230,7 +230,7 @@ PLAN_DECIMALS = {
     "utilisation": 3, "sim_attainment": 4, "breakeven_updates_per_month": 2,
     "ttft_worst_window_ms": 1, "tpot_worst_window_ms": 1, "busiest_window_start_s": 0, "slo_attainment": 4,
     "ttft_idle_infeasible_share": 4,
-    "whole_log_usd_per_month": 2, "autoscaled_usd_per_month": 2, "prefix_hit_rate_pred": 4,
+    "whole_log_usd_per_month": 2, "autoscaled_usd_per_month": 2, "prefix_hit_rate_pred": 4, "host_kv_gib": 3,
 }
 
 
