@@ -409,6 +409,13 @@ FLEET = Schema(
                "session_id, or shared_prefix_tokens): prompt tokens found in the replicas' prefix caches over their "
                "prompt tokens, simulated at the busiest hour (a kept option: its plan row's); blank without",
                minimum=0),
+        Column("router", "enum", False, "online: the load balancer the deployment's replicas were checked behind "
+               "(the assumptions' `router`, or the other router where its streams carry prefix structure and the "
+               "busiest hour needs fewer replicas behind it; a kept option: its plan row's); blank for batch",
+               choices=("least-outstanding", "round-robin", "prefix-affinity")),
+        Column("host_kv_gib", "float", False, "online: host-memory KV tier per replica the deployment was checked "
+               "with (an assumption, not measured: the assumptions' `host_kv_gib`, kept where the busiest hour needs "
+               "fewer replicas with it; a kept option: its plan row's); 0: none", minimum=0),
         Column("notes", "str", False, ""),
     ),
 )

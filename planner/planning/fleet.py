@@ -34,6 +34,8 @@ import pandas as pd
 
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import FLEET, csv_cell, validate_frame
+from planner.engine.curves import CurveLike
+from planner.engine.transfer_physics import with_host_tier
 from planner.planning import fleet_check
 from planner.planning.catalog import Catalog
 from planner.planning.fleet_check import Stream
@@ -53,6 +55,7 @@ from planner.planning.fleet_units import (
 )
 from planner.planning.plan import PlanResult, make_plan
 from planner.planning.route_table import validate_routes
+from planner.planning.sim_check import other_router
 from planner.sizing import costs
 from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import option_name
@@ -130,6 +133,8 @@ class Deployment:
     attainment: float = math.nan
     prefix_hit_rate: float = math.nan  # at its busiest level's simulation (a kept option: its plan row's)
     notes: str = ""
+    router: str = ""  # the load balancer its replicas were checked behind (a kept option: its plan row's)
+    host_kv_gib: float = 0.0  # host-memory KV tier per replica it was checked with (an assumption; 0: none)
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,25 +337,70 @@ def _checked(d: Deployment, units: list[Unit], periods: int, a: Assumptions) -> 
     assert d.candidate is not None
     replicas = list(d.replicas)
     worst, hit_rate = 1.0, math.nan
+    router, curve, setup_notes = _deployment_setup(d, units, periods, a)
     for level in sorted(set(d.replicas)):
         hours = [h for h in range(periods) if d.replicas[h] == level]
         busiest = max(hours, key=lambda h: sum(units[k].rps[h] for k in d.units))
         streams = _streams(d, units, busiest, periods)
         if not streams:
             continue
-        best, reached = fleet_check.smallest_fleet(d.candidate.curve, streams, level, a.slo_attainment)
+        best, reached = fleet_check.smallest_fleet(curve, streams, level, a.slo_attainment, router=router)
         if best is None:
-            return replace(d, attainment=min(reached.values()),
+            return replace(d, attainment=min(reached.values()), router=router, host_kv_gib=curve_host_gib(curve),
                            notes=f"simulation: no fleet up to {fleet_check.SEARCH_CEILING_FACTOR * level} replicas "
                                  f"meets every route's SLOs for {a.slo_attainment:.0%} of requests")
         for h in hours:
             replicas[h] = max(replicas[h], best)
         worst = min(worst, min(reached.values()))
-        hit_rate = fleet_check.prefix_hit_rate(d.candidate.curve, streams, best, target=a.slo_attainment)
+        hit_rate = fleet_check.prefix_hit_rate(curve, streams, best, target=a.slo_attainment, router=router)
     added = [f"{r - o:+d} at hour {h}" for h, (o, r) in enumerate(zip(d.replicas, replicas, strict=True)) if r != o]
     notes = ("simulation added replicas: " + ", ".join(added[:6]) + (" ..." if len(added) > 6 else "")) if added \
         else ""
-    return replace(d, replicas=tuple(replicas), attainment=worst, prefix_hit_rate=hit_rate, notes=notes)
+    return replace(d, replicas=tuple(replicas), attainment=worst, prefix_hit_rate=hit_rate, router=router,
+                   host_kv_gib=curve_host_gib(curve), notes="; ".join(n for n in (notes, *setup_notes) if n))
+
+
+def _deployment_setup(d: Deployment, units: list[Unit], periods: int, a: Assumptions
+                      ) -> tuple[str, CurveLike, tuple[str, ...]]:
+    """(router, curve, notes) a shared deployment is checked with: the assumed router and its curve, or, where its
+    streams carry prefix structure, the other router (planner.planning.sim_check.other_router) and then a
+    host-memory KV tier of the assumptions' host_kv_gib (if any) each kept where the busiest hour needs fewer
+    replicas with it (ties: the assumed setup), as the plan prices them; the setup not kept in the notes."""
+    assert d.candidate is not None
+    curve: CurveLike = d.candidate.curve
+    busiest = max(range(periods), key=lambda h: sum(units[k].rps[h] for k in d.units))
+    streams = _streams(d, units, busiest, periods)
+    if not streams or not fleet_check.carries_prefixes(streams):
+        return a.router, curve, ()
+    top = max(d.replicas)
+
+    def fewest(router: str, with_curve: CurveLike) -> int | None:
+        return fleet_check.smallest_fleet(with_curve, streams, top, a.slo_attainment, router=router)[0]
+
+    router, other = a.router, other_router(a.router)
+    mine, theirs = fewest(router, curve), fewest(other, curve)
+    if theirs is not None and (mine is None or theirs < mine):
+        router, other, mine, theirs = other, router, theirs, mine
+    notes = [f"behind {other}: {_fleet_text(theirs)} at the busiest hour"]
+    tiered = with_host_tier(d.candidate.curve, a.host_kv_gib, a.host_gb_per_s) if a.host_kv_gib > 0 else None
+    if tiered is not None:
+        with_tier = fewest(router, tiered)
+        if with_tier is not None and (mine is None or with_tier < mine):
+            notes.append(f"without a {a.host_kv_gib:g} GiB host KV tier per replica (an assumption, not measured): "
+                         f"{_fleet_text(mine)} at the busiest hour")
+            return router, tiered, tuple(notes)
+        notes.append(f"with a {a.host_kv_gib:g} GiB host KV tier per replica (an assumption, not measured): "
+                     f"{_fleet_text(with_tier)} at the busiest hour")
+    return router, curve, tuple(notes)
+
+
+def _fleet_text(replicas: int | None) -> str:
+    return "no fleet holds" if replicas is None else f"{replicas} replica{'s' if replicas != 1 else ''}"
+
+
+def curve_host_gib(curve: CurveLike) -> float:
+    """The host KV tier per replica a curve carries (planner.engine.transfer_physics.with_host_tier); 0: none."""
+    return float(getattr(curve, "host_kv_gib", 0.0))
 
 
 def _best_reserved(d: Deployment, prices: Prices) -> Deployment:
@@ -374,6 +424,12 @@ def _choice_attainment(choice: Choice | None) -> float:
     return math.nan if value is None or pd.isna(value) else float(value)
 
 
+def _choice_host_gib(choice: Choice | None) -> float | None:
+    """A kept option's host KV tier per replica (its plan row's; None for batch or an older plan)."""
+    value = choice.row.get("host_kv_gib") if choice is not None else None
+    return float(value) if isinstance(value, (int, float)) and not pd.isna(value) else None
+
+
 def _choice_hit_rate(choice: Choice | None) -> float:
     value = choice.row.get("prefix_hit_rate_pred") if choice is not None else None
     return float(value) if isinstance(value, (int, float)) and not pd.isna(value) else math.nan
@@ -393,7 +449,8 @@ def _planned_row(baseline: PlanResult, plan_row: PlanRow) -> dict[str, Any]:
     """The options-table row of the option a plan row recommends, with the plan row's prefix_hit_rate_pred."""
     options = baseline.options
     match = options[(options["route"] == plan_row.route) & (options["option"] == plan_row.option)]
-    return {**match.iloc[0].to_dict(), "prefix_hit_rate_pred": plan_row.prefix_hit_rate_pred}
+    return {**match.iloc[0].to_dict(), "prefix_hit_rate_pred": plan_row.prefix_hit_rate_pred,
+            "router": plan_row.router, "host_kv_gib": plan_row.host_kv_gib}
 
 
 def _baseline_total(baseline: PlanResult) -> float:
@@ -539,6 +596,8 @@ def _fleet_row(name: str, d: Deployment, units: list[Unit], prices: Prices) -> d
             "gpu_usd_per_month": round(_gpu_usd(d, prices), 2),
             "sim_attainment": None if math.isnan(d.attainment) else round(d.attainment, 4),
             "prefix_hit_rate_pred": None if math.isnan(d.prefix_hit_rate) else round(d.prefix_hit_rate, 4),
+            "router": d.router or (str(d.choice.row.get("router") or "") if d.choice is not None else ""),
+            "host_kv_gib": d.host_kv_gib if d.candidate is not None else _choice_host_gib(d.choice),
             "notes": d.notes}
 
 

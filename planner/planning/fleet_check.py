@@ -99,23 +99,35 @@ _ATTAINED_LOCK = threading.Lock()
 
 
 def attainment(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0,
-               target: float = 0.99) -> dict[str, float]:
+               target: float = 0.99, router: str = DEFAULT_ROUTER) -> dict[str, float]:
     """Each route's simulated SLO attainment with `replicas` replicas of `curve` serving every stream."""
-    return {name: c.attainment for name, c in checks(curve, streams, replicas, seed, target).items()}
+    return {name: c.attainment for name, c in checks(curve, streams, replicas, seed, target, router).items()}
 
 
 def checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0,
-           target: float = 0.99) -> dict[str, SloCheck]:
-    """Each route's SLO verdict (fleetfacts.slo) with `replicas` replicas of `curve` serving every stream (a
-    simulation already run on the same curve object, streams, replicas, seed and target is reused)."""
-    return dict(_simulation(curve, streams, replicas, seed, target).checks)
+           target: float = 0.99, router: str = DEFAULT_ROUTER) -> dict[str, SloCheck]:
+    """Each route's SLO verdict (fleetfacts.slo) with `replicas` replicas of `curve` behind `router` serving every
+    stream (a simulation already run on the same curve object, streams, replicas, seed, target and router is
+    reused)."""
+    return dict(_simulation(curve, streams, replicas, seed, target, router).checks)
 
 
 def prefix_hit_rate(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int = 0,
-                    target: float = 0.99) -> float:
+                    target: float = 0.99, router: str = DEFAULT_ROUTER) -> float:
     """Prompt tokens found in the replicas' prefix caches over the prompt tokens of the streams with prefix
     structure (served requests), in the same simulation as `checks`; NaN when no stream has any."""
-    return _simulation(curve, streams, replicas, seed, target).prefix_hit_rate
+    return _simulation(curve, streams, replicas, seed, target, router).prefix_hit_rate
+
+
+def carries_prefixes(streams: Sequence[Stream]) -> bool:
+    """Whether any stream has prefix structure (its route's log's block ids, or a declared shared prefix): the
+    deployment's router then decides its cache hits."""
+    for stream in streams:
+        logged = _log(stream.route)
+        structured = logged.blocks is not None if logged is not None else stream.route.shared_prefix_tokens > 0
+        if structured:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -125,13 +137,13 @@ class _Simulated:
 
 
 def _simulation(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int,
-                target: float) -> _Simulated:
-    key = (curve, tuple(streams), replicas, seed, target)
+                target: float, router: str = DEFAULT_ROUTER) -> _Simulated:
+    key = (curve, tuple(streams), replicas, seed, target, router)
     with _ATTAINED_LOCK:
         if key in _ATTAINED:
             _ATTAINED.move_to_end(key, last=False)
             return _ATTAINED[key]
-    out = _simulated_checks(curve, streams, replicas, seed, target)
+    out = _simulated_checks(curve, streams, replicas, seed, target, router)
     with _ATTAINED_LOCK:
         _ATTAINED[key] = out
         _ATTAINED.move_to_end(key, last=False)
@@ -141,13 +153,13 @@ def _simulation(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed
 
 
 def _simulated_checks(curve: CurveLike, streams: Sequence[Stream], replicas: int, seed: int,
-                      target: float) -> _Simulated:
+                      target: float, router: str = DEFAULT_ROUTER) -> _Simulated:
     """Per route, the verdict of its worst stream (a route split over buckets holds only if each part does)."""
     merged = _requests(curve, streams, replicas, seed)
     t = merged.requests.arrival_s
     # `simulated` replicas with their share of the streams: fewer than SIM_MAX_REPLICAS when the streams are too busy
     # to simulate that many (each replica must see the load it would see in the whole fleet).
-    report = predict(curve, Fleet(merged.requests, merged.replicas, DEFAULT_ROUTER))
+    report = predict(curve, Fleet(merged.requests, merged.replicas, router))
     result = report.results[0]
     out: dict[str, SloCheck] = {}
     for index, stream in enumerate(streams):
@@ -176,9 +188,9 @@ def _worse(a: SloCheck, b: SloCheck) -> bool:
 
 
 def smallest_fleet(curve: CurveLike, streams: Sequence[Stream], start: int, target: float,
-                   seed: int = 0) -> tuple[int | None, dict[str, float]]:
-    """The fewest replicas >= start at which every route holds its SLO by the one verdict (None if none up to
-    SEARCH_CEILING_FACTOR x start), and each route's attainment there (or at the largest fleet tried)."""
+                   seed: int = 0, router: str = DEFAULT_ROUTER) -> tuple[int | None, dict[str, float]]:
+    """The fewest replicas >= start behind `router` at which every route holds its SLO by the one verdict (None if
+    none up to SEARCH_CEILING_FACTOR x start), and each route's attainment there (or at the largest fleet tried)."""
     start = max(1, int(start))
     seen: dict[int, dict[str, SloCheck]] = {}
 
@@ -186,7 +198,7 @@ def smallest_fleet(curve: CurveLike, streams: Sequence[Stream], start: int, targ
         if r < start:
             return False
         if r not in seen:
-            seen[r] = checks(curve, streams, r, seed, target)
+            seen[r] = checks(curve, streams, r, seed, target, router)
         return all(c.ok for c in seen[r].values())
 
     best = bisect_replicas(meets, start, SEARCH_CEILING_FACTOR * start)

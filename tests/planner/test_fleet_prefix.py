@@ -19,6 +19,7 @@ from planner.planning.fleet_units import NO_LEVERS
 from planner.planning.plan import make_plan
 from planner.planning.route_table import load_routes
 from planner.sizing import sizing
+from planner.sizing.assumptions import Assumptions
 from planner.sizing.options import option_name
 from planner.traffic.routes import Route
 from planner.traffic.workload import route_load, route_log_load
@@ -102,3 +103,31 @@ def test_the_fleet_csv_reports_the_kept_routes_hit_rate(planned):
     by_route = {str(d["routes"]).rsplit(" ", 1)[0]: d for d in fleet.deployments.to_dict("records")}
     for row in plan.rows:
         assert by_route[row.route]["prefix_hit_rate_pred"] == pytest.approx(row.prefix_hit_rate_pred, abs=1e-4)
+        assert by_route[row.route]["router"] == row.router  # a kept option: its plan row's router and host tier
+        assert by_route[row.route]["host_kv_gib"] == row.host_kv_gib
+
+
+def test_the_fleet_check_routes_behind_the_router_it_is_given(planned):
+    # The busy route on 4 replicas: affinity keeps each conversation's prefix on one replica's cache, so it finds
+    # more cached than round robin, which spreads a conversation's turns over all four (the same seeded arrivals).
+    routes, catalog, plan = planned
+    row = next(r for r in plan.rows if r.route == "chat-prefix-busy")
+    route, curve = _route_and_curve(routes, catalog, row)
+    streams = [Stream(route, route.peak_rps)]
+    assert fleet_check.carries_prefixes(streams)
+    rates = {router: fleet_check.prefix_hit_rate(curve, streams, 4, router=router)
+             for router in ("round-robin", "prefix-affinity")}
+    assert rates["prefix-affinity"] > rates["round-robin"] + 0.02
+
+
+def test_a_shared_deployment_names_its_router_and_prices_the_other_and_a_host_tier():
+    routes = load_routes(ROOT / "examples" / "routes-prefix.csv")
+    routes["log"] = [str(ROOT / "examples" / log) if isinstance(log, str) and log else log for log in routes["log"]]
+    fleet = make_fleet(routes, bundled_catalog(), assumptions=Assumptions(host_kv_gib=64.0))
+    shared = fleet.deployments[fleet.deployments["kind"] == "shared"]
+    assert len(shared) == 1
+    row = shared.iloc[0]
+    assert row["router"] in ("least-outstanding", "prefix-affinity") and row["host_kv_gib"] in (0.0, 64.0)
+    other = "prefix-affinity" if row["router"] == "least-outstanding" else "least-outstanding"
+    assert f"behind {other}: " in row["notes"]
+    assert "64 GiB host KV tier per replica (an assumption, not measured)" in row["notes"]
