@@ -230,6 +230,11 @@ def route_prefix_data(route_row: dict, plan_row: dict, replicas: int) -> prefix_
     return prefix_view.route_prefix(route_row, plan_row, bundled_inputs().curves, replicas)
 
 
+@st.cache_data(max_entries=16, show_spinner="Sizing the route's fleet with a host KV tier…")
+def route_tier_data(route_row: dict, plan_row: dict, gib: float, attainment: float) -> prefix_view.TierFleet | None:
+    return prefix_view.tier_fleet(route_row, plan_row, bundled_inputs().curves, gib, attainment)
+
+
 def prefix_reuse(result: PlanResult, routes: pd.DataFrame) -> None:
     """A planned online route's prefix reuse, the hit rate behind each router and what the planned router saves
     (ui.prefix_view); a route without prefix structure gets one line."""
@@ -273,3 +278,13 @@ def prefix_reuse(result: PlanResult, routes: pd.DataFrame) -> None:
             "prefill_tok_per_s_saved": st.column_config.NumberColumn("prefill tok/s saved", format="%.0f")})
     st.markdown(prefix_view.router_text(found))
     st.markdown(prefix_view.memory_text(found))
+    if found.plan_host_gib <= 0 and not math.isnan(found.plan_hit_rate):
+        gib = float(st.number_input("What if: host KV tier, GiB per replica", 0.0, 4096.0, 0.0, step=16.0,
+                                    key=f"prefix_tier_{route}",
+                                    help="Size the plan's option with this much host memory per replica holding "
+                                         "the prefix blocks the GPU evicts (vLLM's CPU KV offloading): an "
+                                         "assumption, not measured. The plan prices one with `plan --host-kv-gib`."))
+        if gib > 0:
+            fleet = route_tier_data(route_row, plan_row, gib, result.assumptions.slo_attainment)
+            if fleet is not None:
+                st.markdown(prefix_view.tier_text(found, fleet))

@@ -23,7 +23,7 @@ from planner.engine.transfer_physics import with_host_tier
 from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.planning.sim_check import OtherMemory, OtherRouter, memory_in_notes
 from planner.planning.sim_check import router_in_notes as other_router
-from planner.sizing.sizing import fleet_latency
+from planner.sizing.sizing import fleet_latency, search_fleet
 from planner.traffic.prefixes import REUSE_QUANTILES, PromptBlocks, percent_text, prefix_reuse, tokens_text
 from planner.traffic.routes import Route
 from planner.traffic.workload import Requests, route_load, route_log_load
@@ -188,6 +188,53 @@ def _other_text(view: PrefixView) -> str:
         return text + f": the same cost (the plan keeps {view.plan_router} on a tie)."
     verb = "saves" if saved > 0 else "costs"
     return text + f": {view.plan_router} {verb} ${abs(saved):,.0f}/month."
+
+
+@dataclass(frozen=True)
+class TierFleet:
+    """The plan's option sized with a host-memory KV tier of `gib` GiB per replica behind the plan's router (the
+    fleet simulation the plan sizes with, searched from the plan's count): replicas (None: no fleet up to the
+    search's ceiling holds), $/month at the plan's price per replica, and its prefix hit rate."""
+
+    gib: float
+    replicas: int | None
+    usd_per_month: float
+    hit_rate: float
+
+
+def tier_fleet(route_row: Mapping[str, Any], plan_row: Mapping[str, Any], curves: Mapping[Any, Any], gib: float,
+               attainment: float) -> TierFleet | None:
+    """What a host KV tier of `gib` GiB per replica would buy for an online route with prefix structure (a what-if
+    the plan did not price: an assumption, not measured); None without prefix structure or a fitted curve."""
+    route = Route.from_row(dict(route_row))
+    curve = recommended_curve(plan_row, curves)
+    if route.traffic != "online" or curve is None or gib <= 0:
+        return None
+    load = route_load(route, *route_log_load(route))
+    tiered = with_host_tier(curve, gib)
+    if load.blocks is None or tiered is None:
+        return None
+    router = str(plan_row.get("router") or DEFAULT_ROUTER)
+    planned = _count(plan_row.get("replicas")) or 1
+    search = search_fleet(tiered, route, load, planned, attainment, router)
+    count = search.replicas
+    per_replica = _number(plan_row.get("gpu_usd_per_month")) / planned
+    usd = math.nan if count is None else per_replica * count + _number(plan_row.get("eng_usd_per_month"))
+    return TierFleet(gib, count, usd, float(search.report.prefix_hit_rate))
+
+
+def tier_text(view: PrefixView, fleet: TierFleet) -> str:
+    """The what-if tier's fleet beside the plan's."""
+    head = f"With a {fleet.gib:g} GiB host KV tier per replica (a what-if here: an assumption, not measured)"
+    if fleet.replicas is None:
+        return f"{head}, no fleet the search tried holds every window."
+    text = (f"{head}: {_replicas(fleet.replicas)} behind {view.plan_router}, ${fleet.usd_per_month:,.0f}/month, "
+            f"prefix hit rate {percent_text(fleet.hit_rate)}")
+    saved = view.plan_usd_per_month - fleet.usd_per_month
+    if math.isnan(saved) or abs(saved) < 0.5:
+        return text + ": the same cost as the plan."
+    return text + (f": saves ${saved:,.0f}/month against the plan." if saved > 0
+                   else f": ${-saved:,.0f}/month more than the plan.")
 
 
 def memory_text(view: PrefixView) -> str:

@@ -84,6 +84,10 @@ def test_the_prefix_reuse_tab_renders_for_the_prefix_example():
     text = " ".join(m.value for m in at.markdown)
     assert "repeat an earlier request's prefix" in text and "behind prefix-affinity" in text.lower()
     assert prefix_view.NO_HOST_TIER_TEXT in text  # the default assumptions price no host KV tier
+    at.number_input(key="prefix_tier_chat-prefix").set_value(64.0).run()  # the what-if tier
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    what_if = " ".join(m.value for m in at.markdown)
+    assert "With a 64 GiB host KV tier per replica (a what-if here" in what_if and "1 replica behind" in what_if
     at.selectbox(key="prefix_route").select("chat-system-prompt").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "1,800-token shared prefix" in " ".join(m.value for m in at.markdown)

@@ -127,3 +127,18 @@ def test_the_prefix_view_says_what_the_tier_saves(documents, plans):
     assert f"{TIER_GIB:g} GiB host KV tier" in text and f"saves ${saved:,.0f}/month" in text
     cold = prefix_view.route_prefix(route_row, plans[0.0], bundled_catalog().curves)
     assert cold is not None and prefix_view.memory_text(cold) == prefix_view.NO_HOST_TIER_TEXT
+
+
+def test_the_prefix_tab_what_if_sizes_the_plans_option_with_a_tier_as_the_plan_would(documents, plans):
+    # The what-if of a plan made without a tier: the same fleet search the plan runs with the tier, so the same
+    # replicas, cost and hit rate as the plan that priced it.
+    _, table = documents
+    fleet = prefix_view.tier_fleet(table.to_dict("records")[0], plans[0.0], bundled_catalog().curves, TIER_GIB,
+                                   Assumptions().slo_attainment)
+    tiered = plans[TIER_GIB]
+    assert fleet is not None and fleet.replicas == tiered["replicas"]
+    assert fleet.usd_per_month == pytest.approx(tiered["total_usd_per_month"], abs=1)
+    assert fleet.hit_rate == pytest.approx(tiered["prefix_hit_rate_pred"], abs=0.005)
+    cold = prefix_view.route_prefix(table.to_dict("records")[0], plans[0.0], bundled_catalog().curves)
+    saved = plans[0.0]["total_usd_per_month"] - tiered["total_usd_per_month"]
+    assert f"saves ${saved:,.0f}/month against the plan" in prefix_view.tier_text(cold, fleet)
