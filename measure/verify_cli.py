@@ -195,6 +195,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     results = (verify.verdicts(m, plan, route, load, specs) + verify.window_verdicts(check, plan, route)
                + [verify.prefix_verdict(hit_rate, route, plan, hit_source)])
     print_verdicts(results)
+    if args.scale != 1.0:
+        print(scaled_note(args.scale, share.rate_rps))
     print(f"SLO verdict: {check.describe()}")
     for line in check.window_lines():
         print(f"  {line}")
@@ -208,6 +210,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         _write_profile(args, verify.profile_row(columns, m, plan, share, specs, arrival, command_line(argv), seed),
                        plan)
     return verify.exit_code(results)
+
+
+def scaled_note(scale: float, rate_rps: float) -> str:
+    """The line a scaled run prints under its verdicts: what its 'predicted' column is, and how to predict it."""
+    return (f"note: --scale {scale:g}: 'predicted' is the plan's figure at 1x, so latency reads as drift; a "
+            f"prediction for the requests this run sent: `python -m planner predict ... --log <them> --request-rate "
+            f"{rate_rps:.4g} --replicas 1` (--record keeps them; docs/verify.md)")
 
 
 def _default_prompt_format(args: argparse.Namespace, base_url: str) -> str:

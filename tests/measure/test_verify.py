@@ -170,3 +170,15 @@ def test_assigned_requests_are_replayed_as_they_are_and_each_window_is_set_besid
                for w in windows)
     assert all(w["ttft_measured_ms"] >= 1e3 * SLOT_TTFT_S * 0.9 for w in windows)
     assert "per window (p95, ms)" in out
+
+
+def test_a_scaled_run_says_its_predictions_are_the_plans_at_1x(timed_server, tmp_path, capsys):
+    url, _ = timed_server(ttft_s=SLOT_TTFT_S, itl_s=SLOT_ITL_S, slots=4)
+    e2e_s = SLOT_TTFT_S + (OUTPUT_LEN - 1) * SLOT_ITL_S
+    light_load = {"ttft_p95_ms": 1e3 * SLOT_TTFT_S, "tpot_p95_ms": 1e3 * SLOT_ITL_S, "e2e_p95_ms": 1e3 * e2e_s,
+                  "output_tok_per_s": RATE_RPS * OUTPUT_LEN}
+    routes, plan = _files(tmp_path, light_load, RATE_RPS, assumptions_line=False)
+    _verify(url, routes, plan, tmp_path / "prof", "--scale", "2", "--duration", "1", "--drain", "2")
+    out = capsys.readouterr().out
+    assert "note: --scale 2: 'predicted' is the plan's figure at 1x" in out
+    assert f"--request-rate {2 * RATE_RPS:.4g} --replicas 1" in out
