@@ -282,7 +282,7 @@ def prefix_reuse(result: PlanResult, routes: pd.DataFrame) -> None:
         gib = float(st.number_input("What if: host KV tier, GiB per replica", 0.0, 4096.0, 0.0, step=16.0,
                                     key=f"prefix_tier_{route}",
                                     help="Size the plan's option with this much host memory per replica holding "
-                                         "the prefix blocks the GPU evicts (vLLM's CPU KV offloading): an "
+                                         "a copy of the prefix blocks the GPU caches (vLLM's CPU KV offloading): an "
                                          "assumption, not measured. The plan prices one with `plan --host-kv-gib`."))
         if gib > 0:
             fleet = route_tier_data(route_row, plan_row, gib, result.assumptions.slo_attainment)

@@ -32,7 +32,7 @@ from ui.lengths import recommended_curve
 # The most replicas the view simulates on request (each is one fleet simulation of the route's load per router).
 MAX_SIMULATED_REPLICAS = 64
 # A plan made without a host-memory KV tier to price (the assumptions' host_kv_gib = 0).
-NO_HOST_TIER_TEXT = ("No host-memory KV tier was priced (prefix blocks the GPU evicts kept in CPU memory: vLLM's "
+NO_HOST_TIER_TEXT = ("No host-memory KV tier was priced (copies of the prefix blocks kept in CPU memory: vLLM's "
                      "CPU KV offloading, LMCache): these hit rates are of each replica's GPU KV cache alone. Plan "
                      "with `--host-kv-gib G` (assumption `host_kv_gib`) to price one per replica; an assumption, "
                      "not measured.")

@@ -81,8 +81,8 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                    "the log's own timestamps scaled to R): the fleet tier `plan` sizes and reports online routes on")
     p.add_argument("--host-kv-gib", type=float, metavar="GIB", help="only with --log prefix structure: a "
                    "host-memory KV tier of GIB GiB per replica behind its prefix cache (vLLM's CPU offloading, "
-                   "LMCache): blocks the GPU evicts stay there and come back at --host-gb-per-s instead of being "
-                   "prefilled again. Not measured: an assumption")
+                   "LMCache): every block the GPU caches is written there too, and what the GPU has evicted comes "
+                   "back at --host-gb-per-s instead of being prefilled again. Not measured: an assumption")
     p.add_argument("--host-gb-per-s", type=float, metavar="GB_S", help="with --host-kv-gib: host-to-GPU "
                    f"bandwidth a KV block comes back at (default {HOST_LOAD_GB_PER_S:g}: PCIe 5.0 x16's peak, an "
                    "upper bound)")

@@ -51,7 +51,8 @@ request holds reserves KV only for the rest of its prompt and its output (vLLM
 reference-counts shared blocks), and a block's KV is freed when its last holder
 ends (`_BlockCache.reserve` / `release`).  Not modelled: running requests'
 blocks are not pinned in the LRU (it may evict them; each hit refreshes them),
-and the LRU is not shrunk by the KV running requests hold.  Prefix affinity sends
+and the LRU is not shrunk by the KV running requests hold.  A host tier (HostTier) is written through: every
+block the GPU caches is stored in the host LRU too, as vLLM's OffloadingConnector stores computed blocks.  Prefix affinity sends
 a request to the replica whose cache holds the longest prefix of it (ties: the
 least outstanding), unless that replica has more than AFFINITY_LOAD_CAP
 outstanding requests beyond the least loaded one's: then, as without a match,
@@ -309,7 +310,9 @@ class _Either(Mapping[int, int]):
 class _BlockCache:
     """One replica's prefix cache: chained hash-block keys, least recently used first, each with the tokens cached
     of it (planner.traffic.prefixes: a partial block holds its whole engine blocks), at most `capacity` keys; with
-    a host tier, the keys the GPU evicts move to a host LRU of `host_capacity` keys."""
+    a host tier, every block is also written to a host LRU of `host_capacity` keys as it is cached (vLLM's
+    OffloadingConnector stores each computed block: write-through, so the host holds what the GPU holds, and more
+    only where it is larger)."""
 
     __slots__ = ("blocks", "capacity", "host", "host_capacity", "held", "holds")
 
@@ -381,16 +384,15 @@ class _BlockCache:
 
     def touch(self, prompt: ChainedPrompt, keys: int | None = None) -> None:
         """Reference the prompt's first `keys` blocks (all by default) tail first (a chain's head is evicted
-        last), then evict beyond the capacity (into the host tier, if any)."""
-        remember(self.blocks, prompt, keys)
+        last) in the GPU cache and the host tier (if any), then evict each beyond its capacity."""
         blocks, host = self.blocks, self.host
+        remember(blocks, prompt, keys)
         while len(blocks) > self.capacity:
-            key, tokens = blocks.popitem(last=False)
-            if self.host_capacity:
-                host[key] = max(host.get(key, 0), tokens)
-                host.move_to_end(key)
-        while len(host) > self.host_capacity:
-            host.popitem(last=False)
+            blocks.popitem(last=False)
+        if self.host_capacity:
+            remember(host, prompt, keys)
+            while len(host) > self.host_capacity:
+                host.popitem(last=False)
 
     def copy(self) -> _BlockCache:
         twin = _BlockCache(self.capacity, self.host_capacity)

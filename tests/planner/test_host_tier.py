@@ -1,5 +1,6 @@
-"""A host-memory KV tier behind each replica's prefix cache (`predict --host-kv-gib`): blocks the GPU evicts are
-kept in host memory and come back at the host link's bandwidth instead of being prefilled again."""
+"""A host-memory KV tier behind each replica's prefix cache (`predict --host-kv-gib`): every block the GPU caches is
+written to host memory too (vLLM's OffloadingConnector), and what the GPU has evicted since comes back at the host
+link's bandwidth instead of being prefilled again."""
 
 from __future__ import annotations
 
@@ -28,11 +29,17 @@ def _predict(capsys, *extra: str) -> dict:
 
 def test_a_host_tier_serves_what_the_gpu_evicted_and_a_big_one_serves_everything(capsys):
     gpu_only = _predict(capsys)["prefix_hit_rate"]
-    small = _predict(capsys, "--host-kv-gib", "2")["prefix_hit_rate"]
+    small = _predict(capsys, "--host-kv-gib", "8")["prefix_hit_rate"]  # 65k tokens of the 8B's KV: twice the GPU's
     big = _predict(capsys, "--host-kv-gib", "256")["prefix_hit_rate"]
     # the log's whole reuse: what one replica's cache serves when nothing is ever evicted
     unbounded = json.loads(_unbounded(capsys))["prefix_hit_rate"]
     assert gpu_only < small < big and big == pytest.approx(unbounded, abs=1e-9)
+
+
+def test_a_write_through_tier_no_larger_than_the_gpu_cache_adds_nothing(capsys):
+    # 2 GiB hold 16k tokens of Llama-3.1-8B bf16 KV (128 KiB a token): written through, the host keeps the most
+    # recent blocks, which the 32k-token GPU cache keeps too (an exclusive tier of evicted blocks would add hits).
+    assert _predict(capsys, "--host-kv-gib", "2")["prefix_hit_rate"] == _predict(capsys)["prefix_hit_rate"]
 
 
 def _unbounded(capsys) -> str:
