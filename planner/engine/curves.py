@@ -468,6 +468,7 @@ class PhysicsPrior:
     r: float
     r_sd: float
     basis: str = ""
+    t0: float = 0.0  # the calibrated fixed step cost: a fit that cannot separate t0 takes it (0: unknown)
 
     def rows(self) -> tuple[tuple[int, float, float], ...]:
         """(parameter index, value, relative sd) of each prior term."""
@@ -613,7 +614,8 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
     """Bounded linear least squares on relative errors; `full=False` fits (a, k, q) only.
 
     In the reduced fit t0 and m are placed at the roofline over an assumed achievable
-    bandwidth and h = 0, and r at its physics prior (0 without one): a table of saturated
+    bandwidth (t0 at the prior's calibrated step cost where that is higher) and h = 0, and r at its
+    physics prior (0 without one; its variance the prior's): a table of saturated
     throughputs cannot separate them.  m (routed experts' weights) is fitted only when some
     observation sees it (an MoE model).  A physics prior adds one pseudo-observation per length
     term (k, r): its relative deviation from the prior, weighted as `noise` over the prior's sd,
@@ -634,6 +636,8 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
                                floors.m / ACHIEVABLE_BANDWIDTH_FRACTION if moe else 0.0)
         if prior is not None:
             fixed[PARAM_NAMES.index("r")] = prior.r
+            if prior.t0 > floors.t0:  # the engine's calibrated step cost: weights and the work around them
+                fixed[0] = prior.t0
     mask = np.array(free)
     design = phi[:, mask] * (weight / target)[:, None]
     rhs = weight * (1.0 - (phi[:, ~mask] @ fixed[~mask]) / target)
@@ -652,6 +656,9 @@ def fit_observations(obs: list[Observation], floors: Floors, full: bool, noise: 
     sigma = max(noise, math.sqrt(float(resid @ resid) / dof))
     cov = np.zeros((N_PARAMS, N_PARAMS))
     cov[np.ix_(mask, mask)] = sigma**2 * np.linalg.pinv(design.T @ design)
+    r = PARAM_NAMES.index("r")
+    if prior is not None and not mask[r] and fixed[r] > 0:  # r placed at the prior keeps the prior's uncertainty
+        cov[r, r] = (prior.r * prior.r_sd) ** 2
     return Fit(theta, cov, sigma, free, len(obs))
 
 
@@ -959,10 +966,13 @@ def fit_group(key: GroupKey, group: pd.DataFrame, prior: PhysicsPrior | None = N
     if len(obs) < (7 if rich else 4):
         log.info("%s: %d usable observations, too few to fit; exact shapes only", key.label(), len(obs))
         return None
-    fit = _stored_fit(obs, _roofline_floors(key), rich, repeat_noise(group), prior)
+    floors = _roofline_floors(key)
+    fit = _stored_fit(obs, floors, rich, repeat_noise(group), prior)
     provenance = "measured" if (group["provenance"] == "measured").all() else "published"
     has_latency = any(o.kind != "throughput" for o in obs)
-    note = "" if rich else "fitted to saturated throughputs only (t0 from the roofline, assumed 80% of datasheet bandwidth)"
+    t0 = ("the engine's calibrated step cost" if prior is not None and prior.t0 > floors.t0
+          else "the roofline, assumed 80% of datasheet bandwidth")
+    note = "" if rich else f"fitted to saturated throughputs only (t0 from {t0})"
     return Curve(key, caps, fit, provenance, has_latency, _covered(group), group, note, prior=prior)
 
 

@@ -17,17 +17,19 @@ a warm start reads them back.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from fleetfacts.schema import PROFILE_GROUP
-from planner.engine.curves import PARAM_NAMES, Curve, GroupKey, PhysicsPrior, fit_curves, group_key
+from planner.engine.curves import PARAM_NAMES, Curve, GroupKey, PhysicsPrior, fit_curves, fit_group, group_key
 from planner.engine.fitcache import memo
 from planner.engine.transfer import Calibration, calibrate_engine, group_data
-from planner.engine.transfer_physics import Target, physics_matrix
+from planner.engine.transfer_physics import Target, kv_precision, physics_matrix
 
-K, R = PARAM_NAMES.index("k"), PARAM_NAMES.index("r")
+K, R, T0 = PARAM_NAMES.index("k"), PARAM_NAMES.index("r"), PARAM_NAMES.index("t0")
 
 
 def physics_priors(profiles: pd.DataFrame) -> dict[GroupKey, PhysicsPrior]:
@@ -67,13 +69,55 @@ def prior_for(calibration: Calibration, target: Target) -> PhysicsPrior | None:
         return max(math.sqrt(max(float(cov[i, i]), 0.0)) / float(theta[i]), calibration.sigma)
 
     return PhysicsPrior(float(theta[K]), relative_sd(K), float(theta[R]), relative_sd(R),
-                        f"{calibration.engine} calibration on {len(calibration.groups)} groups")
+                        f"{calibration.engine} calibration on {len(calibration.groups)} groups", float(theta[T0]))
 
 
 def fit_with_physics(profiles: pd.DataFrame, fitted: pd.DataFrame | None = None) -> dict[GroupKey, Curve]:
     """The curves of `fitted` (default: every group of `profiles`), each fitted toward the physics prior that a
-    calibration on all of `profiles` gives it: the one way the planner fits curves."""
-    return fit_curves(profiles if fitted is None else fitted, physics_priors(profiles))
+    calibration on all of `profiles` gives it, or toward a sibling's measured length terms where one sees longer
+    prompts (with_sibling_lengths): the one way the planner fits curves."""
+    table = profiles if fitted is None else fitted
+    priors = physics_priors(profiles)
+    return with_sibling_lengths(table, fit_curves(table, priors), priors)
+
+
+def with_sibling_lengths(table: pd.DataFrame, curves: Mapping[GroupKey, Curve],
+                         priors: Mapping[GroupKey, PhysicsPrior]) -> dict[GroupKey, Curve]:
+    """`curves`, each refitted toward its sibling's fitted k and r where a sibling measured longer prompts.
+
+    A sibling is the same engine build, GPU, model, TP and settings at another weight precision with the same KV
+    cache precision (planner.engine.transfer_physics.kv_precision): it runs the same attention kernel on the same
+    KV bytes, so its attention (r) and KV-read (k) costs are this group's, whatever the GEMMs cost.  Where it is
+    fully fitted (t0 free) and measured at longer prompts than this group, its fitted k and r replace the pooled
+    calibration's as the prior's values: measured attention beats pooled attention.  Their relative spread stays
+    the prior's (the calibration's residual scale): the sibling's own marginal spreads of k and r are inflated by
+    their correlation in its fit, which its predictions do not suffer.  Other terms stay this group's own."""
+    out = dict(curves)
+    for key, curve in curves.items():
+        prior, sibling = priors.get(key), longer_sibling(key, curve, curves)
+        if prior is None or sibling is None:
+            continue
+        theta = sibling.fit.theta
+        measured = replace(prior, k=float(theta[K]), r=float(theta[R]),
+                           basis=f"{sibling.key.label()} (same attention kernel and KV cache, prompts to "
+                                 f"{sibling.covered.input_len[1]:,.0f} tokens)")
+        rows = table[(table[list(PROFILE_GROUP)] == [getattr(key, c) for c in PROFILE_GROUP]).all(axis=1)]
+        refit = fit_group(key, rows, measured)
+        if refit is not None:
+            out[key] = refit
+    return out
+
+
+def longer_sibling(key: GroupKey, curve: Curve, curves: Mapping[GroupKey, Curve]) -> Curve | None:
+    """The fully fitted sibling (with_sibling_lengths) measured at the longest prompts beyond this curve's, if any."""
+    kv = kv_precision(key.engine, key.precision)
+    found = [c for k, c in curves.items()
+             if k.precision != key.precision and kv_precision(k.engine, k.precision) == kv
+             and (k.engine, k.engine_version, k.gpu, k.model, k.tp, k.config)
+             == (key.engine, key.engine_version, key.gpu, key.model, key.tp, key.config)
+             and c.fit.is_full and c.covered.input_len[1] > curve.covered.input_len[1]
+             and c.fit.theta[K] > 0 and c.fit.theta[R] > 0]
+    return max(found, key=lambda c: c.covered.input_len[1], default=None)
 
 
 # Prompts longer than this are "long" for `validate --long`: the longest any profile measured before long-prompt
