@@ -108,11 +108,7 @@ def _memory_note(option: Option, gib: float) -> str:
     """The fleet not kept: 'with a G GiB host KV tier (...): N replicas, $X/month, prefix hit rate H' or 'without
     the G GiB host KV tier (...): ...' (or why no fleet holds there); read back by memory_in_notes."""
     which = "with" if getattr(option.curve, "host_kv_gib", 0.0) > 0 else "without"
-    head = f"{which} a {gib:g} GiB host KV tier per replica (an assumption, not measured)"
-    if not option.feasible:
-        return f"{head}: {option.reason}"
-    return (f"{head}: {option.replicas} replicas, ${option.total_usd_per_month:,.0f}/month, "
-            f"prefix hit rate {percent_text(option.prefix_hit_rate)}")
+    return f"{which} a {gib:g} GiB host KV tier per replica (an assumption, not measured): {_priced_text(option)}"
 
 
 _MEMORY_NOTE = re.compile(r"(with|without) a ([\d.]+) GiB host KV tier per replica \(an assumption, not measured\): "
@@ -137,21 +133,30 @@ def memory_in_notes(notes: str) -> OtherMemory | None:
     found = _MEMORY_NOTE.search(notes)
     if found is None:
         return None
-    with_tier, gib, text = found.group(1) == "with", float(found.group(2)), found.group(3).strip()
-    priced = _PRICED.fullmatch(text)
-    if priced is None:
-        return OtherMemory(with_tier, gib, reason=text)
-    hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
-    return OtherMemory(with_tier, gib, int(priced.group(1)), float(priced.group(2).replace(",", "")), hit)
+    return OtherMemory(found.group(1) == "with", float(found.group(2)), *_read_priced(found.group(3)))
 
 
 def _router_note(option: Option) -> str:
     """'behind prefix-affinity: N replicas, $X/month, prefix hit rate H' (or why no fleet holds there); read back
     by router_in_notes."""
+    return f"behind {option.router}: {_priced_text(option)}"
+
+
+def _priced_text(option: Option) -> str:
+    """'N replicas, $X/month, prefix hit rate H' of a fleet a note sets beside the plan's, or why none holds."""
     if not option.feasible:
-        return f"behind {option.router}: {option.reason}"
-    return (f"behind {option.router}: {option.replicas} replicas, ${option.total_usd_per_month:,.0f}/month, "
+        return option.reason
+    return (f"{option.replicas} replicas, ${option.total_usd_per_month:,.0f}/month, "
             f"prefix hit rate {percent_text(option.prefix_hit_rate)}")
+
+
+def _read_priced(text: str) -> tuple[int | None, float | None, float | None, str]:
+    """_priced_text read back: (replicas, $/month, hit rate (None where n/a), "") or (None, None, None, reason)."""
+    priced = _PRICED.fullmatch(text.strip())
+    if priced is None:
+        return None, None, None, text.strip()
+    hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
+    return int(priced.group(1)), float(priced.group(2).replace(",", "")), hit, ""
 
 
 # _router_note's two forms, read back from a plan row's notes (the plan file has no columns for the other router).
@@ -176,12 +181,7 @@ def router_in_notes(notes: str) -> OtherRouter | None:
     found = _ROUTER_NOTE.search(notes)
     if found is None:
         return None
-    router, text = found.group(1), found.group(2).strip()
-    priced = _PRICED.fullmatch(text)
-    if priced is None:
-        return OtherRouter(router, reason=text)
-    hit = None if priced.group(3) == "n/a" else float(priced.group(3).rstrip("%")) / 100
-    return OtherRouter(router, int(priced.group(1)), float(priced.group(2).replace(",", "")), hit)
+    return OtherRouter(found.group(1), *_read_priced(found.group(2)))
 
 
 
