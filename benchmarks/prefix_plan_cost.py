@@ -1,11 +1,14 @@
 """What the plan's prefix cache costs (issue 49, item 3): plan wall time and the cache simulation's memory.
 
-    .venv/bin/python benchmarks/prefix_plan_cost.py [--requests 1000000] [--repeats 3]
+    .venv/bin/python benchmarks/prefix_plan_cost.py [--requests 1000000] [--repeats 3] [--conversations]
 
 1. Plan wall time of the example route `chat-prefix` (examples/routes-prefix.csv, its Mooncake log) with its
    prefix data and without it (the same log with no hash_ids): `make_plan` with the simulation check, the
    catalog fitted once beforehand, the sizing memo cleared before each run; the median of --repeats runs.
    Issue target: with prefixes at most 2x the time without.
+   With --conversations, the same on a SYNTHETIC conversation-sized log (issue 49's target names one: ~12k requests
+   in an hour, ~12k-token prompts): multi-turn sessions, each turn's prompt its previous prompt plus the reply and
+   new text (write_conversations), planned on the H100 8B bf16 with SLO TTFT 5 s / TPOT 100 ms.
 2. Peak memory of the prefix-cache simulation on a synthetic Mooncake-style log of --requests requests (written
    in a temporary folder, seeded): read with its hash_ids, replayed on a fleet behind prefix-affinity (every
    replica keeps its LRU of blocks).  Measured in a child process as its peak resident set (ru_maxrss: the
@@ -16,6 +19,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import resource
 import statistics
@@ -31,6 +36,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from planner.cli import main as cli_main  # noqa: E402
 from planner.latency import Fleet, predict  # noqa: E402
 from planner.planning.catalog import load_inputs  # noqa: E402
 from planner.planning.plan import make_plan  # noqa: E402
@@ -52,6 +58,9 @@ REPLICAS = 24  # enough H100 replicas of the 8B model for RATE_RPS of these prom
 GIB = 2**30
 TARGET_RATIO = 2.0
 TARGET_BYTES = GIB
+# The conversation-sized log: sessions over an hour (~8 turns each: ~12k requests), system prompts of 4 blocks.
+CONVERSATIONS = 1500
+CONVERSATION_SYSTEM_BLOCKS = 4
 
 
 def cold_copy(folder: Path) -> pd.DataFrame:
@@ -65,6 +74,49 @@ def cold_copy(folder: Path) -> pd.DataFrame:
     warm, cold = routes.copy(), routes.copy()
     warm["log"], cold["log"] = str(folder / "warm.jsonl"), str(folder / "cold.csv")
     return pd.concat([warm.assign(name="warm"), cold.assign(name="cold")], ignore_index=True)
+
+
+def write_conversations(path: Path, sessions: int = CONVERSATIONS, seed: int = SEED) -> int:
+    """A SYNTHETIC Mooncake-style log of multi-turn conversations over an hour: each opens with one of SYSTEM_PROMPTS
+    system prompts (SYSTEM_BLOCKS blocks, Zipf-popular), then each turn appends the previous reply and 1-4 blocks
+    of new text (fresh block ids) and waits ~2 minutes for the next; returns the request count."""
+    gen = np.random.default_rng(seed)
+    rows, fresh = [], SYSTEM_PROMPTS * CONVERSATION_SYSTEM_BLOCKS
+    for _ in range(sessions):
+        system = int(min(gen.zipf(ZIPF_A), SYSTEM_PROMPTS)) - 1
+        ids = [system * CONVERSATION_SYSTEM_BLOCKS + j for j in range(CONVERSATION_SYSTEM_BLOCKS)]
+        t, reply = float(gen.uniform(0.0, 3600.0)), 0
+        for _ in range(int(gen.integers(4, 13))):
+            added = -(-reply // BLOCK) + int(gen.integers(1, 5))
+            ids += range(fresh, fresh + added)
+            fresh += added
+            reply = int(gen.integers(100, 600))
+            rows.append((t, len(ids) * BLOCK, reply, list(ids)))
+            t += float(gen.exponential(120.0))
+            if t >= 3600.0:
+                break
+    rows.sort(key=lambda row: row[0])
+    with path.open("w") as f:
+        for t, tokens, reply, ids in rows:
+            f.write(json.dumps({"timestamp": int(t * 1000), "input_length": tokens, "output_length": reply,
+                                "hash_ids": ids}) + "\n")
+    return len(rows)
+
+
+def conversation_routes(folder: Path) -> pd.DataFrame:
+    """The conversation log's route twice (planner traffic's row): with its hash_ids, and without them."""
+    log = folder / "conversations.jsonl"
+    write_conversations(log)
+    frame = pd.read_json(log, lines=True)
+    pd.DataFrame({"timestamp": frame["timestamp"] / 1000.0, "input_len": frame["input_length"],
+                  "output_len": frame["output_length"]}).to_csv(folder / "conversations-cold.csv", index=False)
+    out = folder / "conversations-routes.csv"
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli_main(["traffic", "--log", str(log), "--route", "conversations", "--model", "llama-3.1-8b", "--out",
+                  str(out), "--ttft-slo-ms", "5000", "--tpot-slo-ms", "100"])
+    warm = pd.read_csv(out).assign(engines="vllm", gpus="h100", precisions="bf16", log=str(log))
+    return pd.concat([warm.assign(name="warm"), warm.assign(name="cold", log=str(folder / "conversations-cold.csv"))],
+                     ignore_index=True)
 
 
 def plan_seconds(routes: pd.DataFrame, catalog, repeats: int) -> tuple[float, object]:
@@ -123,16 +175,36 @@ def _rss() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
 
 
+def conversations(catalog, repeats: int) -> None:
+    """Print the conversation-sized log's plan time with and without its prefix data, and the ratio."""
+    with tempfile.TemporaryDirectory() as tmp:
+        routes = conversation_routes(Path(tmp))
+        frame = pd.read_json(Path(tmp) / "conversations.jsonl", lines=True)
+        warm_s, warm = plan_seconds(routes[routes["name"] == "warm"], catalog, repeats)
+        cold_s, cold = plan_seconds(routes[routes["name"] == "cold"], catalog, repeats)
+    ratio = warm_s / cold_s
+    print(f"# conversation-sized SYNTHETIC log: {len(frame):,} requests over "
+          f"{(frame['timestamp'].max() - frame['timestamp'].min()) / 3.6e6:.2f} h, prompts mean "
+          f"{frame['input_length'].mean():,.0f} tokens ({repeats} plan runs each, median)")
+    print(f"plan with its prefixes: {warm_s:.2f} s ({warm.option} x{warm.replicas}, router {warm.router}, "
+          f"prefix_hit_rate_pred {warm.prefix_hit_rate_pred:.4f}); cold: {cold_s:.2f} s ({cold.option} "
+          f"x{cold.replicas})")
+    print(f"ratio {ratio:.2f}x (target <= {TARGET_RATIO:g}x): {'met' if ratio <= TARGET_RATIO else 'MISSED'}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--conversations", action="store_true", help="also time a conversation-sized log's plan")
     ap.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_child:
         memory_child(Path(args.memory_child))
         return 0
     catalog = load_inputs()
+    if args.conversations:
+        conversations(catalog, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         routes = cold_copy(Path(tmp))
         warm_s, warm = plan_seconds(routes[routes["name"] == "warm"], catalog, args.repeats)

@@ -191,14 +191,16 @@ def size_online(curve: CurveLike, route: Route, tp: int, policy: Policy = Policy
     instead of synthetic arrivals at the route's arrival CV.  uncached: the share of prompt tokens a replica
     prefills (a route with prefix structure: 1 - the share its prefix cache serves; 1: cold): the capacity, the
     utilisation cap's floor and the share's latency are taken at prompts that much shorter (a request alone stays
-    cold); the fleet simulation with the prefix caches judges the count.
+    cold), the capacity never below the cold prompts' (a cache hit takes no work away from a replica's decode or
+    KV cache, and a prompt shortened below the curve's measured lengths would read the low end of an
+    extrapolated interval); the fleet simulation with the prefix caches judges the count.
     """
     alone = _point(curve, route, 1)
     if alone.misses(route):
         return _infeasible_online(alone, route, tp)
     if uncached < 1.0:
         warm, warm_log = uncached_view(route, log, uncached)
-        sized = _size_online_at(curve, warm, tp, policy, warm_log, alone)
+        sized = _size_online_at(curve, warm, tp, policy, warm_log, alone, at_least=_capacity(curve, route))
         return replace(sized, note="; ".join(n for n in (sized.note, _uncached_note(route, uncached)) if n))
     return _size_online_at(curve, route, tp, policy, log, alone)
 
@@ -222,8 +224,10 @@ def _uncached_note(route: Route, uncached: float) -> str:
 
 
 def _size_online_at(curve: CurveLike, route: Route, tp: int, policy: Policy, log: LogRequests | None,
-                    alone: _Point) -> Sizing:
+                    alone: _Point, at_least: Any = None) -> Sizing:
     capacity = _capacity(curve, route)
+    if at_least is not None and at_least.low > capacity.low:  # the cold prompts' capacity (size_online)
+        capacity = at_least
     if not capacity.low > 0:
         return _infeasible_online(alone, route, tp)
     floor = queueing.load_bound(route.peak_rps, capacity.low / route.output_len, policy.utilisation_cap)

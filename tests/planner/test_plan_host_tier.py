@@ -142,3 +142,4 @@ def test_the_prefix_tab_what_if_sizes_the_plans_option_with_a_tier_as_the_plan_w
     cold = prefix_view.route_prefix(table.to_dict("records")[0], plans[0.0], bundled_catalog().curves)
     saved = plans[0.0]["total_usd_per_month"] - tiered["total_usd_per_month"]
     assert f"saves ${saved:,.0f}/month against the plan" in prefix_view.tier_text(cold, fleet)
+
