@@ -65,6 +65,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import weakref
 from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -347,6 +348,31 @@ class _BlockCache:
                 private -= min(own, entry[1])
         return private + new, blocks, private
 
+    def hold(self, i: int, prompt: ChainedPrompt, reached: int, total: int) -> int:
+        """kv_need and reserve in one pass (the request is admitted whatever it needs): the KV tokens it adds."""
+        held, keys = self.held, prompt.keys
+        last, own = len(keys) - 1, prompt.block
+        mine: list[int] = []
+        private = total
+        new = 0
+        for j, key in enumerate(keys):
+            if j == last:
+                own = prompt.own(j)
+                if not own:
+                    break
+            entry = held.get(key)
+            if entry is None:
+                held[key] = [1, own]
+                mine.append(key)
+                new += own
+                private -= own
+            elif j < reached:
+                entry[0] += 1
+                mine.append(key)
+                private -= min(own, entry[1])
+        self.holds[i] = (mine, private)
+        return private + new
+
     def reserve(self, i: int, blocks: list[tuple[int, int]], private: int) -> None:
         """Request i admitted holding `blocks` and `private` tokens of its own (both from kv_need)."""
         held = self.held
@@ -463,8 +489,27 @@ class _Run:
         self.done = [0] * n
         self.todo = self.inp if self.blocks is None else list(self.inp)
         self.cached = [0] * n
-        self.prompts = [] if self.blocks is None else chained_keys(self.blocks, np.asarray(self.inp))
+        self.prompts = [] if self.blocks is None else _chained(self.blocks, self.inp)
         self.load_s = [0.0] * n if self.host is not None else []
+
+
+# Each load's chained prompts, kept while its block ids live: a plan simulates one load at many fleet sizes and
+# routers, and chaining its blocks is a fifth of a prefix simulation's work.
+_CHAINS: weakref.WeakKeyDictionary[BlockIds, tuple[int, list[ChainedPrompt]]] = weakref.WeakKeyDictionary()
+_CHAINS_LOCK = threading.Lock()
+
+
+def _chained(blocks: BlockIds, prompt_tokens: list[int]) -> list[ChainedPrompt]:
+    """chained_keys(blocks, prompt_tokens), memoised per block-ids object and prompt lengths."""
+    lengths = hash(np.asarray(prompt_tokens, dtype=np.int64).tobytes())
+    with _CHAINS_LOCK:
+        found = _CHAINS.get(blocks)
+    if found is not None and found[0] == lengths:
+        return found[1]
+    chains = chained_keys(blocks, np.asarray(prompt_tokens))
+    with _CHAINS_LOCK:
+        _CHAINS[blocks] = (lengths, chains)
+    return chains
 
 
 # The steps of a replica's iterations are closures over the run's arrays (read as locals: attribute
@@ -500,20 +545,25 @@ def _make_admission(run: _Run) -> AdmitFn:
             if arr[i] > seen:
                 break
             need = whole = inp[i] + out[i]
+            fits = kv + whole <= kv_cap  # even holding its own copy of every block: reserved in one pass below
             if cache is not None:
                 match = cache.match_both(run.prompts[i])
-                need, blocks, private = cache.kv_need(run.prompts[i], match[2], whole)
+                if not fits:
+                    need, blocks, private = cache.kv_need(run.prompts[i], match[2], whole)
             if running >= max_seqs or kv + need > kv_cap:
                 if whole <= kv_cap:
                     break
                 rejected += 1
             else:
-                kv += need
                 running += 1
                 prefill.append(i)
                 if cache is not None:
-                    cache.reserve(i, blocks, private)
+                    if fits:
+                        need = cache.hold(i, run.prompts[i], match[2], whole)
+                    else:
+                        cache.reserve(i, blocks, private)
                     _cached_prefix(run, cache, i, match)
+                kv += need
             qhead += 1
         return qhead, kv, running, rejected
 
