@@ -168,8 +168,11 @@ def replayed_requests(log: str | Path, share: Share, duration_s: float, max_requ
 WINDOW_LEAD_IN_S = 30.0
 
 
+WINDOW_KINDS = ("heaviest", "worst")
+
+
 def parse_window(text: str | None) -> float | None:
-    """--window heaviest:SECONDS -> SECONDS (None: the whole run)."""
+    """--window heaviest:SECONDS or worst:SECONDS -> SECONDS (None: the whole run); window_kind says which."""
     if text is None:
         return None
     kind, _, seconds = text.partition(":")
@@ -177,9 +180,28 @@ def parse_window(text: str | None) -> float | None:
         value = float(seconds)
     except ValueError:
         value = math.nan
-    if kind != "heaviest" or not (math.isfinite(value) and value > 0):
-        raise InputError(f"--window: expected heaviest:SECONDS (e.g. heaviest:60), got {text!r}")
+    if kind not in WINDOW_KINDS or not (math.isfinite(value) and value > 0):
+        raise InputError(f"--window: expected heaviest:SECONDS or worst:SECONDS (e.g. heaviest:60), got {text!r}")
     return value
+
+
+def window_kind(text: str | None) -> str:
+    """The kind of a --window that parse_window accepted: heaviest (the most arrivals) or worst."""
+    return (text or "heaviest").partition(":")[0]
+
+
+def worst_start(times: Sequence[float], predicted_ttft_ms: Sequence[float], window_s: float, pct: float) -> float:
+    """Start of the window_s-long window (starting at an arrival) whose requests' predicted TTFT at percentile
+    `pct` is the highest (ties: the higher mean): the minute a plan predicts worst for these requests."""
+    t = np.asarray(times, dtype=float)
+    order = np.argsort(t, kind="stable")
+    t, ttft = t[order], np.asarray(predicted_ttft_ms, dtype=float)[order]
+    if not t.size:
+        return 0.0
+    ends = np.searchsorted(t, t + window_s, side="left")
+    scores = [(float(np.nanpercentile(ttft[i:end], pct)), float(np.nanmean(ttft[i:end])))
+              if np.isfinite(ttft[i:end]).any() else (-math.inf, -math.inf) for i, end in enumerate(ends)]
+    return float(t[max(range(len(scores)), key=scores.__getitem__)])
 
 
 def heaviest_start(times: Sequence[float], window_s: float) -> float:

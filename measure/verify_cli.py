@@ -73,7 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", metavar="heaviest:SECONDS", help="replay only the heaviest SECONDS of the route's "
                    f"load (its log, else an hour of synthetic arrivals), after up to {verify.WINDOW_LEAD_IN_S:g} s of "
                    "the arrivals before it (not judged), e.g. heaviest:60; --duration and --max-requests then bound "
-                   "the window")
+                   "the window. worst:SECONDS (with --assigned): the SECONDS whose requests the file's predictions put "
+                   "worst (highest TTFT at the route's percentile)")
     p.add_argument("--trace-block-size", type=int, default=512, help="tokens per hash id of a log with prefix structure "
                    "(Mooncake `hash_ids`, 512 as the published traces; sessions are cut into blocks of this size): "
                    "its prompts then share the same tokens where the log's share the same ids (--prompt-format tokens)")
@@ -89,6 +90,8 @@ WINDOW_MAX_REQUESTS = 10**6
 def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tuple[tuple, str, float]:
     """(requests, arrival label, lead-in s not judged)."""
     window = verify.parse_window(args.window)
+    if window is not None and verify.window_kind(args.window) == "worst":
+        raise InputError("--window worst:SECONDS needs --assigned: it picks the window by the predictions in that file")
     duration = args.duration if window is None else WINDOW_HORIZON_S
     cap = args.max_requests if window is None else WINDOW_MAX_REQUESTS
     log = args.log or ("" if args.synthetic else route["log"])
@@ -119,11 +122,15 @@ def _assigned_requests(args: argparse.Namespace, route: dict) -> tuple[tuple, st
         kept, _ = verify.window_of(specs, begin, math.inf, lead_in_s=0.0)
         kept = tuple(r for r in kept if (r.send_at_s or 0.0) <= args.duration)[:args.max_requests]
     else:
-        start = verify.heaviest_start([r.send_at_s or 0.0 for r in specs], window)
+        kind = verify.window_kind(args.window)
+        times = [r.send_at_s or 0.0 for r in specs]
+        start = (verify.worst_start(times, frame["predicted_ttft_ms"].to_numpy(float), window,
+                                    float(route["slo_percentile"]))
+                 if kind == "worst" else verify.heaviest_start(times, window))
         kept, lead = verify.window_of(specs, start, window)
         kept = tuple(r for r in kept if (r.send_at_s or 0.0) <= args.duration + lead)[:args.max_requests]
         begin = start - lead
-        label = f"assigned:{name} heaviest {window:g} s from {start:.0f} s (+{lead:.0f} s lead-in)"
+        label = f"assigned:{name} {kind} {window:g} s from {start:.0f} s (+{lead:.0f} s lead-in)"
     end = begin + max(((r.send_at_s or 0.0) for r in kept), default=0.0) + 1e-9
     predicted = verify.predicted_check(frame, begin, end, route, warmup_s=lead)
     return kept, label, lead, predicted

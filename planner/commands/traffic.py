@@ -74,6 +74,10 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
                    "--route (the one that took the most in the busiest SLO window), at the planned load's times, "
                    "with the simulation's TTFT and TPOT per request: what `measure verify --assigned` replays on "
                    "one GPU")
+    p.add_argument("--replica-window", choices=("busiest", "worst"), default="busiest",
+                   help="with --replica-out: the replica of the busiest SLO window (most arrivals; default), or of "
+                        "the worst one (the plan's worst-window columns), the replica faring worst there; replay "
+                        "its minute with `measure verify --assigned FILE --window worst:60`")
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
@@ -89,7 +93,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     sims = simulate_plan(routes, plan_rows(frame), load_inputs(args.profiles).curves, logs, seed=args.seed,
                          router=args.router or a.router, attainment=a.slo_attainment)
     if args.replica_out:
-        _write_replica_requests(sims, args.route, args.replica_out)
+        _write_replica_requests(sims, args.route, args.replica_out, args.replica_window)
     if args.json:
         print(json.dumps([s.record() for s in sims], allow_nan=False, default=str))
     else:
@@ -97,7 +101,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_replica_requests(sims: list, route: str | None, out: str) -> None:
+def _write_replica_requests(sims: list, route: str | None, out: str, window: str = "busiest") -> None:
     from planner.planning.plan_check import replica_requests
 
     online = [s for s in sims if s.result is not None]
@@ -105,7 +109,7 @@ def _write_replica_requests(sims: list, route: str | None, out: str) -> None:
     if len(chosen) != 1:
         names = ", ".join(repr(s.route) for s in online) or "none"
         raise InputError(f"--replica-out needs --route naming one planned online route (planned online: {names})")
-    frame = replica_requests(chosen[0])
+    frame = replica_requests(chosen[0], window)
     frame.to_csv(out, index=False)
     print(terminal_safe(f"{len(frame)} requests of replica {int(frame['replica'].iloc[0])} of route "
                         f"{chosen[0].route!r} written to {out}"), file=sys.stderr)

@@ -140,19 +140,32 @@ def _simulate_route(route: Route, curve: CurveLike, replicas: int, option: str, 
 REPLICA_COLUMNS = ("timestamp", "input_len", "output_len", "predicted_ttft_ms", "predicted_tpot_ms", "replica")
 
 
-def replica_requests(sim: RouteSimulation) -> pd.DataFrame:
+REPLICA_WINDOWS = ("busiest", "worst")
+
+
+def replica_requests(sim: RouteSimulation, window: str = "busiest") -> pd.DataFrame:
     """The requests the router sent to one replica of an online route's simulated fleet, at the planned load's
-    times, with the fleet simulation's prediction per request: the replica that took the most requests in the
-    busiest SLO window (the whole run without a verdict). What a one-GPU check of the planned fleet replays."""
+    times, with the fleet simulation's prediction per request: what a one-GPU check of the planned fleet replays.
+    window "busiest": the replica that took the most requests in the busiest SLO window; "worst": in the window
+    furthest over (or closest to) its targets (the plan's worst-window columns), the replica whose requests there
+    fare worst (highest TTFT at the route's percentile).  Without a verdict: the replica that took the most."""
     r = sim.result
     if r is None:
         raise InputError(f"route {sim.route!r} is a batch route: no requests to assign")
+    if window not in REPLICA_WINDOWS:
+        raise InputError(f"replica window: expected one of {', '.join(REPLICA_WINDOWS)}, got {window!r}")
     if sim.check is not None and sim.check.windows:
-        w = sim.check.busiest_window
-        busy = (r.arrival_s >= sim.check.start_s[w]) & (r.arrival_s <= sim.check.end_s[w])
+        w = sim.check.worst_window if window == "worst" else sim.check.busiest_window
+        inside = (r.arrival_s >= sim.check.start_s[w]) & (r.arrival_s <= sim.check.end_s[w])
     else:
-        busy = np.ones(r.n, dtype=bool)
-    replica = int(np.bincount(r.replica[busy], minlength=r.replicas).argmax())
+        inside = np.ones(r.n, dtype=bool)
+    if window == "worst" and sim.check is not None and sim.check.windows:
+        pct = sim.check.targets.percentile
+        scores = [float(np.nanpercentile(r.ttft_s[inside & (r.replica == k)], pct))
+                  if np.isfinite(r.ttft_s[inside & (r.replica == k)]).any() else -np.inf for k in range(r.replicas)]
+        replica = int(np.argmax(scores))
+    else:
+        replica = int(np.bincount(r.replica[inside], minlength=r.replicas).argmax())
     mine = r.replica == replica
     return pd.DataFrame({"timestamp": r.arrival_s[mine], "input_len": r.input_len[mine],
                          "output_len": r.output_len[mine], "predicted_ttft_ms": r.ttft_s[mine] * 1000,

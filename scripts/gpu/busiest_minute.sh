@@ -4,7 +4,8 @@
 # (model name swapped for the config-only model dir, plus --load-format dummy --seed 0: no weights travel), then
 # replay with `python -m measure verify --assigned` the requests the plan's router sent to one replica
 # (`python -m planner simulate --replica-out`), only their heaviest 60 s (+30 s lead-in), REPEATS times on the same
-# server with new prompts each time (0 prefix-cache hits expected; read from /metrics).
+# server with new prompts each time (0 prefix-cache hits expected; read from /metrics).  WINDOW=worst:60 replays
+# instead the minute the file's predictions put worst (with `planner simulate --replica-window worst`).
 #   bash scripts/gpu/busiest_minute.sh NAME DEPLOY_SCRIPT PLAN ROUTES ROUTE ASSIGNED BUDGET_S REPEATS
 # $OUT gets NAME.log (verify's tables: per window measured beside predicted), NAME.jsonl (verify --record),
 # NAME-server.log, NAME-smi.csv (clocks and power once a second).
@@ -27,7 +28,7 @@ verify() {  # more verify args
 [ "${WARMUP:-1}" = 1 ] && verify --duration 5 --max-requests 20   # warm-up (the file's first requests), not recorded
 for k in $(seq 1 "$repeats"); do
   [ "$(left)" -lt "${NEED:-130}" ] && { echo "== repeat $k: not started, $(left) s left" >> "$log"; break; }
-  verify --window heaviest:60 --duration 60 --max-requests 100000 --record "$OUT/$name.jsonl"
+  verify --window "${WINDOW:-heaviest:60}" --duration 60 --max-requests 100000 --record "$OUT/$name.jsonl"
 done
 stop_server; kill $smi 2>/dev/null
 echo "== call used $(( $(date +%s) - start )) s" >> "$log"

@@ -182,3 +182,11 @@ def test_a_scaled_run_says_its_predictions_are_the_plans_at_1x(timed_server, tmp
     out = capsys.readouterr().out
     assert "note: --scale 2: 'predicted' is the plan's figure at 1x" in out
     assert f"--request-rate {2 * RATE_RPS:.4g} --replicas 1" in out
+
+
+def test_a_worst_window_needs_the_assigned_files_predictions(tmp_path, capsys, calibration_free_files):
+    routes, plan = calibration_free_files
+    code = main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
+                 "http://127.0.0.1:9", "--window", "worst:60"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--window worst:SECONDS needs --assigned" in err and err.count("\n") == 1

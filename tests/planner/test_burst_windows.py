@@ -242,3 +242,37 @@ def test_a_big_fleets_timeline_holds_a_few_fleet_sizes_with_both_ends_and_one_fe
     big = timeline_counts(120, 3100)
     assert len(big) == TIMELINE_FLEETS and big == sorted(set(big))
     assert {120, 3099, 3100} <= set(big)
+
+
+def test_replica_out_of_the_worst_window_picks_the_replica_faring_worst_there(code_plan, tmp_path, capsys):
+    """simulate --replica-window worst: the window the plan's worst-window columns come from, and in it the replica
+    whose requests have the highest TTFT at the route's percentile."""
+    routes, result = code_plan
+    routes_csv, plan_csv = tmp_path / "routes.csv", tmp_path / "plan.csv"
+    routes.to_csv(routes_csv, index=False)
+    result.plan.to_csv(plan_csv, index=False)
+    out = tmp_path / "worst.csv"
+    assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--route", "code-completion",
+                 "--replica-out", str(out), "--replica-window", "worst"]) == 0
+    capsys.readouterr()
+    written = pd.read_csv(out)
+    sim = simulate_plan(routes, [r for r in result.rows if r.route == "code-completion"],
+                        bundled_catalog().curves)[0]
+    r, check = sim.result, sim.check
+    w = check.worst_window
+    inside = (r.arrival_s >= check.start_s[w]) & (r.arrival_s <= check.end_s[w])
+    pct = check.targets.percentile
+    scores = [np.nanpercentile(r.ttft_s[inside & (r.replica == k)], pct) if (inside & (r.replica == k)).any()
+              else -np.inf for k in range(r.replicas)]
+    assert int(written["replica"].iloc[0]) == int(np.argmax(scores))
+    np.testing.assert_allclose(written["timestamp"], r.arrival_s[r.replica == int(np.argmax(scores))])
+
+
+def test_the_worst_window_of_an_assigned_file_is_where_its_predictions_are_highest():
+    times = list(np.arange(0.0, 300.0, 1.0))
+    ttft = [50.0] * len(times)
+    for k in range(120, 140):  # a slow stretch from 120 s
+        ttft[k] = 900.0
+    start = verify.worst_start(times, ttft, 60.0, 95.0)
+    assert 80.0 <= start <= 120.0  # a window holding the whole slow stretch (20 of its 60 requests)
+    assert verify.window_kind("worst:60") == "worst" and verify.parse_window("worst:60") == 60
