@@ -87,7 +87,8 @@ class WorkerDied(FleetplanError, RuntimeError):
     """A worker process of `--workers N` died mid-run (the default pool plans in this process instead)."""
 
 
-def _install(fn: Fn) -> None:
+def _install(fn: Fn, parent: int | None = None) -> None:
+    """A pool process's start: the function, signals, and an end with `parent` (the pid that made the pool)."""
     global _WORKER_FN
     _WORKER_FN = fn
     # Ctrl-C reaches the whole process group: the parent stops the pool and says so in one line; a worker would
@@ -95,13 +96,14 @@ def _install(fn: Fn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A forked worker inherits the parent's SIGTERM handler (planner/stopping.py): the parent's kill must just end it.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
+    _die_with_parent(os.getppid() if parent is None else parent)
 
 
-def _die_with_parent() -> None:
-    """End this worker when its parent process ends, however it ends: Linux's parent-death signal, else a thread
-    that polls os.getppid() (a process whose parent died is adopted by another)."""
-    parent = os.getppid()
+def _die_with_parent(parent: int) -> None:
+    """End this worker when its parent process (`parent`, the pid that made the pool, read there: a worker that
+    reads its own parent after the parent died would watch the process that adopted it) ends, however it ends:
+    Linux's parent-death signal, else a thread that polls os.getppid() (a process whose parent died is adopted by
+    another)."""
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     else:
@@ -166,7 +168,8 @@ class ProcessMap:
 
     def _pooled(self, fn: Fn, items: list[Any], context: Any) -> list[Any]:
         workers = min(self.workers, len(items)) or 1
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_install, initargs=(fn,)) as pool:
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_install,
+                                 initargs=(fn, os.getpid())) as pool:
             try:
                 return list(pool.map(_call, items, chunksize=chunk_size(len(items), workers)))
             except BaseException:  # Ctrl-C, SIGTERM, a dead worker: the run is over, no worker goes on

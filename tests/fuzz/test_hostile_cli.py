@@ -566,6 +566,16 @@ def test_workers_end_with_their_parent_where_there_is_no_parent_death_signal():
     _assert_group_ends(parent.pid, within_s=fanout.PARENT_POLL_S + 10)
 
 
+@pytest.mark.parametrize("libc", ["fanout._LIBC", "None"])
+def test_a_worker_whose_parent_died_before_it_started_ends_at_once(libc):
+    """The pool's pid is read in the parent: a worker that starts after its parent died (a loaded machine) sees
+    that it was adopted and ends, instead of watching its adopter (a worker outlived a killed parent once)."""
+    script = (f"import os, time; from planner.planning import fanout; fanout._LIBC = {libc}; "
+              "fanout._die_with_parent(os.getppid() + 10**6); time.sleep(30); print('still running')")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=20)
+    assert done.returncode == 1 and "still running" not in done.stdout and not done.stderr
+
+
 @LINUX_WORKERS
 def test_a_second_ctrl_c_while_plan_stops_exits_at_once(tmp_path):
     """Issue 47: a second Ctrl-C while plan stops its workers ends it at once: no traceback, exit 130, no worker
