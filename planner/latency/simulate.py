@@ -49,10 +49,11 @@ siblings prefilling at the same time).  A block that running requests hold
 is held once: a request whose cached prefix reaches blocks another running
 request holds reserves KV only for the rest of its prompt and its output (vLLM
 reference-counts shared blocks), and a block's KV is freed when its last holder
-ends (`_BlockCache.reserve` / `release`).  Not modelled: running requests'
+ends (`_BlockCache.reserve` / `release`).  A host tier (HostTier) is written
+through: every block the GPU caches is stored in the host LRU too, as vLLM's
+OffloadingConnector stores computed blocks.  Not modelled: running requests'
 blocks are not pinned in the LRU (it may evict them; each hit refreshes them),
-and the LRU is not shrunk by the KV running requests hold.  A host tier (HostTier) is written through: every
-block the GPU caches is stored in the host LRU too, as vLLM's OffloadingConnector stores computed blocks.  Prefix affinity sends
+and the LRU is not shrunk by the KV running requests hold.  Prefix affinity sends
 a request to the replica whose cache holds the longest prefix of it (ties: the
 least outstanding), unless that replica has more than AFFINITY_LOAD_CAP
 outstanding requests beyond the least loaded one's: then, as without a match,
@@ -348,31 +349,6 @@ class _BlockCache:
                 private -= min(own, entry[1])
         return private + new, blocks, private
 
-    def hold(self, i: int, prompt: ChainedPrompt, reached: int, total: int) -> int:
-        """kv_need and reserve in one pass (the request is admitted whatever it needs): the KV tokens it adds."""
-        held, keys = self.held, prompt.keys
-        last, own = len(keys) - 1, prompt.block
-        mine: list[int] = []
-        private = total
-        new = 0
-        for j, key in enumerate(keys):
-            if j == last:
-                own = prompt.own(j)
-                if not own:
-                    break
-            entry = held.get(key)
-            if entry is None:
-                held[key] = [1, own]
-                mine.append(key)
-                new += own
-                private -= own
-            elif j < reached:
-                entry[0] += 1
-                mine.append(key)
-                private -= min(own, entry[1])
-        self.holds[i] = (mine, private)
-        return private + new
-
     def reserve(self, i: int, blocks: list[tuple[int, int]], private: int) -> None:
         """Request i admitted holding `blocks` and `private` tokens of its own (both from kv_need)."""
         held = self.held
@@ -545,25 +521,20 @@ def _make_admission(run: _Run) -> AdmitFn:
             if arr[i] > seen:
                 break
             need = whole = inp[i] + out[i]
-            fits = kv + whole <= kv_cap  # even holding its own copy of every block: reserved in one pass below
             if cache is not None:
                 match = cache.match_both(run.prompts[i])
-                if not fits:
-                    need, blocks, private = cache.kv_need(run.prompts[i], match[2], whole)
+                need, blocks, private = cache.kv_need(run.prompts[i], match[2], whole)
             if running >= max_seqs or kv + need > kv_cap:
                 if whole <= kv_cap:
                     break
                 rejected += 1
             else:
+                kv += need
                 running += 1
                 prefill.append(i)
                 if cache is not None:
-                    if fits:
-                        need = cache.hold(i, run.prompts[i], match[2], whole)
-                    else:
-                        cache.reserve(i, blocks, private)
+                    cache.reserve(i, blocks, private)
                     _cached_prefix(run, cache, i, match)
-                kv += need
             qhead += 1
         return qhead, kv, running, rejected
 
