@@ -8,7 +8,7 @@
    Issue target: with prefixes at most 2x the time without.
    With --conversations, the same on a SYNTHETIC conversation-sized log (issue 49's target names one: ~12k requests
    in an hour, ~12k-token prompts): multi-turn sessions, each turn's prompt its previous prompt plus the reply and
-   new text (write_conversations), planned on the H100 8B bf16 with SLO TTFT 5 s / TPOT 100 ms.
+   new text (scripts/make_conversation_log.py), planned on the H100 8B bf16 with SLO TTFT 5 s / TPOT 100 ms.
 2. Peak memory of the prefix-cache simulation on a synthetic Mooncake-style log of --requests requests (written
    in a temporary folder, seeded): read with its hash_ids, replayed on a fleet behind prefix-affinity (every
    replica keeps its LRU of blocks).  Measured in a child process as its peak resident set (ru_maxrss: the
@@ -43,6 +43,7 @@ from planner.planning.plan import make_plan  # noqa: E402
 from planner.sizing import sizing  # noqa: E402
 from planner.traffic.routes import Route  # noqa: E402
 from planner.traffic.workload import route_load, route_log_load  # noqa: E402
+from scripts.make_conversation_log import write_conversations  # noqa: E402
 
 ROUTES = REPO / "examples" / "routes-prefix.csv"
 ROUTE = "chat-prefix"
@@ -58,9 +59,6 @@ REPLICAS = 24  # enough H100 replicas of the 8B model for RATE_RPS of these prom
 GIB = 2**30
 TARGET_RATIO = 2.0
 TARGET_BYTES = GIB
-# The conversation-sized log: sessions over an hour (~8 turns each: ~12k requests), system prompts of 4 blocks.
-CONVERSATIONS = 1500
-CONVERSATION_SYSTEM_BLOCKS = 4
 
 
 def cold_copy(folder: Path) -> pd.DataFrame:
@@ -76,37 +74,10 @@ def cold_copy(folder: Path) -> pd.DataFrame:
     return pd.concat([warm.assign(name="warm"), cold.assign(name="cold")], ignore_index=True)
 
 
-def write_conversations(path: Path, sessions: int = CONVERSATIONS, seed: int = SEED) -> int:
-    """A SYNTHETIC Mooncake-style log of multi-turn conversations over an hour: each opens with one of SYSTEM_PROMPTS
-    system prompts (SYSTEM_BLOCKS blocks, Zipf-popular), then each turn appends the previous reply and 1-4 blocks
-    of new text (fresh block ids) and waits ~2 minutes for the next; returns the request count."""
-    gen = np.random.default_rng(seed)
-    rows, fresh = [], SYSTEM_PROMPTS * CONVERSATION_SYSTEM_BLOCKS
-    for _ in range(sessions):
-        system = int(min(gen.zipf(ZIPF_A), SYSTEM_PROMPTS)) - 1
-        ids = [system * CONVERSATION_SYSTEM_BLOCKS + j for j in range(CONVERSATION_SYSTEM_BLOCKS)]
-        t, reply = float(gen.uniform(0.0, 3600.0)), 0
-        for _ in range(int(gen.integers(4, 13))):
-            added = -(-reply // BLOCK) + int(gen.integers(1, 5))
-            ids += range(fresh, fresh + added)
-            fresh += added
-            reply = int(gen.integers(100, 600))
-            rows.append((t, len(ids) * BLOCK, reply, list(ids)))
-            t += float(gen.exponential(120.0))
-            if t >= 3600.0:
-                break
-    rows.sort(key=lambda row: row[0])
-    with path.open("w") as f:
-        for t, tokens, reply, ids in rows:
-            f.write(json.dumps({"timestamp": int(t * 1000), "input_length": tokens, "output_length": reply,
-                                "hash_ids": ids}) + "\n")
-    return len(rows)
-
-
 def conversation_routes(folder: Path) -> pd.DataFrame:
     """The conversation log's route twice (planner traffic's row): with its hash_ids, and without them."""
     log = folder / "conversations.jsonl"
-    write_conversations(log)
+    write_conversations(log)  # scripts/make_conversation_log.py's defaults: ~10k requests in an hour
     frame = pd.read_json(log, lines=True)
     pd.DataFrame({"timestamp": frame["timestamp"] / 1000.0, "input_len": frame["input_length"],
                   "output_len": frame["output_length"]}).to_csv(folder / "conversations-cold.csv", index=False)

@@ -3,42 +3,25 @@ the same requests planned cold (their block ids dropped)."""
 
 from __future__ import annotations
 
-import json
+import importlib.util
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from planner.cli import main
 from planner.planning.plan import make_plan
-from tests.conftest import bundled_catalog, cli_fits_bundled_once
-
-BLOCK = 512
+from tests.conftest import REPO, bundled_catalog, cli_fits_bundled_once
 
 
-def conversations(path: Path, sessions: int = 400, span_s: float = 900.0, seed: int = 49) -> None:
-    """A SYNTHETIC multi-turn log: each session opens with one of 200 Zipf-popular 2k-token system prompts, then
-    each turn appends the previous reply and 1-4 blocks of new text, ~2 minutes apart (prompts grow to ~25k)."""
-    gen = np.random.default_rng(seed)
-    rows, fresh = [], 800
-    for _ in range(sessions):
-        system = int(min(gen.zipf(1.3), 200)) - 1
-        ids = [system * 4 + j for j in range(4)]
-        t, reply = float(gen.uniform(0.0, span_s)), 0
-        for _ in range(int(gen.integers(4, 13))):
-            added = -(-reply // BLOCK) + int(gen.integers(1, 5))
-            ids += range(fresh, fresh + added)
-            fresh += added
-            reply = int(gen.integers(100, 600))
-            rows.append((t, len(ids) * BLOCK, reply, list(ids)))
-            t += float(gen.exponential(120.0))
-            if t >= span_s:
-                break
-    rows.sort(key=lambda row: row[0])
-    with path.open("w") as f:
-        for t, tokens, reply, ids in rows:
-            f.write(json.dumps({"timestamp": int(t * 1000), "input_length": tokens, "output_length": reply,
-                                "hash_ids": ids}) + "\n")
+def conversations(path: Path) -> None:
+    """scripts/make_conversation_log.py's SYNTHETIC multi-turn log: 400 sessions over 15 minutes (1,703 requests,
+    prompts growing with each turn's history)."""
+    spec = importlib.util.spec_from_file_location("make_conversation_log",
+                                                  REPO / "scripts" / "make_conversation_log.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.write_conversations(path, sessions=400, span_s=900.0)
 
 
 def test_a_conversation_log_plans_no_more_replicas_than_cold(tmp_path):
