@@ -174,13 +174,7 @@ def test_replica_out_writes_the_requests_the_router_sent_to_the_busiest_minutes_
                                                                                                capsys):
     """simulate --replica-out: what a one-GPU check of the planned fleet replays (measure verify --assigned)."""
     routes, result = code_plan
-    routes_csv, plan_csv = tmp_path / "routes.csv", tmp_path / "plan.csv"
-    routes.to_csv(routes_csv, index=False)
-    result.plan.to_csv(plan_csv, index=False)
-    out = tmp_path / "replica.csv"
-    assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--route", "code-completion",
-                 "--replica-out", str(out)]) == 0
-    capsys.readouterr()
+    out = _replica_out(code_plan, tmp_path, capsys)
     written = pd.read_csv(out)
     sim = simulate_plan(routes, [r for r in result.rows if r.route == "code-completion"],
                         bundled_catalog().curves)[0]
@@ -244,17 +238,23 @@ def test_a_big_fleets_timeline_holds_a_few_fleet_sizes_with_both_ends_and_one_fe
     assert {120, 3099, 3100} <= set(big)
 
 
+def _replica_out(code_plan, tmp_path, capsys, *extra: str):
+    """`simulate --replica-out` of the code route's plan (its routes and plan written to tmp_path): the file."""
+    routes, result = code_plan
+    routes_csv, plan_csv, out = tmp_path / "routes.csv", tmp_path / "plan.csv", tmp_path / "replica.csv"
+    routes.to_csv(routes_csv, index=False)
+    result.plan.to_csv(plan_csv, index=False)
+    assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--route", "code-completion",
+                 "--replica-out", str(out), *extra]) == 0
+    capsys.readouterr()
+    return out
+
+
 def test_replica_out_of_the_worst_window_picks_the_replica_faring_worst_there(code_plan, tmp_path, capsys):
     """simulate --replica-window worst: the window the plan's worst-window columns come from, and in it the replica
     whose requests have the highest TTFT at the route's percentile."""
     routes, result = code_plan
-    routes_csv, plan_csv = tmp_path / "routes.csv", tmp_path / "plan.csv"
-    routes.to_csv(routes_csv, index=False)
-    result.plan.to_csv(plan_csv, index=False)
-    out = tmp_path / "worst.csv"
-    assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--route", "code-completion",
-                 "--replica-out", str(out), "--replica-window", "worst"]) == 0
-    capsys.readouterr()
+    out = _replica_out(code_plan, tmp_path, capsys, "--replica-window", "worst")
     written = pd.read_csv(out)
     sim = simulate_plan(routes, [r for r in result.rows if r.route == "code-completion"],
                         bundled_catalog().curves)[0]
