@@ -92,7 +92,7 @@ def route_prefix(route_row: Mapping[str, Any], plan_row: Mapping[str, Any], curv
     curve = recommended_curve(plan_row, curves)
     host_gib = _number(plan_row.get("host_kv_gib"))
     host_gib = host_gib if host_gib > 0 else 0.0  # blank (NaN) or 0: none
-    if curve is not None and host_gib > 0:  # the plan's replicas keep evicted blocks in host memory too
+    if curve is not None and host_gib > 0:  # the plan's replicas keep a copy of their blocks in host memory too
         curve = with_host_tier(curve, host_gib) or curve
     kv = None if curve is None else int(curve.caps.kv_cache_tokens)
     reuse = prefix_reuse(PromptBlocks(load.arrival_s, load.input_len, load.blocks.hash_ids), load.blocks.block_size, kv)
@@ -261,7 +261,7 @@ def memory_text(view: PrefixView) -> str:
     if abs(saved) < 0.5:
         return text + ": the same cost (the plan keeps no tier on a tie)."
     return text + (f": the tier saves ${saved:,.0f}/month." if view.plan_host_gib > 0
-                   else f": ${-saved:,.0f}/month more.")
+                   else f": ${saved:,.0f}/month more.")
 
 
 def _replicas(n: int | None) -> str:

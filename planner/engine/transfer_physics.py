@@ -112,6 +112,11 @@ def with_host_tier(curve: Curve, gib: float, gb_per_s: float = HOST_LOAD_GB_PER_
     return replace(curve, caps=caps)
 
 
+def host_tier_gib(curve: object) -> float:
+    """The host KV tier per replica a curve carries (with_host_tier); 0 for none, or a curve that has no caps."""
+    return float(getattr(curve, "host_kv_gib", 0.0))
+
+
 @dataclass(frozen=True)
 class WeightPart:
     """Parameters stored and computed alike: counts (all and used per token), storage and compute precision."""

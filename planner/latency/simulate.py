@@ -521,7 +521,7 @@ def _make_admission(run: _Run) -> AdmitFn:
             if arr[i] > seen:
                 break
             need = whole = inp[i] + out[i]
-            if cache is not None:
+            if cache is not None and running < max_seqs:  # no slot: it waits whatever its prefix
                 match = cache.match_both(run.prompts[i])
                 need, blocks, private = cache.kv_need(run.prompts[i], match[2], whole)
             if running >= max_seqs or kv + need > kv_cap:

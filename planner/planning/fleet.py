@@ -35,7 +35,7 @@ import pandas as pd
 from fleetfacts.errors import FleetplanError, InputError
 from fleetfacts.schema import FLEET, csv_cell, validate_frame
 from planner.engine.curves import CurveLike
-from planner.engine.transfer_physics import with_host_tier
+from planner.engine.transfer_physics import host_tier_gib, with_host_tier
 from planner.planning import fleet_check
 from planner.planning.catalog import Catalog
 from planner.planning.fleet_check import Stream
@@ -346,7 +346,7 @@ def _checked(d: Deployment, units: list[Unit], periods: int, a: Assumptions) -> 
             continue
         best, reached = fleet_check.smallest_fleet(curve, streams, level, a.slo_attainment, router=router)
         if best is None:
-            return replace(d, attainment=min(reached.values()), router=router, host_kv_gib=curve_host_gib(curve),
+            return replace(d, attainment=min(reached.values()), router=router, host_kv_gib=host_tier_gib(curve),
                            notes=f"simulation: no fleet up to {fleet_check.SEARCH_CEILING_FACTOR * level} replicas "
                                  f"meets every route's SLOs for {a.slo_attainment:.0%} of requests")
         for h in hours:
@@ -357,7 +357,7 @@ def _checked(d: Deployment, units: list[Unit], periods: int, a: Assumptions) -> 
     notes = ("simulation added replicas: " + ", ".join(added[:6]) + (" ..." if len(added) > 6 else "")) if added \
         else ""
     return replace(d, replicas=tuple(replicas), attainment=worst, prefix_hit_rate=hit_rate, router=router,
-                   host_kv_gib=curve_host_gib(curve), notes="; ".join(n for n in (notes, *setup_notes) if n))
+                   host_kv_gib=host_tier_gib(curve), notes="; ".join(n for n in (notes, *setup_notes) if n))
 
 
 def _deployment_setup(d: Deployment, units: list[Unit], periods: int, a: Assumptions
@@ -396,11 +396,6 @@ def _deployment_setup(d: Deployment, units: list[Unit], periods: int, a: Assumpt
 
 def _fleet_text(replicas: int | None) -> str:
     return "no fleet holds" if replicas is None else f"{replicas} replica{'s' if replicas != 1 else ''}"
-
-
-def curve_host_gib(curve: CurveLike) -> float:
-    """The host KV tier per replica a curve carries (planner.engine.transfer_physics.with_host_tier); 0: none."""
-    return float(getattr(curve, "host_kv_gib", 0.0))
 
 
 def _best_reserved(d: Deployment, prices: Prices) -> Deployment:

@@ -34,6 +34,7 @@ from fleetfacts.schema import (
 from fleetfacts.slo import SloCheck
 from fleetfacts.specs import bundled_gpu_specs
 from planner.engine.curves import BUNDLED_PROFILES_DIR, GroupKey
+from planner.engine.transfer_physics import host_tier_gib
 from planner.planning.catalog import (
     Catalog,
     candidate_curves,
@@ -290,7 +291,7 @@ def _plan_row(route: Route, options: list[Option], catalog: Catalog, a: Assumpti
                               **plan_ranges(row, best.sizing.peak_utilisation, a),
                               max_model_len=max_model_len(route, log), profile=_profile_files(route, best.key, catalog),
                               router=fleet_router(best, a) if route.traffic == "online" else "",
-                              host_kv_gib=getattr(best.curve, "host_kv_gib", 0.0) if route.traffic == "online"
+                              host_kv_gib=host_tier_gib(best.curve) if route.traffic == "online"
                               else math.nan)
     held = (f"{len(held_back)} pre-release engine build(s) not considered ({', '.join(held_back)}; allow_prerelease)"
             if held_back else "")

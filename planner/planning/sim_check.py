@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.engine.transfer_physics import with_host_tier
+from planner.engine.transfer_physics import host_tier_gib, with_host_tier
 from planner.latency import DEFAULT_ROUTER, ROUTERS
 from planner.sizing import sizing
 from planner.sizing.assumptions import Assumptions
@@ -107,7 +107,7 @@ def cheaper_memory(option: Option, screened: Option, a: Assumptions, requests: R
 def _memory_note(option: Option, gib: float) -> str:
     """The fleet not kept: 'with a G GiB host KV tier (...): N replicas, $X/month, prefix hit rate H' or 'without
     the G GiB host KV tier (...): ...' (or why no fleet holds there); read back by memory_in_notes."""
-    which = "with" if getattr(option.curve, "host_kv_gib", 0.0) > 0 else "without"
+    which = "with" if host_tier_gib(option.curve) > 0 else "without"
     return f"{which} a {gib:g} GiB host KV tier per replica (an assumption, not measured): {_priced_text(option)}"
 
 

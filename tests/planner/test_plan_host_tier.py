@@ -4,6 +4,7 @@ offloading flags, and the app's Prefix reuse tab says what the tier saves."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from planner.cli import main
 from planner.planning.plan import make_plan
 from planner.planning.route_table import load_routes
-from planner.planning.sim_check import memory_in_notes
+from planner.planning.sim_check import OtherMemory, memory_in_notes
 from planner.sizing.assumptions import Assumptions
 from tests.conftest import REPO, bundled_catalog, cli_fits_bundled_once
 from ui import prefix_view
@@ -143,3 +144,11 @@ def test_the_prefix_tab_what_if_sizes_the_plans_option_with_a_tier_as_the_plan_w
     saved = plans[0.0]["total_usd_per_month"] - tiered["total_usd_per_month"]
     assert f"saves ${saved:,.0f}/month against the plan" in prefix_view.tier_text(cold, fleet)
 
+
+
+def test_a_priced_tier_that_costs_more_says_by_how_much(documents, plans):
+    _, table = documents
+    view = prefix_view.route_prefix(table.to_dict("records")[0], plans[0.0], bundled_catalog().curves)
+    assert view is not None
+    dearer = dataclasses.replace(view, other_memory=OtherMemory(True, 64.0, 3, view.plan_usd_per_month + 500, 0.5))
+    assert prefix_view.memory_text(dearer).endswith(": $500/month more.")
