@@ -8,7 +8,7 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-07, fourteenth session (issue 48: long prompts); earlier lists are in git history.
+# The job list is 2026-12-07, eighteenth session (issue 48: long prompts); earlier lists are in git history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -109,28 +109,19 @@ if [ -d .gpuwheels ] && ! python3 -c "import sys; sys.path.insert(0, '/tmp/site'
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl >> "$log" 2>&1
 fi
 
-# 2026-12-07 (fourteenth session), issue 48: long prompts, Llama-3.1-8B, vLLM 0.26.0, max_model_len 131072, dummy
-# weights, on whichever card comes (the job list for the batches past the KV cache is the card's). Earlier lists are
-# in git history. Call 7: bf16; call 8: FP8, then the bf16 key rows in a fresh engine; call 9: the OpenAI server.
+# 2026-12-07 (eighteenth session), issue 48: Llama-3.1-8B, vLLM 0.26.0, max_model_len 131072, dummy weights. On an
+# H200: the long bf16 rows with the H200's rows past its KV cache (the H100's were measured in the fourteenth
+# session). On an H100: FP8 at 1k-8k in the long FP8 group's engine. Earlier lists are in git history.
 python3 -c "import transformers; print('transformers', transformers.__version__)" >> "$log" 2>&1
 echo "card: $gpu" >> "$log"
 long=(--engine-arg max_model_len=131072)
-# One bf16 engine for the common rows and this card's rows past the KV cache (one engine start, not two).
-{ cat "$code/scripts/gpu/shapes-long-bf16.csv"; grep -v -e '^#' -e '^mode,' "$code/scripts/gpu/shapes-long-beyond-$gpu.csv"; } \
-  > /tmp/shapes-long-bf16-$gpu.csv
-profile long-bf16 150 llama-3.1-8b bf16 "/tmp/shapes-long-bf16-$gpu.csv" --tag long "${long[@]}"
-profile long-fp8 150 llama-3.1-8b fp8 "$code/scripts/gpu/shapes-long-fp8.csv" --tag long "${long[@]}"
-profile long-bf16-repeat 120 llama-3.1-8b bf16 "$code/scripts/gpu/shapes-long-repeat.csv" --tag long-repeat \
-  "${long[@]}"
-profile long-bf16-server 250 llama-3.1-8b bf16 "$code/scripts/gpu/shapes-long-server.csv" --tag long-server \
-  --server --prompt-format tokens --served-model llama-3.1-8b --server-start-timeout 300 "${long[@]}"
-
-# Call 9: the first repeat's batch-1 TTFT ran 25-38% slower than the first engine's: a third bf16 engine and an FP8
-# repeat (same rows) say which is typical.
-profile long-bf16-repeat2 120 llama-3.1-8b bf16 "$code/scripts/gpu/shapes-long-repeat.csv" --tag long-repeat2 \
-  "${long[@]}"
-profile long-fp8-repeat 120 llama-3.1-8b fp8 "$code/scripts/gpu/shapes-long-repeat.csv" --tag long-repeat \
-  "${long[@]}"
+if [ "$gpu" = h200 ]; then
+  { cat "$code/scripts/gpu/shapes-long-bf16.csv"; grep -v -e '^#' -e '^mode,' "$code/scripts/gpu/shapes-long-beyond-h200.csv"; } \
+    > /tmp/shapes-long-bf16-h200.csv
+  profile long-bf16 150 llama-3.1-8b bf16 /tmp/shapes-long-bf16-h200.csv --tag long "${long[@]}"
+else
+  profile fp8-mid 130 llama-3.1-8b fp8 "$code/scripts/gpu/shapes-fp8-mid.csv" --tag long-mid "${long[@]}"
+fi
 
 kill $smi 2>/dev/null
 tar -C /tmp -czf "$OUT/results.tgz" prof bench
