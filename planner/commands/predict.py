@@ -82,10 +82,11 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-kv-gib", type=float, metavar="GIB", help="only with --log prefix structure: a "
                    "host-memory KV tier of GIB GiB per replica behind its prefix cache (vLLM's CPU offloading, "
                    "LMCache): every block the GPU caches is written there too, and what the GPU has evicted comes "
-                   "back at --host-gb-per-s instead of being prefilled again. Not measured: an assumption")
+                   "back at --host-gb-per-s instead of being prefilled again. Its hit rate and cost were "
+                   "measured once, on an H100 (docs/traffic.md)")
     p.add_argument("--host-gb-per-s", type=float, metavar="GB_S", help="with --host-kv-gib: host-to-GPU "
-                   f"bandwidth a KV block comes back at (default {HOST_LOAD_GB_PER_S:g}: PCIe 5.0 x16's peak, an "
-                   "upper bound)")
+                   f"rate a KV hit comes back at (default {HOST_LOAD_GB_PER_S:g}: measured once on an H100 with "
+                   "vLLM's native CPU offloading; PCIe 5.0 x16's peak is 64)")
     p.add_argument("--kv-cache-tokens", type=int, metavar="TOKENS", help="only with --request-rate: a replica "
                    "whose KV cache holds this many tokens instead of its profile's (a server started with another "
                    "--gpu-memory-utilization or --num-gpu-blocks-override: the number its log prints as 'GPU KV "

@@ -227,7 +227,7 @@ class Caps:
     cuda_graph_max_batch: int = 10**9
     expert_share: float = 0.0  # MoE: experts per token / routed experts (k/E); 0 for a dense model
     preempts: bool = False     # admits by prompt and preempts when the KV cache fills (vLLM), else reserves the output
-    # A host-memory KV tier behind the prefix cache (vLLM --kv-offloading-size): an assumption, never measured
+    # A host-memory KV tier behind the prefix cache (vLLM --kv-offloading-size): measured once, on an H100
     # (with_host_tier); 0 = none.
     host_kv_gib: float = 0.0
     host_kv_tokens: int = 0

@@ -94,15 +94,19 @@ def host_tier_terms(model: ModelSpec, engine: str, precision: str, gib: float, g
     return int(gib * GIB // per_token), per_token / (gb_per_s * 1e9)
 
 
-# Host-to-GPU bandwidth a host-tier KV block comes back at, GB/s: PCIe 5.0 x16's peak per direction (64 GB/s; the
-# H100 and H200 SXM's host link).  An upper bound: what vLLM's CPU offloading reaches is not measured here.
-HOST_LOAD_GB_PER_S = 64.0
+# Host-to-GPU rate a host-tier KV hit comes back at, GB/s of KV: measured once, on an H100 with vLLM 0.26.0's
+# native CPU offloading (`--kv-offloading-backend native --kv-offloading-size 8`, the prefix example in a 32k-token
+# GPU cache, profiles/measured/h100/bench/2026-12-07-s18/call8): the rate at which the replayed requests' predicted
+# TTFT p95 rises over the same replay without the tier as much as the measured one did (x1.065: 4 GB/s), far below
+# PCIe 5.0 x16's 64 GB/s peak (vLLM copies each 16-token block layer by layer).  It folds in what writing every
+# computed block to the host costs too.  One run on one GPU: tests/planner/test_gpu_prefix_replays.py.
+HOST_LOAD_GB_PER_S = 4.0
 
 
 @lru_cache(maxsize=64)
 def with_host_tier(curve: Curve, gib: float, gb_per_s: float = HOST_LOAD_GB_PER_S) -> Curve | None:
     """`curve` with a host-memory KV tier of `gib` GiB behind each replica's prefix cache (vLLM's CPU offloading,
-    LMCache): an assumption, not measured.  None where the model's KV bytes per token are unknown (no model
+    LMCache): measured once, on an H100 (HOST_LOAD_GB_PER_S).  None where the model's KV bytes per token are unknown (no model
     facts).  The same curve and tier give the same object (the simulations memoised per curve reuse it)."""
     model = model_facts(curve.key.model)
     if model is None:

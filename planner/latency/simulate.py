@@ -69,7 +69,7 @@ import threading
 import weakref
 from array import array
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from heapq import heappop, heappush
@@ -79,7 +79,7 @@ import numpy as np
 from fleetfacts.errors import InputError
 from planner.engine.curves import CurveLike
 from planner.engine.frontend import FrontEnd, stream_load
-from planner.traffic.prefixes import BlockIds, ChainedPrompt, chained_keys, leading_tokens, remember
+from planner.traffic.prefixes import BlockIds, SegmentedPrompt, segmented_prompts
 from planner.traffic.routes import Slo
 from planner.traffic.workload import Numbers
 
@@ -309,44 +309,107 @@ class _Either(Mapping[int, int]):
         return len(set(self.gpu) | set(self.host))
 
 
+def _leading(prompt: SegmentedPrompt, cached: Mapping[int, int]) -> tuple[int, int]:
+    """(tokens of the prompt's leading run found in `cached`, hash blocks it reaches): through each segment whose
+    key holds at least the prompt's tokens of it, into the first that holds fewer (a segment holds its leading
+    blocks); at most prompt.cap (planner.traffic.prefixes.leading_tokens, segment by segment)."""
+    hit = 0
+    for key, size in zip(prompt.keys, prompt.sizes):
+        take = cached.get(key, 0)
+        if take < size:
+            hit += take
+            break
+        hit += size
+    hit = min(hit, prompt.cap)
+    return hit, -(-hit // prompt.block)  # whole blocks, then at most one in part
+
+
+def _reached(prompt: SegmentedPrompt, blocks: int) -> list[tuple[int, int]]:
+    """(key, tokens) of the prompt's segments within its first `blocks` hash blocks, the last one in part where
+    the reach ends inside it; segments the engine caches nothing of are left out."""
+    out, block = [], prompt.block
+    for key, size, start in zip(prompt.keys, prompt.sizes, prompt.starts):
+        if start >= blocks:
+            break
+        size = min(size, (blocks - start) * block)
+        if size:
+            out.append((key, size))
+    return out
+
+
+class _Tier:
+    """One LRU of segment keys (least recently used first), each with the tokens cached of its leading blocks, at
+    most `capacity` hash blocks in all (`count`): evicting takes the oldest segment's blocks from its tail, as an
+    LRU of blocks referenced tail first does."""
+
+    __slots__ = ("lru", "count", "capacity", "block")
+
+    def __init__(self, capacity: int, block: int) -> None:
+        self.lru: OrderedDict[int, int] = OrderedDict()
+        self.count, self.capacity, self.block = 0, capacity, block
+
+    def remember(self, tail_first: Iterable[tuple[int, int]]) -> None:
+        """Reference the (key, tokens) segments, given tail first, each holding the most of its tokens seen so far
+        (none of a segment of 0 tokens); then evict."""
+        lru, block, count = self.lru, self.block, self.count
+        for key, tokens in tail_first:
+            if not tokens:
+                continue
+            held = lru.get(key, 0)
+            if held < tokens:
+                lru[key] = tokens
+                count += -(-tokens // block) + (held // -block)
+            lru.move_to_end(key)
+        capacity = self.capacity
+        while count > capacity:
+            key, tokens = next(iter(lru.items()))
+            blocks, excess = -(-tokens // block), count - capacity
+            if blocks <= excess:
+                lru.popitem(last=False)
+                count -= blocks
+            else:
+                lru[key] = (blocks - excess) * block  # its leading blocks stay (all whole), where it was
+                count -= excess
+        self.count = count
+
+    def copy(self) -> _Tier:
+        twin = _Tier(self.capacity, self.block)
+        twin.lru, twin.count = OrderedDict(self.lru), self.count
+        return twin
+
+
 class _BlockCache:
-    """One replica's prefix cache: chained hash-block keys, least recently used first, each with the tokens cached
-    of it (planner.traffic.prefixes: a partial block holds its whole engine blocks), at most `capacity` keys; with
-    a host tier, every block is also written to a host LRU of `host_capacity` keys as it is cached (vLLM's
-    OffloadingConnector stores each computed block: write-through, so the host holds what the GPU holds, and more
-    only where it is larger)."""
+    """One replica's prefix cache: an LRU of the prompts' segments (planner.traffic.prefixes.SegmentedPrompt) of
+    at most `capacity` hash blocks; with a host tier, every block is also written to a host LRU of `host_capacity`
+    blocks as it is cached (vLLM's OffloadingConnector stores each computed block: write-through, so the host
+    holds what the GPU holds, and more only where it is larger)."""
 
-    __slots__ = ("blocks", "capacity", "host", "host_capacity", "held", "holds")
+    __slots__ = ("gpu", "host", "held", "holds")
 
-    def __init__(self, capacity: int, host_capacity: int = 0) -> None:
-        self.blocks: OrderedDict[int, int] = OrderedDict()
-        self.capacity = capacity
-        self.host: OrderedDict[int, int] = OrderedDict()
-        self.host_capacity = host_capacity
+    def __init__(self, capacity: int, host_capacity: int = 0, block: int = 1) -> None:
+        self.gpu = _Tier(capacity, block)
+        self.host = _Tier(host_capacity, block) if host_capacity else None
         self.held: dict[int, list[int]] = {}  # key -> [running requests holding it, its KV tokens]
         self.holds: dict[int, tuple[list[int], int]] = {}  # running request -> (keys it holds, its other KV tokens)
 
-    def kv_need(self, prompt: ChainedPrompt, reached: int, total: int) -> tuple[int, list[tuple[int, int]], int]:
-        """(KV tokens a request of `total` prompt + output tokens reserves, the (key, tokens) blocks it will hold,
-        its other tokens): its prompt's blocks within its cached prefix (the first `reached` keys) that running
-        requests hold are shared; the rest are its own (a block a sibling still prefills is a copy, as in vLLM)."""
-        held, blocks, keys = self.held, [], prompt.keys
-        last, own = len(keys) - 1, prompt.block  # every hash block but the last is whole (the hot path: no own())
-        private = total
-        new = 0
-        for j, key in enumerate(keys):
-            if j == last:
-                own = prompt.own(j)
-                if not own:
-                    break
+    def kv_need(self, prompt: SegmentedPrompt, reached: int, total: int) -> tuple[int, list[tuple[int, int]], int]:
+        """(KV tokens a request of `total` prompt + output tokens reserves, the (key, tokens) segments it will hold,
+        its other tokens): its prompt's segments within its cached prefix (the first `reached` blocks) that running
+        requests hold are shared; the rest are its own (a segment a sibling still prefills is a copy, as in vLLM).
+        A held segment the reach ends inside is shared up to the reach, the rest counted as a copy until it ends."""
+        held, blocks, block = self.held, [], prompt.block
+        private, new = total, 0
+        for key, size, start in zip(prompt.keys, prompt.sizes, prompt.starts):
+            if not size:
+                break
             entry = held.get(key)
             if entry is None:
-                blocks.append((key, own))
-                new += own
-                private -= own
-            elif j < reached:
-                blocks.append((key, own))
-                private -= min(own, entry[1])
+                blocks.append((key, size))
+                new += size
+                private -= size
+            elif start < reached:
+                blocks.append((key, size))
+                private -= min(size, entry[1], (reached - start) * block)
         return private + new, blocks, private
 
     def reserve(self, i: int, blocks: list[tuple[int, int]], private: int) -> None:
@@ -361,7 +424,7 @@ class _BlockCache:
         self.holds[i] = ([key for key, _ in blocks], private)
 
     def release(self, i: int) -> int:
-        """Request i ended: the KV tokens freed (its own, and the blocks it was the last to hold)."""
+        """Request i ended: the KV tokens freed (its own, and the segments it was the last to hold)."""
         keys, freed = self.holds.pop(i)
         held = self.held
         for key in keys:
@@ -372,33 +435,34 @@ class _BlockCache:
                 del held[key]
         return freed
 
-    def match(self, prompt: ChainedPrompt) -> tuple[int, int]:
-        """(tokens of the prompt's leading run held on the GPU, keys that run reaches)."""
-        return leading_tokens(prompt, self.blocks)
+    def match(self, prompt: SegmentedPrompt) -> tuple[int, int]:
+        """(tokens of the prompt's leading run held on the GPU, blocks that run reaches)."""
+        return _leading(prompt, self.gpu.lru)
 
-    def match_both(self, prompt: ChainedPrompt) -> tuple[int, int, int]:
-        """(tokens of the prompt's leading run on the GPU, more tokens it finds in the host tier, keys reached)."""
-        gpu, reached = leading_tokens(prompt, self.blocks)
-        if not self.host_capacity:
+    def match_both(self, prompt: SegmentedPrompt) -> tuple[int, int, int]:
+        """(tokens of the prompt's leading run on the GPU, more tokens it finds in the host tier, blocks reached)."""
+        gpu, reached = _leading(prompt, self.gpu.lru)
+        if self.host is None:
             return gpu, 0, reached
-        both, reached = leading_tokens(prompt, _Either(self.blocks, self.host))
+        both, reached = _leading(prompt, _Either(self.gpu.lru, self.host.lru))
         return gpu, both - gpu, reached
 
-    def touch(self, prompt: ChainedPrompt, keys: int | None = None) -> None:
-        """Reference the prompt's first `keys` blocks (all by default) tail first (a chain's head is evicted
-        last) in the GPU cache and the host tier (if any), then evict each beyond its capacity."""
-        blocks, host = self.blocks, self.host
-        remember(blocks, prompt, keys)
-        while len(blocks) > self.capacity:
-            blocks.popitem(last=False)
-        if self.host_capacity:
-            remember(host, prompt, keys)
-            while len(host) > self.host_capacity:
-                host.popitem(last=False)
+    def touch(self, prompt: SegmentedPrompt, blocks: int | None = None) -> None:
+        """Reference the prompt's first `blocks` hash blocks (all by default) tail first (a chain's head is evicted
+        last) in the GPU cache and the host tier (if any), each evicting beyond its capacity."""
+        if blocks is None:
+            self.gpu.remember(zip(reversed(prompt.keys), reversed(prompt.sizes)))
+            if self.host is not None:
+                self.host.remember(zip(reversed(prompt.keys), reversed(prompt.sizes)))
+            return
+        segments = _reached(prompt, blocks)
+        self.gpu.remember(reversed(segments))
+        if self.host is not None:
+            self.host.remember(reversed(segments))
 
     def copy(self) -> _BlockCache:
-        twin = _BlockCache(self.capacity, self.host_capacity)
-        twin.blocks, twin.host = OrderedDict(self.blocks), OrderedDict(self.host)
+        twin = _BlockCache.__new__(_BlockCache)
+        twin.gpu, twin.host = self.gpu.copy(), None if self.host is None else self.host.copy()
         twin.held = {key: list(entry) for key, entry in self.held.items()}
         twin.holds = dict(self.holds)
         return twin
@@ -408,7 +472,7 @@ class _Replica:
     """Mutable state of one replica (slots: the hot loop reads and writes these)."""
 
     __slots__ = ("index", "queue", "qhead", "clock", "prefill", "head_done", "heap", "steps", "b", "ctx", "kv",
-                 "running", "outstanding", "wake", "busy_s", "started", "cache")
+                 "running", "outstanding", "wake", "busy_s", "started", "cache", "loading")
 
     def __init__(self, index: int = 0, cache: _BlockCache | None = None) -> None:
         self.index = index           # its place in the fleet
@@ -428,6 +492,7 @@ class _Replica:
         self.busy_s = 0.0            # time spent in iterations, s
         self.started = 0.0           # when the last iteration started (async scheduling decided the next then), s
         self.cache = cache           # its prefix cache (None: the requests carry no prefix structure)
+        self.loading: list[tuple[float, int]] = []  # (when its host-tier hit is back, id): admitted, not yet prefilling
 
     def copy(self) -> _Replica:
         """An independent copy (its lists too)."""
@@ -435,6 +500,7 @@ class _Replica:
         for name in self.__slots__:
             setattr(twin, name, getattr(self, name))
         twin.queue, twin.prefill, twin.heap = list(self.queue), deque(self.prefill), list(self.heap)
+        twin.loading = list(self.loading)
         twin.cache = None if self.cache is None else self.cache.copy()
         return twin
 
@@ -454,7 +520,7 @@ class _Run:
     done: list[int] = field(init=False)
     todo: list[int] = field(init=False)  # prompt tokens to prefill: the prompt less its cached prefix
     cached: list[int] = field(init=False)  # prompt tokens found in the prefix cache (with `blocks`)
-    prompts: list[ChainedPrompt] = field(init=False)  # each prompt's chained block keys (with `blocks`)
+    prompts: list[SegmentedPrompt] = field(init=False)  # each prompt's segments of chained blocks (with `blocks`)
     host: HostTier | None = None
     load_s: list[float] = field(init=False)  # seconds to bring a request's host-tier hit back (with `host`)
 
@@ -469,20 +535,20 @@ class _Run:
         self.load_s = [0.0] * n if self.host is not None else []
 
 
-# Each load's chained prompts, kept while its block ids live: a plan simulates one load at many fleet sizes and
-# routers, and chaining its blocks is a fifth of a prefix simulation's work.
-_CHAINS: weakref.WeakKeyDictionary[BlockIds, tuple[int, list[ChainedPrompt]]] = weakref.WeakKeyDictionary()
+# Each load's segmented prompts, kept while its block ids live: a plan simulates one load at many fleet sizes and
+# routers.
+_CHAINS: weakref.WeakKeyDictionary[BlockIds, tuple[int, list[SegmentedPrompt]]] = weakref.WeakKeyDictionary()
 _CHAINS_LOCK = threading.Lock()
 
 
-def _chained(blocks: BlockIds, prompt_tokens: list[int]) -> list[ChainedPrompt]:
-    """chained_keys(blocks, prompt_tokens), memoised per block-ids object and prompt lengths."""
+def _chained(blocks: BlockIds, prompt_tokens: list[int]) -> list[SegmentedPrompt]:
+    """segmented_prompts(blocks, prompt_tokens), memoised per block-ids object and prompt lengths."""
     lengths = hash(np.asarray(prompt_tokens, dtype=np.int64).tobytes())
     with _CHAINS_LOCK:
         found = _CHAINS.get(blocks)
     if found is not None and found[0] == lengths:
         return found[1]
-    chains = chained_keys(blocks, np.asarray(prompt_tokens))
+    chains = segmented_prompts(blocks, prompt_tokens)
     with _CHAINS_LOCK:
         _CHAINS[blocks] = (lengths, chains)
     return chains
@@ -493,7 +559,8 @@ def _chained(blocks: BlockIds, prompt_tokens: list[int]) -> list[ChainedPrompt]:
 # Each is called at most once per turn of `advance`, and only when it has work: admission and retirement take
 # every request that is due at once, one call per turn rather than one per request.
 
-AdmitFn = Callable[[list[int], int, float, int, int, deque[int], _BlockCache | None], tuple[int, int, int, int]]
+AdmitFn = Callable[[list[int], int, float, int, int, deque[int], _BlockCache | None, list[tuple[float, int]]],
+                   tuple[int, int, int, int]]
 IterateFn = Callable[[deque[int], int, int, int, int, float, list[tuple[int, int]], _BlockCache | None],
                      tuple[float, int, int, int, int, int, int]]
 DecodeFn = Callable[[int, int, int, float, float, float, float], tuple[int, float, float]]
@@ -501,19 +568,24 @@ RetireFn = Callable[[list[tuple[int, int]], int, float, _BlockCache | None], tup
 
 
 def _make_admission(run: _Run) -> AdmitFn:
-    """admit(queue, qhead, seen, kv, running, prefill, cache) -> (qhead, kv, running, rejected).
+    """admit(queue, qhead, seen, kv, running, prefill, cache, loading) -> (qhead, kv, running, rejected).
 
     FIFO from queue[qhead]: each request that arrived by `seen` joins `prefill` while fewer than max_num_seqs
     are running and its prompt + output KV tokens are free; one that could never fit is rejected (its ttft
     and e2e stay NaN).  Stops at the first request that has not arrived or must wait.  With a prefix `cache`,
     a request's cached prefix is looked up there first: the blocks of it that running requests hold take no
-    more KV (`_BlockCache.kv_need`), and once admitted it prefills the rest (`_cached_prefix`).
+    more KV (`_BlockCache.kv_need`), and once admitted it prefills the rest (`_cached_prefix`).  One whose
+    prefix comes back from the host tier waits in `loading` until it is back (vLLM's offloading connector
+    loads it asynchronously: the engine's iterations go on meanwhile), then joins `prefill`.
     """
     arr, inp, out = run.arr, run.inp, run.out
     max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
 
+    load_s = run.load_s
+
     def admit(queue: list[int], qhead: int, seen: float, kv: int, running: int,
-              prefill: deque[int], cache: _BlockCache | None) -> tuple[int, int, int, int]:
+              prefill: deque[int], cache: _BlockCache | None, loading: list[tuple[float, int]]
+              ) -> tuple[int, int, int, int]:
         nq = len(queue)
         rejected = 0
         while qhead < nq:
@@ -531,10 +603,15 @@ def _make_admission(run: _Run) -> AdmitFn:
             else:
                 kv += need
                 running += 1
-                prefill.append(i)
-                if cache is not None:
+                if cache is None:
+                    prefill.append(i)
+                else:
                     cache.reserve(i, blocks, private)
                     _cached_prefix(run, cache, i, match)
+                    if load_s and load_s[i] > 0.0:  # its KV slots wait for the host tier (vLLM loads async)
+                        heappush(loading, (seen + load_s[i], i))
+                    else:
+                        prefill.append(i)
             qhead += 1
         return qhead, kv, running, rejected
 
@@ -568,7 +645,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
     blocks enter `cache` (when given) as its prefill completes.
     """
     arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
-    todo, prompts, load_s = run.todo, run.prompts, run.load_s
+    todo, prompts = run.todo, run.prompts
     step, overhead, budget_cap = run.model.step, run.model.overhead_s, run.model.prefill_budget
 
     def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
@@ -590,8 +667,6 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
             pw += left * inp[i]
             budget -= left
         dt = step(b, ctx, p, pw) + overhead * len(first)
-        if load_s:  # a host-tier hit comes back before its prompt's last chunk (serialised: conservative)
-            dt += sum(load_s[i] for i in first)
         clock += dt
         if b:
             steps += 1
@@ -686,7 +761,7 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
     def advance(rep: _Replica, limit: float) -> None:
         if rep.clock >= limit:
             return
-        queue, prefill, heap = rep.queue, rep.prefill, rep.heap
+        queue, prefill, heap, loading = rep.queue, rep.prefill, rep.heap, rep.loading
         nq, qhead, clock, head_done = len(queue), rep.qhead, rep.clock, rep.head_done
         steps, b, ctx, kv, running, busy = rep.steps, rep.b, rep.ctx, rep.kv, rep.running, rep.busy_s
         started, cache = rep.started, rep.cache
@@ -695,22 +770,30 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
         while clock < limit:
             seen = started if lag and (b or prefill) else clock
             if qhead < nq and arr[queue[qhead]] <= seen:
-                qhead, kv, running, rejected = admit(queue, qhead, seen, kv, running, prefill, cache)
+                qhead, kv, running, rejected = admit(queue, qhead, seen, kv, running, prefill, cache, loading)
                 finished += rejected
+            while loading and loading[0][0] <= clock:  # host-tier hits back: they prefill the rest
+                prefill.append(heappop(loading)[1])
             if prefill:
                 started = clock
                 dt, head_done, steps, b, ctx, freed, ended = iterate(prefill, head_done, b, ctx, steps, clock, heap, cache)
                 kv, running, finished = kv - freed, running - ended, finished + ended
             elif b:
                 arrival = arr[queue[qhead]] if qhead < nq else inf
+                if loading:  # a load coming back cuts the stretch as an arrival does
+                    arrival = min(arrival, loading[0][0])
                 n, dt, started = decode(b, ctx, heap[0][0] - steps, clock, started, arrival, limit)
-                if not n:
-                    wake = clock + dt  # lazily stay here: the next completion is after `limit`
+                if not n:  # lazily stay here: the next completion (or load back) is after `limit`
+                    wake = min(clock + dt, loading[0][0]) if loading else clock + dt
                     break
                 steps += n
                 ctx += b * n
-            elif qhead < nq and arr[queue[qhead]] <= limit:
-                clock, dt = max(clock, arr[queue[qhead]]), 0.0  # idle until the next routed arrival
+            elif loading or (qhead < nq and arr[queue[qhead]] <= limit):
+                nxt = min(arr[queue[qhead]] if qhead < nq else inf, loading[0][0] if loading else inf)
+                if nxt > limit:
+                    wake = nxt
+                    break
+                clock, dt = max(clock, nxt), 0.0  # idle until the next routed arrival or load back
             else:
                 break
             clock += dt
@@ -847,42 +930,55 @@ def _start(curve: CurveLike, t: np.ndarray, i: np.ndarray, o: np.ndarray, replic
            prefix: int, blocks: BlockIds | None = None, host: HostTier | None = None
            ) -> tuple[_Run, list[_Replica], list[int]]:
     """A run of these requests, its replicas and the first `prefix` requests' replicas: fresh, or (0 < prefix <
-    requests, no `blocks`) as the prefix left them up to its last arrival, simulated once per curve, fleet and
-    prefix.  blocks: the prompts' block ids; each replica then has a prefix cache."""
+    requests) as the prefix left them up to its last arrival, simulated once per curve, fleet and prefix (and its
+    requests' block ids and host tier).  blocks: the prompts' block ids; each replica then has a prefix cache."""
     own_tier = getattr(curve, "host_kv_tokens", 0)  # the curve's own host tier (with_host_tier), if any
     if host is None and own_tier > 0:
         host = HostTier(int(own_tier), float(getattr(curve, "host_load_s_per_token", 0.0)))
-    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve), blocks, host if blocks is not None else None)
-    if blocks is not None:
-        size = run.model.kv_cache_tokens // blocks.block_size
-        host_size = 0 if host is None else host.tokens // blocks.block_size
-        return run, [_Replica(r, _BlockCache(size, host_size)) for r in range(replicas)], []
+    if blocks is None:
+        host = None
+    run = _Run(t.tolist(), i.tolist(), o.tolist(), step_model(curve), blocks, host)
     if not 0 < prefix < t.size:
-        return run, [_Replica(r) for r in range(replicas)], []
-    key = (curve, replicas, router, t[:prefix].tobytes(), i[:prefix].tobytes(), o[:prefix].tobytes())
+        return run, _fresh(run, replicas), []
+    key: tuple = (curve, replicas, router, t[:prefix].tobytes(), i[:prefix].tobytes(), o[:prefix].tobytes())
+    if blocks is not None:  # the log's identity (its state holds it, so the id stays its own) and the rows taken
+        key += (id(blocks.universe), blocks.starts[:prefix].tobytes(), blocks.block_size, host)
     with _PREFIXES_LOCK:
         state = _PREFIXES.get(key)
     if state is None:  # a state is only read once made: each run copies it
-        state = _prefix_state(run.model, t[:prefix], i[:prefix], o[:prefix], replicas, router)
+        head = _Run(t[:prefix].tolist(), i[:prefix].tolist(), o[:prefix].tolist(), run.model,
+                    None if blocks is None else blocks.take(slice(0, prefix)), host)
+        state = _prefix_state(head, replicas, router)
         with _PREFIXES_LOCK:
             _PREFIXES[key] = state
             while len(_PREFIXES) > PREFIX_STATES:
                 _PREFIXES.popitem(last=False)
     head, reps, assigned = state
     run.ttft[:prefix], run.e2e[:prefix], run.done[:prefix] = head.ttft, head.e2e, head.done
+    if blocks is not None:
+        run.todo[:prefix], run.cached[:prefix] = head.todo, head.cached
+        if host is not None:
+            run.load_s[:prefix] = head.load_s
     return run, [rep.copy() for rep in reps], list(assigned)
 
 
-def _prefix_state(model: StepModel, t: np.ndarray, i: np.ndarray, o: np.ndarray, replicas: int,
-                  router: str) -> tuple[_Run, list[_Replica], list[int]]:
-    """The first requests routed and served up to the last of their arrivals (the iterations that start
+def _fresh(run: _Run, replicas: int) -> list[_Replica]:
+    """Idle replicas for `run`, each with an empty prefix cache when its requests carry block ids."""
+    if run.blocks is None:
+        return [_Replica(r) for r in range(replicas)]
+    size = run.model.kv_cache_tokens // run.blocks.block_size
+    host_size = 0 if run.host is None else run.host.tokens // run.blocks.block_size
+    return [_Replica(r, _BlockCache(size, host_size, run.blocks.block_size)) for r in range(replicas)]
+
+
+def _prefix_state(run: _Run, replicas: int, router: str) -> tuple[_Run, list[_Replica], list[int]]:
+    """The first requests (`run`) routed and served up to the last of their arrivals (the iterations that start
     before it: what comes later cannot change them)."""
-    run = _Run(t.tolist(), i.tolist(), o.tolist(), model)
-    reps = [_Replica(r) for r in range(replicas)]
+    reps = _fresh(run, replicas)
     assigned = _router(router, replicas, None)(reps, run)
     advance = _make_advance(run)
     for rep in reps:
-        advance(rep, float(t[-1]))
+        advance(rep, run.arr[-1])
     return run, reps, assigned
 
 

@@ -249,7 +249,7 @@ def host_tier_lines(target: Target) -> list[str]:
     written = ("written below: --kv-offloading-backend native --kv-offloading-size" if target.engine == "vllm"
                else f"not written for {target.engine}: set its host KV cache of that size by hand")
     return [f"host KV tier: the plan sized this fleet with {target.host_kv_gib:g} GiB of host memory per replica "
-            f"holding a copy of the prefix-cache blocks it computes (an assumption, not measured; {written}); each replica's "
+            f"holding a copy of the prefix-cache blocks it computes (measured once, on an H100; {written}); each replica's "
             "node needs that much free host memory"]
 
 

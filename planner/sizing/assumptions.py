@@ -41,11 +41,12 @@ ASSUMPTION_NOTES = {
                   "130 s vLLM start, above the 82-116 s recorded on the H200); the autoscaled option's reaction time",
     "allow_unverified_latency": "False = for online routes, options with no latency measurement behind them "
                                 "(measured or transferred) rank behind those with one",
-    "host_kv_gib": "assumption, not measured: GiB of host memory per replica a KV tier may use behind the prefix "
+    "host_kv_gib": "assumption: GiB of host memory per replica a KV tier may use behind the prefix "
                    "cache (vLLM --kv-offloading-size; host memory of the GPU's node, no extra price); routes with "
-                   "prefix structure are also priced with it and keep it where it is cheaper. 0 = none",
-    "host_gb_per_s": "assumption: host-to-GPU GB/s a host-tier KV block comes back at (default PCIe 5.0 x16's "
-                     "peak, an upper bound)",
+                   "prefix structure are also priced with it and keep it where it is cheaper (the tier measured once, "
+                   "on an H100: docs/traffic.md). 0 = none",
+    "host_gb_per_s": "host-to-GPU GB/s a host-tier KV hit comes back at (default: measured once on an H100 "
+                     "with vLLM 0.26.0's native CPU offloading, the cost of writing blocks out included)",
 }
 
 

@@ -28,7 +28,10 @@ a simulation carries beside its requests (planner.latency.simulate keeps one suc
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +73,14 @@ class BlockIds:
     starts: np.ndarray
     counts: np.ndarray
     block_size: int
+    # The block ids these were taken from (their rows cover `ids`; None: these are), so that every subset of one
+    # log shares one set of chained keys and segments (`segmented_prompts`).
+    root: BlockIds | None = None
+
+    @property
+    def universe(self) -> BlockIds:
+        """The block ids these were taken from (themselves when not taken)."""
+        return self.root if self.root is not None else self
 
     @classmethod
     def of(cls, hash_ids: Sequence[np.ndarray] | Iterable[Sequence[int]], block_size: int) -> BlockIds:
@@ -89,7 +100,7 @@ class BlockIds:
 
     def take(self, index: np.ndarray | slice) -> BlockIds:
         """The requests at `index` (a boolean mask, positions or a slice), in that order (the flat ids shared)."""
-        return BlockIds(self.ids, self.starts[index], self.counts[index], self.block_size)
+        return BlockIds(self.ids, self.starts[index], self.counts[index], self.block_size, self.universe)
 
     def id_range(self) -> tuple[int, int]:
         """(lowest block id, one past the highest) of the ids held (those of requests taken out included: a
@@ -108,8 +119,11 @@ class BlockIds:
         if any(p.block_size != block_size for p in parts):
             raise InputError(f"block ids: expected blocks of {block_size} tokens in every part, got "
                              f"{sorted({p.block_size for p in parts})}")
-        bases = np.cumsum([0, *(p.ids.size for p in parts)])[:-1]
         empty = np.zeros(0, dtype=np.int64)
+        if parts and all(p.universe is parts[0].universe for p in parts):  # subsets of one log: rows of its ids
+            return cls(parts[0].ids, np.concatenate([empty, *(p.starts for p in parts)]),
+                       np.concatenate([empty, *(p.counts for p in parts)]), int(block_size), parts[0].universe)
+        bases = np.cumsum([0, *(p.ids.size for p in parts)])[:-1]
         return cls(np.concatenate([empty, *(p.ids for p in parts)]),
                    np.concatenate([empty, *(p.starts + base for p, base in zip(parts, bases, strict=True))]),
                    np.concatenate([empty, *(p.counts for p in parts)]), int(block_size))
@@ -276,6 +290,131 @@ def chained_keys(blocks: BlockIds, prompt_tokens: np.ndarray) -> list[ChainedPro
     for i, prompt in _walk(requests, blocks.block_size):
         out[i] = prompt
     return out
+
+
+class SegmentedPrompt:
+    """One prompt as the simulator's prefix cache keeps it: its chained hash blocks in segments.  A segment is a run
+    of blocks that every prompt of its log holding the run's first block holds whole (a system prompt, the text a
+    conversation's turn added), so every prompt references its blocks together, tail first, and they sit side by
+    side in an LRU of blocks: the cache keeps, moves and evicts (from its tail) a segment at once and stays the
+    LRU of blocks that `leading_tokens` / `remember` keep, at a fraction of the work (`segmented_prompts`).
+
+    keys: each segment's key (its first block's chained key); sizes: the tokens the engine caches of each (the
+    last block possibly partial: whole engine blocks only; 0 when it caches none of the last); starts: the hash
+    blocks before each; cap: the most tokens a hit may take; block: tokens per hash block."""
+
+    __slots__ = ("keys", "sizes", "starts", "cap", "block", "tokens")
+
+    def __init__(self, keys: tuple[int, ...], sizes: tuple[int, ...], starts: tuple[int, ...], cap: int,
+                 block: int, tokens: int) -> None:
+        self.keys, self.sizes, self.starts, self.cap, self.block = keys, sizes, starts, cap, block
+        self.tokens = tokens  # the prompt's
+
+
+class _LogSegments:
+    """A log's segments (SegmentedPrompt): per row of its block ids its segments' keys and widths (hash blocks),
+    held flat (numpy: a million rows cost a few arrays), each row found by its start in the flat ids; the
+    shapes many prompts share are kept once, and each row's prompt is made when first asked for."""
+
+    def __init__(self, universe: BlockIds) -> None:
+        keys, parents = _chained_flat(universe)
+        holders = np.bincount(keys, minlength=int(keys.max(initial=-1)) + 1)  # rows holding each key (once each)
+        parent_of = np.full(holders.size, ROOT_KEY, dtype=np.int64)
+        parent_of[keys] = parents
+        children = np.bincount(parent_of[parent_of >= 0], minlength=holders.size)
+        # A block joins its parent's segment when it is the parent's only child and every row holding the parent
+        # holds it too (the first block of a row never does: its parent is the root).
+        inner = parents >= 0
+        joins = np.zeros(keys.size, dtype=bool)
+        joins[inner] = (children[parents[inner]] == 1) & (holders[parents[inner]] == holders[keys[inner]])
+        heads = np.flatnonzero(~joins)  # flat positions of the segments' first blocks
+        ends = np.append(heads[1:], keys.size)  # a row's first block is a head, so a segment ends at the next
+        self.head_keys, self.widths = keys[heads].tolist(), (ends - heads).tolist()
+        offsets = np.cumsum(universe.counts) - universe.counts  # each row's first block, as laid out
+        row_heads = np.searchsorted(heads, offsets)  # each row's first segment
+        self.first = row_heads.tolist()
+        self.count = (np.searchsorted(heads, offsets + universe.counts) - row_heads).tolist()
+        self.row_at = {start: row for row, start in enumerate(universe.starts.tolist())}
+        self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.starts: dict[tuple[int, ...], tuple[int, ...]] = {}  # widths -> the blocks before each segment
+        self.made: list[SegmentedPrompt | None] = [None] * len(universe)  # per row its last prompt made
+
+    def shared(self, value: tuple[int, ...]) -> tuple[int, ...]:
+        """`value`, kept once however many prompts have it."""
+        return self.shapes.setdefault(value, value)
+
+    def prompt(self, start: int, n: int, block: int, grain: int) -> SegmentedPrompt:
+        """The SegmentedPrompt of the row at `start` with an n-token prompt."""
+        row = self.row_at[start]
+        made = self.made[row]
+        if made is not None and made.tokens == n:
+            return made
+        a = self.first[row]
+        b = a + self.count[row]
+        keys, widths = tuple(self.head_keys[a:b]), self.shared(tuple(self.widths[a:b]))
+        tail = n % block
+        last = (widths[-1] - 1) * block + (tail // grain * grain if tail else block)
+        sizes = self.shared(tuple(w * block for w in widths[:-1]) + (last,))
+        starts = self.starts.get(widths)
+        if starts is None:
+            starts = self.starts[widths] = tuple(itertools.accumulate(widths[:-1], initial=0))
+        made = self.made[row] = SegmentedPrompt(keys, sizes, starts, max(0, (n - 1) // grain * grain), block, n)
+        return made
+
+
+def _chained_flat(universe: BlockIds) -> tuple[np.ndarray, np.ndarray]:
+    """Per block of the universe's rows, row after row, its chained key and its parent's key (ROOT_KEY for a
+    row's first block): equal keys = the same block behind the same prefix.  Keys are numbered depth by depth
+    (np.unique of (parent, id) pairs), so the work is numpy's, one pass per block depth."""
+    counts = universe.counts.astype(np.int64)
+    offsets = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    depth = np.arange(total, dtype=np.int64) - np.repeat(offsets, counts)
+    ids = universe.ids[np.repeat(universe.starts.astype(np.int64), counts) + depth]
+    distinct, ids = np.unique(ids, return_inverse=True)  # dense codes: (parent, code) packs into one int64
+    width = max(int(distinct.size), 1)
+    keys = np.empty(total, dtype=np.int64)
+    parents = np.full(total, ROOT_KEY, dtype=np.int64)
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=-1)) + 2))
+    numbered = 0
+    for d in range(bounds.size - 1):
+        here = by_depth[bounds[d]:bounds[d + 1]]
+        if d:
+            parents[here] = keys[here - 1]  # the block before it in its row
+        _, inverse = np.unique((parents[here] + 1) * width + ids[here], return_inverse=True)
+        keys[here] = numbered + inverse.ravel()
+        numbered += int(inverse.max(initial=-1)) + 1
+    return keys, parents
+
+
+_SEGMENTS: weakref.WeakKeyDictionary[BlockIds, _LogSegments] = weakref.WeakKeyDictionary()
+_SEGMENTS_LOCK = threading.Lock()  # the app's sessions simulate in threads of one process
+
+
+def segmented_prompts(blocks: BlockIds, prompt_tokens: Sequence[int]) -> list[SegmentedPrompt]:
+    """Per request (in the given order) its SegmentedPrompt, segmented over the whole log the block ids were taken
+    from (computed once per log and kept while it lives: every subset a plan simulates shares it).  Raises
+    InputError for a block size below 1 or a hash list of the wrong length."""
+    block = blocks.block_size
+    prompts = np.asarray(prompt_tokens, dtype=np.int64)
+    if block < 1:
+        raise InputError(f"block size: expected a whole number of tokens >= 1, got {block}")
+    wrong = np.flatnonzero(blocks.counts != -(-prompts // block))
+    if wrong.size:
+        i = int(wrong[0])
+        raise InputError(f"request {i}: {int(blocks.counts[i])} hash ids for a {int(prompts[i])}-token prompt; "
+                         f"blocks of {block} tokens need {blocks_for(int(prompts[i]), block)}")
+    universe = blocks.universe
+    with _SEGMENTS_LOCK:
+        log = _SEGMENTS.get(universe)
+    if log is None:
+        log = _LogSegments(universe)
+        with _SEGMENTS_LOCK:
+            _SEGMENTS[universe] = log
+    grain = engine_grain(block)
+    return [log.prompt(start, n, block, grain) for start, n in zip(blocks.starts.tolist(), prompts.tolist(),
+                                                                     strict=True)]
 
 
 def leading_tokens(prompt: ChainedPrompt, cached: Mapping[int, int]) -> tuple[int, int]:

@@ -130,4 +130,4 @@ def test_a_shared_deployment_names_its_router_and_prices_the_other_and_a_host_ti
     assert row["router"] in ("least-outstanding", "prefix-affinity") and row["host_kv_gib"] in (0.0, 64.0)
     other = "prefix-affinity" if row["router"] == "least-outstanding" else "least-outstanding"
     assert f"behind {other}: " in row["notes"]
-    assert "64 GiB host KV tier per replica (an assumption, not measured)" in row["notes"]
+    assert "64 GiB host KV tier per replica (measured once, on an H100)" in row["notes"]

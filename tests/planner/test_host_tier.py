@@ -31,9 +31,10 @@ def test_a_host_tier_serves_what_the_gpu_evicted_and_a_big_one_serves_everything
     gpu_only = _predict(capsys)["prefix_hit_rate"]
     small = _predict(capsys, "--host-kv-gib", "8")["prefix_hit_rate"]  # 65k tokens of the 8B's KV: twice the GPU's
     big = _predict(capsys, "--host-kv-gib", "256")["prefix_hit_rate"]
-    # the log's whole reuse: what one replica's cache serves when nothing is ever evicted
+    # the log's whole reuse: what one replica's cache serves when nothing is ever evicted (less what a request
+    # misses of a sibling's blocks that are not computed yet while the sibling's own hit comes back from the host)
     unbounded = json.loads(_unbounded(capsys))["prefix_hit_rate"]
-    assert gpu_only < small < big and big == pytest.approx(unbounded, abs=1e-9)
+    assert gpu_only < small < big and big == pytest.approx(unbounded, abs=1e-3)
 
 
 def test_a_write_through_tier_no_larger_than_the_gpu_cache_adds_nothing(capsys):

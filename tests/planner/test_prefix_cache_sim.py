@@ -14,7 +14,7 @@ from planner.cli import main
 from planner.latency import Fleet, Replay, predict
 from planner.latency import simulate as sim
 from planner.traffic.logs import log_blocks, read_log
-from planner.traffic.prefixes import BlockIds, PromptBlocks, chained_keys, prefix_reuse
+from planner.traffic.prefixes import BlockIds, PromptBlocks, hit_tokens, prefix_reuse, segmented_prompts
 from planner.traffic.workload import Requests
 from tests.conftest import REPO
 from tests.planner.sim_fakes import SimCurve
@@ -143,15 +143,18 @@ def test_a_prefix_copied_by_requests_prefilling_together_takes_kv_for_each():
 def test_kv_reserved_for_prefix_blocks_is_all_freed_once_every_holder_ends(steps):
     # Requests of 4 prompt families (each a chain of 64-token blocks of its family, then blocks of its own),
     # admitted with their cached prefixes and released in any order: what they reserve sums to what they free.
-    cache = sim._BlockCache(capacity=10_000)
+    cache = sim._BlockCache(capacity=10_000, block=BLOCK)
+    rows = [[family * 100 + j for j in range(length)] + [10_000 + i]
+            for i, (family, length, _, _) in enumerate(steps)]
+    lengths = [BLOCK * len(ids) - 7 for ids in rows]
+    prompts = segmented_prompts(BlockIds.of(rows, BLOCK), lengths)
     running: list[int] = []
     reserved = freed = 0
-    for i, (family, length, output, end_one) in enumerate(steps):
-        ids = [family * 100 + j for j in range(length)] + [10_000 + i]
-        prompt = chained_keys(BlockIds.of([ids], BLOCK), np.array([BLOCK * len(ids) - 7]))[0]
+    for i, (_, _, output, end_one) in enumerate(steps):
+        prompt = prompts[i]
         hit, _, reached = cache.match_both(prompt)
-        need, blocks, private = cache.kv_need(prompt, reached, BLOCK * len(ids) - 7 + output)
-        assert 0 < need <= BLOCK * len(ids) - 7 + output
+        need, blocks, private = cache.kv_need(prompt, reached, lengths[i] + output)
+        assert 0 < need <= lengths[i] + output
         cache.reserve(i, blocks, private)
         cache.touch(prompt)
         reserved += need
@@ -161,3 +164,45 @@ def test_kv_reserved_for_prefix_blocks_is_all_freed_once_every_holder_ends(steps
     for i in running:
         freed += cache.release(i)
     assert freed == reserved and not cache.held and not cache.holds
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(1, 4), st.integers(0, BLOCK - 1)),
+                min_size=1, max_size=40),
+       st.integers(1, 12))
+def test_the_segment_cache_hits_what_an_lru_of_blocks_hits(requests, capacity_blocks):
+    # Prompts of 4 families: a family's first `shared` blocks, then `own` blocks of the request (a partial last one
+    # of `cut` tokens fewer), each referenced in arrival order: the replica's cache, which keeps runs of blocks
+    # that always travel together as one segment, hits exactly what prefixes.hit_tokens' LRU of single blocks hits.
+    rows = [[family * 100 + j for j in range(shared)] + [1_000 + 10 * i + j for j in range(own)]
+            for i, (family, shared, own, _) in enumerate(requests)]
+    lengths = np.array([BLOCK * len(ids) - cut for ids, (*_, cut) in zip(rows, requests, strict=True)])
+    blocks = BlockIds.of(rows, BLOCK)
+    expected = hit_tokens(PromptBlocks(np.arange(len(rows), dtype=float), lengths, blocks.hash_ids),
+                          capacity_blocks * BLOCK, BLOCK).lru
+    cache = sim._BlockCache(capacity=capacity_blocks, block=BLOCK)
+    hits = []
+    for prompt in segmented_prompts(blocks, lengths):
+        hits.append(cache.match(prompt)[0])
+        cache.touch(prompt)
+    assert hits == list(expected)
+
+
+def test_a_host_tier_hit_waits_for_its_own_load_while_the_engine_goes_on():
+    # A long decode runs throughout.  A 1,280-token document is read, evicted from the GPU cache (4,400 tokens,
+    # the decode's included) by three others, then read again: the host tier holds it, and bringing it back at
+    # 1 ms a token takes ~1.3 s.  vLLM loads it asynchronously: that request's first token waits for it, the
+    # running decode's iterations do not.
+    docs = [[100 * d + j for j in range(20)] for d in (1, 2, 3, 4, 1)]
+    t = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 3.0])
+    inp = np.array([64] + [1280] * 5)
+    out = np.array([3000, 2, 2, 2, 2, 2])
+    curve = SimCurve(kv_cache_tokens=4400)
+    blocks = BlockIds.of([[0], *docs], BLOCK)
+    fast = sim.simulate(curve, t, inp, out, blocks=blocks, host=sim.HostTier(100_000, 1e-9))  # back at once
+    slow = sim.simulate(curve, t, inp, out, blocks=blocks, host=sim.HostTier(100_000, 1e-3))
+    gpu_only = sim.simulate(curve, t, inp, out, blocks=blocks)
+    from_host = slow.cached_tokens[5] - gpu_only.cached_tokens[5]  # the GPU kept the document's head
+    assert slow.cached_tokens[5] == fast.cached_tokens[5] >= 1200 and from_host >= 600
+    assert slow.ttft_s[5] - fast.ttft_s[5] == pytest.approx(from_host * 1e-3, rel=0.05)
+    assert slow.e2e_s[0] == pytest.approx(fast.e2e_s[0], abs=0.01)  # the decode did not stall for the load

@@ -12,6 +12,7 @@ from planner.latency import Job, predict
 from planner.latency import simulate as sim
 from planner.sizing.batch import cheapest_batch_fleet
 from planner.sizing.search import bisect_replicas
+from planner.traffic.prefixes import BlockIds
 from planner.traffic.routes import Slo
 from planner.traffic.workload import gamma, poisson
 from tests.planner.sim_fakes import CurvedStepCurve, MoeCurve, SimCurve
@@ -152,6 +153,33 @@ def test_loads_sharing_their_first_requests_reuse_them_and_get_the_same_result(c
         alone = sim.simulate(curve, tt, ii, oo, 3, router)
         shared = sim.simulate(curve, tt, ii, oo, 3, router, prefix=head)
         for name in ("ttft_s", "e2e_s", "replica", "completions"):
+            assert np.array_equal(getattr(alone, name), getattr(shared, name), equal_nan=True), (start, name)
+    assert sum(key[0] is curve and key[2] == router for key in sim._PREFIXES) == 1  # simulated once, reused twice
+
+
+@pytest.mark.parametrize("router", sim.ROUTERS)
+@pytest.mark.parametrize("host", [None, sim.HostTier(200_000, 1e-7)], ids=["gpu", "host-tier"])
+def test_loads_with_prefixes_sharing_their_first_requests_reuse_them_and_get_the_same_result(router, host):
+    """As above, with prefix caches: prompts of 20 families (a family's blocks, then 1-3 of the request's own) in
+    a KV cache that holds a few of them, each load taken from one log's block ids.  The first requests' caches
+    are simulated once and copied; each load's outcome and hits are what simulating it alone gives."""
+    n, head, block = 3000, 1200, 64
+    t, _, o = workload(n=n, rate=60.0, cv=2.0)
+    gen = np.random.default_rng(7)
+    rows = [[int(f) * 100 + j for j in range(int(k))] + [10_000 + 10 * r + j for j in range(int(own))]
+            for r, (f, k, own) in enumerate(zip(gen.integers(0, 20, n), gen.integers(1, 30, n),
+                                                gen.integers(1, 4, n), strict=True))]
+    i = np.array([block * len(ids) - int(cut) for ids, cut in zip(rows, gen.integers(0, block, n), strict=True)])
+    log = BlockIds.of(rows, block)
+    curve = SimCurve(kv_cache_tokens=60_000)
+    for start in (1500, 2100, 2999):
+        keep = np.r_[0:head, start:n]
+        tt = np.concatenate([t[:head], t[start:] - t[start] + t[head - 1] + 0.01])
+        blocks = log.take(keep)
+        alone = sim.simulate(curve, tt, i[keep], o[keep], 3, router, blocks=blocks, host=host)
+        shared = sim.simulate(curve, tt, i[keep], o[keep], 3, router, prefix=head, blocks=blocks, host=host)
+        assert 0.0 < alone.prefix_hit_rate < 1.0
+        for name in ("ttft_s", "e2e_s", "replica", "completions", "cached_tokens"):
             assert np.array_equal(getattr(alone, name), getattr(shared, name), equal_nan=True), (start, name)
     assert sum(key[0] is curve and key[2] == router for key in sim._PREFIXES) == 1  # simulated once, reused twice
 
