@@ -314,7 +314,7 @@ def _leading(prompt: SegmentedPrompt, cached: Mapping[int, int]) -> tuple[int, i
     key holds at least the prompt's tokens of it, into the first that holds fewer (a segment holds its leading
     blocks); at most prompt.cap (planner.traffic.prefixes.leading_tokens, segment by segment)."""
     hit = 0
-    for key, size in zip(prompt.keys, prompt.sizes):
+    for key, size in zip(prompt.keys, prompt.sizes, strict=True):
         take = cached.get(key, 0)
         if take < size:
             hit += take
@@ -328,7 +328,7 @@ def _reached(prompt: SegmentedPrompt, blocks: int) -> list[tuple[int, int]]:
     """(key, tokens) of the prompt's segments within its first `blocks` hash blocks, the last one in part where
     the reach ends inside it; segments the engine caches nothing of are left out."""
     out, block = [], prompt.block
-    for key, size, start in zip(prompt.keys, prompt.sizes, prompt.starts):
+    for key, size, start in zip(prompt.keys, prompt.sizes, prompt.starts, strict=True):
         if start >= blocks:
             break
         size = min(size, (blocks - start) * block)
@@ -399,7 +399,7 @@ class _BlockCache:
         A held segment the reach ends inside is shared up to the reach, the rest counted as a copy until it ends."""
         held, blocks, block = self.held, [], prompt.block
         private, new = total, 0
-        for key, size, start in zip(prompt.keys, prompt.sizes, prompt.starts):
+        for key, size, start in zip(prompt.keys, prompt.sizes, prompt.starts, strict=True):
             if not size:
                 break
             entry = held.get(key)
@@ -451,9 +451,9 @@ class _BlockCache:
         """Reference the prompt's first `blocks` hash blocks (all by default) tail first (a chain's head is evicted
         last) in the GPU cache and the host tier (if any), each evicting beyond its capacity."""
         if blocks is None:
-            self.gpu.remember(zip(reversed(prompt.keys), reversed(prompt.sizes)))
+            self.gpu.remember(zip(reversed(prompt.keys), reversed(prompt.sizes), strict=True))
             if self.host is not None:
-                self.host.remember(zip(reversed(prompt.keys), reversed(prompt.sizes)))
+                self.host.remember(zip(reversed(prompt.keys), reversed(prompt.sizes), strict=True))
             return
         segments = _reached(prompt, blocks)
         self.gpu.remember(reversed(segments))
@@ -742,6 +742,14 @@ def _make_retirement(run: _Run) -> RetireFn:
     return retire
 
 
+def _loads_back(loading: list[tuple[float, int]], prefill: deque[int], clock: float) -> float:
+    """Move the requests whose host-tier hit is back by `clock` from `loading` to `prefill` (they prefill the
+    rest); when the next one is back (inf: none waits)."""
+    while loading and loading[0][0] <= clock:
+        prefill.append(heappop(loading)[1])
+    return loading[0][0] if loading else math.inf
+
+
 def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
     """advance(rep, limit): run `rep`'s iterations that start before `limit` (inf = until its queue is empty).
 
@@ -772,29 +780,23 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
             if qhead < nq and arr[queue[qhead]] <= seen:
                 qhead, kv, running, rejected = admit(queue, qhead, seen, kv, running, prefill, cache, loading)
                 finished += rejected
-            while loading and loading[0][0] <= clock:  # host-tier hits back: they prefill the rest
-                prefill.append(heappop(loading)[1])
+            back = _loads_back(loading, prefill, clock)  # when the next host-tier hit is back (inf: none)
+            nxt = min(arr[queue[qhead]] if qhead < nq else inf, back)  # the next arrival here or load back
             if prefill:
                 started = clock
                 dt, head_done, steps, b, ctx, freed, ended = iterate(prefill, head_done, b, ctx, steps, clock, heap, cache)
                 kv, running, finished = kv - freed, running - ended, finished + ended
             elif b:
-                arrival = arr[queue[qhead]] if qhead < nq else inf
-                if loading:  # a load coming back cuts the stretch as an arrival does
-                    arrival = min(arrival, loading[0][0])
-                n, dt, started = decode(b, ctx, heap[0][0] - steps, clock, started, arrival, limit)
-                if not n:  # lazily stay here: the next completion (or load back) is after `limit`
-                    wake = min(clock + dt, loading[0][0]) if loading else clock + dt
+                n, dt, started = decode(b, ctx, heap[0][0] - steps, clock, started, nxt, limit)
+                if not n:
+                    wake = min(clock + dt, back)  # lazily stay here: the next completion is after `limit`
                     break
                 steps += n
                 ctx += b * n
-            elif loading or (qhead < nq and arr[queue[qhead]] <= limit):
-                nxt = min(arr[queue[qhead]] if qhead < nq else inf, loading[0][0] if loading else inf)
-                if nxt > limit:
-                    wake = nxt
-                    break
+            elif nxt <= limit:
                 clock, dt = max(clock, nxt), 0.0  # idle until the next routed arrival or load back
             else:
+                wake = back
                 break
             clock += dt
             busy += dt
