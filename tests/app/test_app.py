@@ -101,7 +101,7 @@ def test_more_traffic_on_a_route_needs_more_gpus(app):
 
 def test_tighter_tpot_slo_changes_the_recommendation(app):
     before = recommendation(app).loc["chat"]
-    edit_route(app, 0, tpot_slo_ms=8.0)
+    edit_route(app, 0, tpot_slo_ms=5.0)
     after = recommendation(app).loc["chat"]
     assert_clean(app)
     assert (after["engine"], after["GPU"], after["GPUs"]) != (before["engine"], before["GPU"], before["GPUs"])

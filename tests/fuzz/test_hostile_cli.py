@@ -10,6 +10,7 @@ import dataclasses
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,9 +35,15 @@ FAKE_PROGRAMS = ("vllm", "trtllm-serve", "trtllm-build", "python")
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("plan") / "plan.csv"
+    """The example routes' plan, chat on TensorRT-LLM alone (so that both engines' files are made)."""
+    folder = tmp_path_factory.mktemp("plan")
+    shutil.copytree(REPO / "examples" / "traces", folder / "traces")
+    routes = pd.read_csv(REPO / "examples" / "routes.csv", dtype={"engines": "object"})
+    routes.loc[routes["name"] == "chat", "engines"] = "trtllm"
+    routes.to_csv(folder / "routes.csv", index=False)
+    path = folder / "plan.csv"
     with cli_fits_bundled_once():
-        assert main(["plan", "--routes", str(REPO / "examples" / "routes.csv"), "--out", str(path)]) == 0
+        assert main(["plan", "--routes", str(folder / "routes.csv"), "--out", str(path)]) == 0
     return path
 
 

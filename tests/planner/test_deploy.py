@@ -30,11 +30,13 @@ K8S_VERSION = "1.37.0"
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
     """The example routes' plan, code-completion on the H200 alone: there its autoscaled option beats steady (on
-    the H100's FP8 curve it needs 4 steady replicas and cannot), so one route gets an HPA."""
+    the H100's FP8 curve it needs 4 steady replicas and cannot), so one route gets an HPA; chat on TensorRT-LLM
+    alone, so that one route is served by it."""
     folder = tmp_path_factory.mktemp("plan")
     shutil.copytree(ROOT / "examples" / "traces", folder / "traces")
-    routes = pd.read_csv(ROOT / "examples" / "routes.csv", dtype={"gpus": "object"})
+    routes = pd.read_csv(ROOT / "examples" / "routes.csv", dtype={"gpus": "object", "engines": "object"})
     routes.loc[routes["name"] == "code-completion", "gpus"] = "h200"
+    routes.loc[routes["name"] == "chat", "engines"] = "trtllm"
     routes.to_csv(folder / "routes.csv", index=False)
     path = folder / "plan.csv"
     with cli_fits_bundled_once():

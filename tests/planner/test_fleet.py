@@ -182,9 +182,11 @@ def test_a_bad_diurnal_cell_names_its_line_and_column(tmp_path):
 def test_a_built_deployment_serving_one_route_is_not_called_shared_and_holds_that_routes_slo(catalog):
     """Issue 35, item 6: a deployment the program built that serves one route is kind 'one route' and states the
     route's own SLO (and the stricter tier it was sized at), never another route's SLO as if it held it. The
-    example's chat (500/50) and code-completion (300/30): chat's deployment is built at the model's strictest tier."""
+    example's chat (500/50) and code-completion (300/30) in bf16: chat's deployment is built at the model's strictest
+    tier (with FP8 allowed, both keep their own plans, route by route)."""
     routes = load_routes(ROOT / "examples" / "routes.csv")
     routes = routes[routes["name"].isin(["chat", "code-completion"])].reset_index(drop=True)
+    routes["precisions"] = "bf16"
     fleet = make_fleet(routes, catalog, levers=Levers(share=True, pricing=False),
                        baseline=make_plan(routes, catalog, check_by_simulation=True))
     kinds = {}
