@@ -347,7 +347,7 @@ PLAN = Schema(
                "their prefix caches, as the fleet simulation predicts it (blank: no prefix structure, prompts "
                "sized cold)", minimum=0, maximum=1),
         Column("host_kv_gib", "float", False, "online: GiB of host memory per replica the fleet was sized with as a "
-               "KV tier behind its prefix cache (an assumption, not measured: the assumptions' `host_kv_gib`, kept "
+               "KV tier behind its prefix cache (the assumptions' `host_kv_gib`, measured once on an H100; kept "
                "only where that fleet is cheaper; `deploy` writes vLLM's --kv-offloading-size); 0: none",
                minimum=0),
         Column("ttft_idle_infeasible", "int", False, "online: requests of the planned load whose prompt alone, "
@@ -414,7 +414,7 @@ FLEET = Schema(
                "busiest hour needs fewer replicas behind it; a kept option: its plan row's); blank for batch",
                choices=("least-outstanding", "round-robin", "prefix-affinity")),
         Column("host_kv_gib", "float", False, "online: host-memory KV tier per replica the deployment was checked "
-               "with (an assumption, not measured: the assumptions' `host_kv_gib`, kept where the busiest hour needs "
+               "with (the assumptions' `host_kv_gib`, measured once on an H100; kept where the busiest hour needs "
                "fewer replicas with it; a kept option: its plan row's); 0: none", minimum=0),
         Column("notes", "str", False, ""),
     ),

@@ -38,7 +38,11 @@ Prefix cache (only when the requests come with their prompts' block ids,
 planner.traffic.prefixes.BlockIds; without them none of this runs): each
 replica keeps an LRU of chained block keys holding kv_cache_tokens / block_size
 blocks, each with the tokens cached of it (a partial hash block holds its whole
-engine blocks: planner.traffic.prefixes).  A request admitted on a replica looks
+engine blocks: planner.traffic.prefixes).  It keeps them by segments, runs of
+blocks every prompt holding the first holds whole (SegmentedPrompt): such blocks
+are always referenced together, tail first, so they sit side by side in the LRU
+and one entry per segment, evicted from its tail, is the same LRU at a fraction
+of the work.  A request admitted on a replica looks
 up the leading run of its tokens in that cache (whole engine blocks, at most
 floor((n - 1) / 16) of them, as vLLM); it then
 prefills only its other tokens, while its attention still reads the whole
@@ -51,7 +55,9 @@ request holds reserves KV only for the rest of its prompt and its output (vLLM
 reference-counts shared blocks), and a block's KV is freed when its last holder
 ends (`_BlockCache.reserve` / `release`).  A host tier (HostTier) is written
 through: every block the GPU caches is stored in the host LRU too, as vLLM's
-OffloadingConnector stores computed blocks.  Not modelled: running requests'
+OffloadingConnector stores computed blocks; a request whose prefix continues
+there waits for it to come back (loaded asynchronously, as the connector does:
+the replica's iterations go on) before it prefills the rest.  Not modelled: running requests'
 blocks are not pinned in the LRU (it may evict them; each hit refreshes them),
 and the LRU is not shrunk by the KV running requests hold.  Prefix affinity sends
 a request to the replica whose cache holds the longest prefix of it (ties: the
@@ -278,8 +284,7 @@ def _direct_closures(f: StepTimeFn) -> tuple[StepFn, JumpFn, StepsToFn]:
 class HostTier:
     """A host-memory KV tier per replica (vLLM's CPU offloading, LMCache): `tokens` of KV kept in host memory
     behind the GPU's prefix cache, brought back at `load_s_per_token` seconds a token (KV bytes over the
-    host-to-GPU bandwidth).  An assumption until measured: planner.sizing.assumptions says where the numbers
-    come from."""
+    host-to-GPU rate; planner.engine.transfer_physics.HOST_LOAD_GB_PER_S, measured once on an H100)."""
 
     tokens: int
     load_s_per_token: float
