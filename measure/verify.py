@@ -168,25 +168,33 @@ def replayed_requests(log: str | Path, share: Share, duration_s: float, max_requ
 WINDOW_LEAD_IN_S = 30.0
 
 
-WINDOW_KINDS = ("heaviest", "worst")
+WINDOW_KINDS = ("heaviest", "worst", "at")
 
 
 def parse_window(text: str | None) -> float | None:
-    """--window heaviest:SECONDS or worst:SECONDS -> SECONDS (None: the whole run); window_kind says which."""
+    """--window heaviest:SECONDS, worst:SECONDS or at:START:SECONDS -> SECONDS (None: the whole run); window_kind
+    says which, window_at where an `at` window starts."""
     if text is None:
         return None
-    kind, _, seconds = text.partition(":")
+    kind, _, rest = text.partition(":")
+    start, _, seconds = rest.rpartition(":") if kind == "at" else ("0", "", rest)
     try:
-        value = float(seconds)
+        value, begin = float(seconds), float(start)
     except ValueError:
-        value = math.nan
-    if kind not in WINDOW_KINDS or not (math.isfinite(value) and value > 0):
-        raise InputError(f"--window: expected heaviest:SECONDS or worst:SECONDS (e.g. heaviest:60), got {text!r}")
+        value = begin = math.nan
+    if kind not in WINDOW_KINDS or not (math.isfinite(value) and value > 0 and math.isfinite(begin) and begin >= 0):
+        raise InputError(f"--window: expected heaviest:SECONDS, worst:SECONDS or at:START:SECONDS (e.g. heaviest:60, "
+                         f"at:1551:60), got {text!r}")
     return value
 
 
+def window_at(text: str) -> float:
+    """Where an `at:START:SECONDS` window (parse_window accepted it) starts, s."""
+    return float(text.partition(":")[2].rpartition(":")[0])
+
+
 def window_kind(text: str | None) -> str:
-    """The kind of a --window that parse_window accepted: heaviest (the most arrivals) or worst."""
+    """The kind of a --window that parse_window accepted: heaviest (the most arrivals), worst or at (a start)."""
     return (text or "heaviest").partition(":")[0]
 
 
@@ -202,6 +210,27 @@ def worst_start(times: Sequence[float], predicted_ttft_ms: Sequence[float], wind
     scores = [(float(np.nanpercentile(ttft[i:end], pct)), float(np.nanmean(ttft[i:end])))
               if np.isfinite(ttft[i:end]).any() else (-math.inf, -math.inf) for i, end in enumerate(ends)]
     return float(t[max(range(len(scores)), key=scores.__getitem__)])
+
+
+def pooled_window(records: Sequence[Mapping[str, Any]], window_s: float, pct: float) -> dict[str, float]:
+    """Replays of one fleet window, one record per replica (`verify --assigned FILE --window at:START:SECONDS
+    --record`), pooled as the fleet's SLO window: the `pct` percentile of TTFT and TPOT (ms) over every request a
+    replay judged (due from its lead-in, within window_s), and how many.  Raises InputError for a record without
+    its per-request timeline (written before it was recorded)."""
+    ttft: list[float] = []
+    tpot: list[float] = []
+    for k, rec in enumerate(records):
+        if "timeline" not in rec:
+            raise InputError(f"record {k + 1}: no per-request timeline (recorded by an older verify)")
+        begin = float(rec["judged_from_s"])
+        for sent, first, each in rec["timeline"]:
+            if begin <= sent < begin + window_s:
+                ttft.append(first)
+                if each is not None:
+                    tpot.append(each)
+    return {"requests": float(len(ttft)),
+            "ttft_ms": float(np.percentile(ttft, pct)) if ttft else math.nan,
+            "tpot_ms": float(np.percentile(tpot, pct)) if tpot else math.nan}
 
 
 def heaviest_start(times: Sequence[float], window_s: float) -> float:

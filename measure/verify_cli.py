@@ -90,8 +90,9 @@ WINDOW_MAX_REQUESTS = 10**6
 def _requests(args: argparse.Namespace, route: dict, share: verify.Share) -> tuple[tuple, str, float]:
     """(requests, arrival label, lead-in s not judged)."""
     window = verify.parse_window(args.window)
-    if window is not None and verify.window_kind(args.window) == "worst":
-        raise InputError("--window worst:SECONDS needs --assigned: it picks the window by the predictions in that file")
+    if window is not None and verify.window_kind(args.window) != "heaviest":
+        raise InputError("--window worst:SECONDS and at:START:SECONDS need --assigned: they pick the window of that "
+                         "file's requests")
     duration = args.duration if window is None else WINDOW_HORIZON_S
     cap = args.max_requests if window is None else WINDOW_MAX_REQUESTS
     log = args.log or ("" if args.synthetic else route["log"])
@@ -124,9 +125,13 @@ def _assigned_requests(args: argparse.Namespace, route: dict) -> tuple[tuple, st
     else:
         kind = verify.window_kind(args.window)
         times = [r.send_at_s or 0.0 for r in specs]
-        start = (verify.worst_start(times, frame["predicted_ttft_ms"].to_numpy(float), window,
-                                    float(route["slo_percentile"]))
-                 if kind == "worst" else verify.heaviest_start(times, window))
+        if kind == "at":
+            start = verify.window_at(args.window)
+        elif kind == "worst":
+            start = verify.worst_start(times, frame["predicted_ttft_ms"].to_numpy(float), window,
+                                       float(route["slo_percentile"]))
+        else:
+            start = verify.heaviest_start(times, window)
         kept, lead = verify.window_of(specs, start, window)
         kept = tuple(r for r in kept if (r.send_at_s or 0.0) <= args.duration + lead)[:args.max_requests]
         begin = start - lead
@@ -209,7 +214,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"  {line}")
     windows = verify.window_comparison(check, predicted) if predicted is not None else []
     print_windows(windows, float(route["slo_percentile"]))
-    _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed, windows, load)
+    _write_record(args, plan, share, arrival, specs, m, results, server, prompt_seed, windows, load, lead_in)
     if m.first_error:
         print(f"first error: {m.first_error}")
     if m.num_requests:
@@ -259,7 +264,7 @@ def _vocab_size(args: argparse.Namespace, plan: dict) -> int:
 
 def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arrival: str, specs: tuple,
                   m: Measurement, results: list[verify.Verdict], server: dict | None, prompt_seed: int,
-                  windows: list[dict], load=None) -> None:
+                  windows: list[dict], load=None, lead_in: float = 0.0) -> None:
     """The run beside the profile row: verdicts, the server's /metrics deltas, the arguments, and per completed
     request its prompt and prefix-cached tokens where the server sent them (JSON lines)."""
     if not args.record:
@@ -271,7 +276,14 @@ def _write_record(args: argparse.Namespace, plan: dict, share: verify.Share, arr
               "measured": {"ttft_ms": m.ttft_ms, "tpot_ms": m.tpot_ms, "e2e_ms": m.e2e_ms},
               "windows_measured_vs_predicted": windows,
               "prompt_cached_tokens": [[r.prompt_tokens, r.cached_tokens] for r in (load.results if load else ())
-                                       if r.ok]}
+                                       if r.ok],
+              # per completed request [when it was due (s from the replay's start), TTFT ms, TPOT ms (null: one
+              # token)]; those due from `judged_from_s` (after the lead-in) are the ones a window's verdict judged:
+              # the replicas' replays of one fleet window pool into it (measure.verify.pooled_window)
+              "timeline": [[r.scheduled_s if r.scheduled_s is not None else r.start_s, r.ttft_s * 1000,
+                            None if r.tpot_s is None else r.tpot_s * 1000]
+                           for r in (load.results if load else ()) if r.ok and r.ttft_s is not None],
+              "judged_from_s": lead_in}
     server_metrics.append_record(args.record, record)
     print(f"run recorded in {args.record}")
 

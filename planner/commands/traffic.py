@@ -73,7 +73,8 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replica-out", metavar="FILE.csv", help="write the requests the router sent to one replica of "
                    "--route (the one that took the most in the busiest SLO window), at the planned load's times, "
                    "with the simulation's TTFT and TPOT per request: what `measure verify --assigned` replays on "
-                   "one GPU")
+                   "one GPU. A FILE with {replica} in its name: one file per replica, and the fleet window's start "
+                   "to replay in each (`--window at:START:SECONDS`), pooled they are the fleet's window")
     p.add_argument("--replica-window", choices=("busiest", "worst"), default="busiest",
                    help="with --replica-out: the replica of the busiest SLO window (most arrivals; default), or of "
                         "the worst one (the plan's worst-window columns), the replica faring worst there; replay "
@@ -102,17 +103,29 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 
 def _write_replica_requests(sims: list, route: str | None, out: str, window: str = "busiest") -> None:
-    from planner.planning.plan_check import replica_requests
+    from planner.planning.plan_check import fleet_window, replica_requests
 
     online = [s for s in sims if s.result is not None]
     chosen = [s for s in online if s.route == route] if route else online
     if len(chosen) != 1:
         names = ", ".join(repr(s.route) for s in online) or "none"
         raise InputError(f"--replica-out needs --route naming one planned online route (planned online: {names})")
-    frame = replica_requests(chosen[0], window)
-    frame.to_csv(out, index=False)
-    print(terminal_safe(f"{len(frame)} requests of replica {int(frame['replica'].iloc[0])} of route "
-                        f"{chosen[0].route!r} written to {out}"), file=sys.stderr)
+    sim = chosen[0]
+    if "{replica}" not in out:
+        frame = replica_requests(sim, window)
+        frame.to_csv(out, index=False)
+        print(terminal_safe(f"{len(frame)} requests of replica {int(frame['replica'].iloc[0])} of route "
+                            f"{sim.route!r} written to {out}"), file=sys.stderr)
+        return
+    for k in range(sim.result.replicas):
+        path = out.replace("{replica}", str(k))
+        replica_requests(sim, window, replica=k).to_csv(path, index=False)
+    bounds = fleet_window(sim, window)
+    where = ("" if bounds is None else f"; the {window} window pooled over the fleet is {bounds[0]:g}-{bounds[1]:g} s: "
+             f"replay it in each with `measure verify --assigned FILE --window at:{bounds[0]:g}:"
+             f"{bounds[1] - bounds[0]:g}`")
+    print(terminal_safe(f"the requests of each of route {sim.route!r}'s {sim.result.replicas} replicas written to "
+                        f"{out}{where}"), file=sys.stderr)
 
 
 register(Command("traffic", "derive routes (rate, busiest-hour peak_to_mean, burstiness, lengths) from a request "

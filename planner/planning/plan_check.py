@@ -143,12 +143,26 @@ REPLICA_COLUMNS = ("timestamp", "input_len", "output_len", "predicted_ttft_ms", 
 REPLICA_WINDOWS = ("busiest", "worst")
 
 
-def replica_requests(sim: RouteSimulation, window: str = "busiest") -> pd.DataFrame:
+def fleet_window(sim: RouteSimulation, window: str = "busiest") -> tuple[float, float] | None:
+    """(start, end) s of the route's busiest SLO window ("busiest": the most arrivals) or the one furthest over (or
+    closest to) its targets ("worst": the plan's worst-window columns), pooled over the fleet; None without a
+    verdict (a batch route, or no window judged)."""
+    if window not in REPLICA_WINDOWS:
+        raise InputError(f"replica window: expected one of {', '.join(REPLICA_WINDOWS)}, got {window!r}")
+    if sim.result is None or sim.check is None or not sim.check.windows:
+        return None
+    w = sim.check.worst_window if window == "worst" else sim.check.busiest_window
+    return float(sim.check.start_s[w]), float(sim.check.end_s[w])
+
+
+def replica_requests(sim: RouteSimulation, window: str = "busiest", replica: int | None = None) -> pd.DataFrame:
     """The requests the router sent to one replica of an online route's simulated fleet, at the planned load's
     times, with the fleet simulation's prediction per request: what a one-GPU check of the planned fleet replays.
     window "busiest": the replica that took the most requests in the busiest SLO window; "worst": in the window
     furthest over (or closest to) its targets (the plan's worst-window columns), the replica whose requests there
-    fare worst (highest TTFT at the route's percentile).  Without a verdict: the replica that took the most."""
+    fare worst (highest TTFT at the route's percentile).  Without a verdict: the replica that took the most.
+    replica: that replica's requests instead (every replica's share of one window, replayed one after another and
+    pooled, is the fleet's window)."""
     r = sim.result
     if r is None:
         raise InputError(f"route {sim.route!r} is a batch route: no requests to assign")
@@ -159,7 +173,10 @@ def replica_requests(sim: RouteSimulation, window: str = "busiest") -> pd.DataFr
         inside = (r.arrival_s >= sim.check.start_s[w]) & (r.arrival_s <= sim.check.end_s[w])
     else:
         inside = np.ones(r.n, dtype=bool)
-    if window == "worst" and sim.check is not None and sim.check.windows:
+    if replica is not None:
+        if not 0 <= replica < r.replicas:
+            raise InputError(f"replica {replica}: the route's fleet has replicas 0 to {r.replicas - 1}")
+    elif window == "worst" and sim.check is not None and sim.check.windows:
         pct = sim.check.targets.percentile
         scores = [float(np.nanpercentile(r.ttft_s[inside & (r.replica == k)], pct))
                   if np.isfinite(r.ttft_s[inside & (r.replica == k)]).any() else -np.inf for k in range(r.replicas)]

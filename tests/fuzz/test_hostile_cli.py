@@ -488,9 +488,15 @@ def _assert_group_ends(pgid: int, within_s: float = 5.0) -> None:
 
 
 def _plan_in_workers(out: Path, workers: int = 4) -> subprocess.Popen:
-    """`plan` on the example's routes in worker processes, in its own process group (as a shell starts a job),
-    returned once its workers are planning routes."""
-    plan = subprocess.Popen([sys.executable, "-m", "planner", "plan", "--routes", str(REPO / "examples" / "routes.csv"),
+    """`plan` on the example's routes and eight more copies of its log-replaying route (seconds of work each) in
+    worker processes, in its own process group (as a shell starts a job), returned once its workers are planning
+    routes."""
+    shutil.copytree(REPO / "examples" / "traces", out.parent / "traces", dirs_exist_ok=True)
+    routes = pd.read_csv(REPO / "examples" / "routes.csv")
+    copies = routes[routes["name"] == "code-completion"]
+    routes = pd.concat([routes, *(copies.assign(name=f"code-completion-{k}") for k in range(8))], ignore_index=True)
+    routes.to_csv(out.parent / "routes.csv", index=False)
+    plan = subprocess.Popen([sys.executable, "-m", "planner", "plan", "--routes", str(out.parent / "routes.csv"),
                              "--out", str(out), "--workers", str(workers)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 180

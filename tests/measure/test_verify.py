@@ -164,8 +164,12 @@ def test_assigned_requests_are_replayed_as_they_are_and_each_window_is_set_besid
     assert code in (verify.EXIT_MEETS, verify.EXIT_DRIFT, verify.EXIT_AT_RISK), out
     assert "assigned:replica.csv heaviest 2 s from 4 s (+4 s lead-in)" in out
     assert sum(b["body"].get("stream", False) for b in server.bodies) == 4 + 20   # the lead-in (all 4 s before the burst), the burst; nothing after
-    windows = json.loads(record.read_text().splitlines()[-1])["windows_measured_vs_predicted"]
+    run = json.loads(record.read_text().splitlines()[-1])
+    windows = run["windows_measured_vs_predicted"]
     assert sum(w["requests"] for w in windows) == 20
+    # Its timeline says which requests the window judged: pooled with other replicas' replays of that window.
+    assert run["judged_from_s"] == 4.0 and len(run["timeline"]) == 24
+    assert verify.pooled_window([run], 2.0, 95.0)["requests"] == 20
     assert all(w["ttft_predicted_ms"] == pytest.approx(33.0) and w["tpot_predicted_ms"] == pytest.approx(7.0)
                for w in windows)
     assert all(w["ttft_measured_ms"] >= 1e3 * SLOT_TTFT_S * 0.9 for w in windows)
@@ -189,4 +193,4 @@ def test_a_worst_window_needs_the_assigned_files_predictions(tmp_path, capsys, c
     code = main(["verify", "--plan", str(plan), "--routes", str(routes), "--route", "tiny", "--base-url",
                  "http://127.0.0.1:9", "--window", "worst:60"])
     err = capsys.readouterr().err
-    assert code == 2 and "--window worst:SECONDS needs --assigned" in err and err.count("\n") == 1
+    assert code == 2 and "--window worst:SECONDS and at:START:SECONDS need --assigned" in err and err.count("\n") == 1

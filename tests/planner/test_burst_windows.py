@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -276,3 +277,50 @@ def test_the_worst_window_of_an_assigned_file_is_where_its_predictions_are_highe
     start = verify.worst_start(times, ttft, 60.0, 95.0)
     assert 80.0 <= start <= 120.0  # a window holding the whole slow stretch (20 of its 60 requests)
     assert verify.window_kind("worst:60") == "worst" and verify.parse_window("worst:60") == 60
+
+
+def test_replica_out_with_a_replica_field_writes_every_replicas_share_and_the_fleet_window(code_plan, tmp_path,
+                                                                                          capsys):
+    """simulate --replica-out 'replica-{replica}.csv': one file per replica (together every request, each once) and
+    the fleet's worst window to replay in each, which `verify --window at:START:SECONDS` takes."""
+    routes, result = code_plan
+    routes_csv, plan_csv = tmp_path / "routes.csv", tmp_path / "plan.csv"
+    routes.to_csv(routes_csv, index=False)
+    result.plan.to_csv(plan_csv, index=False)
+    assert main(["simulate", "--routes", str(routes_csv), "--plan", str(plan_csv), "--route", "code-completion",
+                 "--replica-out", str(tmp_path / "replica-{replica}.csv"), "--replica-window", "worst"]) == 0
+    err = capsys.readouterr().err
+    sim = simulate_plan(routes, [r for r in result.rows if r.route == "code-completion"],
+                        bundled_catalog().curves)[0]
+    r, check = sim.result, sim.check
+    files = sorted(tmp_path.glob("replica-*.csv"))
+    assert len(files) == r.replicas > 1
+    written = pd.concat([pd.read_csv(f) for f in files])
+    assert len(written) == r.n and sorted(written["replica"].unique()) == list(range(r.replicas))
+    start = check.start_s[check.worst_window]
+    window = re.search(r"--window (at:[\d.]+:[\d.]+)", err).group(1)
+    assert verify.window_kind(window) == "at" and verify.window_at(window) == pytest.approx(start, abs=1e-3)
+    assert verify.parse_window(window) == pytest.approx(check.end_s[check.worst_window] - start, abs=1e-3)
+    # Each replica's requests of that window, pooled, are the fleet's window the verdict judged.
+    inside = [(f["timestamp"] >= start) & (f["timestamp"] < start + verify.parse_window(window))
+              for f in map(pd.read_csv, files)]
+    assert sum(int(k.sum()) for k in inside) == int(np.sum((r.arrival_s >= start)
+                                                         & (r.arrival_s < start + verify.parse_window(window))))
+
+
+def test_an_at_window_is_a_start_and_a_length():
+    assert verify.parse_window("at:1551.5:60") == 60 and verify.window_at("at:1551.5:60") == 1551.5
+    for bad in ("at:60", "at:-1:60", "at:x:60", "at:10:0"):
+        with pytest.raises(Exception, match="at:START:SECONDS"):
+            verify.parse_window(bad)
+
+
+def test_replays_of_one_window_pool_into_the_fleets_percentile():
+    # Two replicas' records: each judged from its 30 s lead-in for 60 s; requests before or after are left out.
+    one = {"judged_from_s": 30.0, "timeline": [[10.0, 9999.0, 1.0], [31.0, 100.0, 10.0], [50.0, 300.0, None],
+                                               [95.0, 9999.0, 99.0]]}
+    two = {"judged_from_s": 30.0, "timeline": [[30.0, 200.0, 20.0], [89.9, 400.0, 40.0]]}
+    pooled = verify.pooled_window([one, two], 60.0, 50.0)
+    assert pooled == {"requests": 4.0, "ttft_ms": 250.0, "tpot_ms": 20.0}
+    with pytest.raises(Exception, match="record 1: no per-request timeline"):
+        verify.pooled_window([{"judged_from_s": 0.0}], 60.0, 50.0)
