@@ -4,7 +4,8 @@
 # (serve_lib.sh's start_server), then `measure verify --assigned` on each replica's file of
 # `planner simulate --replica-out DIR/replica-{replica}.csv`, each replaying the same window (--window at:START:SECONDS,
 # which simulate printed), recorded to one file that scripts/gpu/pooled_window.py pools.
-#   bash scripts/gpu/pooled_minute.sh NAME DEPLOY_SCRIPT PLAN ROUTES ROUTE DIR WINDOW BUDGET_S
+#   [ONLY="0 1 2"] bash scripts/gpu/pooled_minute.sh NAME DEPLOY_SCRIPT PLAN ROUTES ROUTE DIR WINDOW BUDGET_S
+# ONLY: these replicas' files (a call of 600 s holds about three replays of a minute after the server's start).
 # $OUT gets NAME.log, NAME.jsonl (one record per replica), NAME-server.log, NAME-smi.csv.
 set -uo pipefail
 source "$(dirname "$0")/serve_lib.sh"
@@ -16,7 +17,8 @@ log="$OUT/$name.log"
 : > "$log"
 gpu_setup "$log" "$OUT/$name-smi.csv"
 start_server "$script" "/tmp/pm/$name.sh" "$OUT/$name-server.log" "$log" || { kill $smi; exit 3; }
-for file in "$dir"/replica-*.csv; do
+for k in ${ONLY:-$(ls "$dir" | sed -n 's/^replica-\([0-9]*\)\.csv$/\1/p' | sort -n)}; do
+  file="$dir/replica-$k.csv"
   [ "$(left)" -lt "${NEED:-100}" ] && { echo "== $file: not started, $(left) s left" >> "$log"; continue; }
   python3 -P -m measure verify --plan "$plan" --routes "$routes" --route "$route" --base-url http://127.0.0.1:8000 \
     --served-model llama-3.1-8b --replicas 1 --assigned "$file" --window "$window" --duration 60 \
