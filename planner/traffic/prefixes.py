@@ -313,8 +313,9 @@ class SegmentedPrompt:
 
 class _LogSegments:
     """A log's segments (SegmentedPrompt): per row of its block ids its segments' keys and widths (hash blocks),
-    held flat (numpy: a million rows cost a few arrays), each row found by its start in the flat ids; the
-    shapes many prompts share are kept once, and each row's prompt is made when first asked for."""
+    held flat in numpy (a million rows cost a few arrays, not a million Python lists), each row found by its start
+    in the flat ids; the shapes many prompts share are kept once, and each row's prompt is made when first asked
+    for."""
 
     def __init__(self, universe: BlockIds) -> None:
         keys, parents = _chained_flat(universe)
@@ -322,36 +323,42 @@ class _LogSegments:
         parent_of = np.full(holders.size, ROOT_KEY, dtype=np.int64)
         parent_of[keys] = parents
         children = np.bincount(parent_of[parent_of >= 0], minlength=holders.size)
+        del parent_of
         # A block joins its parent's segment when it is the parent's only child and every row holding the parent
         # holds it too (the first block of a row never does: its parent is the root).
-        inner = parents >= 0
+        inner = np.flatnonzero(parents >= 0)
         joins = np.zeros(keys.size, dtype=bool)
         joins[inner] = (children[parents[inner]] == 1) & (holders[parents[inner]] == holders[keys[inner]])
+        del inner, children, holders, parents
         heads = np.flatnonzero(~joins)  # flat positions of the segments' first blocks
-        ends = np.append(heads[1:], keys.size)  # a row's first block is a head, so a segment ends at the next
-        self.head_keys, self.widths = keys[heads].tolist(), (ends - heads).tolist()
+        del joins
+        self.head_keys = keys[heads]
+        self.widths = np.diff(np.append(heads, keys.size))  # a row's first block is a head: a segment ends at the next
         offsets = np.cumsum(universe.counts) - universe.counts  # each row's first block, as laid out
-        row_heads = np.searchsorted(heads, offsets)  # each row's first segment
-        self.first = row_heads.tolist()
-        self.count = (np.searchsorted(heads, offsets + universe.counts) - row_heads).tolist()
-        self.row_at = {start: row for row, start in enumerate(universe.starts.tolist())}
+        self.first = np.searchsorted(heads, offsets)  # each row's first segment
+        self.count = np.searchsorted(heads, offsets + universe.counts) - self.first
+        self.order = np.argsort(universe.starts, kind="stable")  # rows by start, to find a row by its start
+        self.sorted_starts = universe.starts[self.order]
         self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.starts: dict[tuple[int, ...], tuple[int, ...]] = {}  # widths -> the blocks before each segment
         self.made: list[SegmentedPrompt | None] = [None] * len(universe)  # per row its last prompt made
+
+    def rows(self, starts: np.ndarray) -> np.ndarray:
+        """The rows at these starts in the flat ids."""
+        return self.order[np.searchsorted(self.sorted_starts, starts)]
 
     def shared(self, value: tuple[int, ...]) -> tuple[int, ...]:
         """`value`, kept once however many prompts have it."""
         return self.shapes.setdefault(value, value)
 
-    def prompt(self, start: int, n: int, block: int, grain: int) -> SegmentedPrompt:
-        """The SegmentedPrompt of the row at `start` with an n-token prompt."""
-        row = self.row_at[start]
+    def prompt(self, row: int, n: int, block: int, grain: int) -> SegmentedPrompt:
+        """The SegmentedPrompt of the row with an n-token prompt."""
         made = self.made[row]
         if made is not None and made.tokens == n:
             return made
-        a = self.first[row]
-        b = a + self.count[row]
-        keys, widths = tuple(self.head_keys[a:b]), self.shared(tuple(self.widths[a:b]))
+        a = int(self.first[row])
+        b = a + int(self.count[row])
+        keys, widths = tuple(self.head_keys[a:b].tolist()), self.shared(tuple(self.widths[a:b].tolist()))
         tail = n % block
         last = (widths[-1] - 1) * block + (tail // grain * grain if tail else block)
         sizes = self.shared(tuple(w * block for w in widths[:-1]) + (last,))
@@ -368,21 +375,21 @@ def _chained_flat(universe: BlockIds) -> tuple[np.ndarray, np.ndarray]:
     (np.unique of (parent, id) pairs), so the work is numpy's, one pass per block depth."""
     counts = universe.counts.astype(np.int64)
     offsets = np.cumsum(counts) - counts
-    total = int(counts.sum())
-    depth = np.arange(total, dtype=np.int64) - np.repeat(offsets, counts)
-    ids = universe.ids[np.repeat(universe.starts.astype(np.int64), counts) + depth]
-    distinct, ids = np.unique(ids, return_inverse=True)  # dense codes: (parent, code) packs into one int64
+    starts = universe.starts.astype(np.int64)
+    deep = np.argsort(-counts, kind="stable")  # rows longest first: those deeper than d are a prefix of it
+    longer = np.searchsorted(-counts[deep], -np.arange(int(counts.max(initial=0))), side="left")
+    keys = np.empty(int(counts.sum()), dtype=np.int64)
+    parents = np.full(keys.size, ROOT_KEY, dtype=np.int64)
+    distinct = np.unique(universe.ids)  # dense codes: (parent, code) packs into one int64
     width = max(int(distinct.size), 1)
-    keys = np.empty(total, dtype=np.int64)
-    parents = np.full(total, ROOT_KEY, dtype=np.int64)
-    by_depth = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=-1)) + 2))
     numbered = 0
-    for d in range(bounds.size - 1):
-        here = by_depth[bounds[d]:bounds[d + 1]]
+    for d, n in enumerate(longer.tolist()):
+        rows = deep[:n]
+        here = offsets[rows] + d  # the d-th block of each row at least d + 1 long, as laid out
         if d:
             parents[here] = keys[here - 1]  # the block before it in its row
-        _, inverse = np.unique((parents[here] + 1) * width + ids[here], return_inverse=True)
+        codes = np.searchsorted(distinct, universe.ids[starts[rows] + d])
+        _, inverse = np.unique((parents[here] + 1) * width + codes, return_inverse=True)
         keys[here] = numbered + inverse.ravel()
         numbered += int(inverse.max(initial=-1)) + 1
     return keys, parents
@@ -413,8 +420,8 @@ def segmented_prompts(blocks: BlockIds, prompt_tokens: Sequence[int]) -> list[Se
         with _SEGMENTS_LOCK:
             _SEGMENTS[universe] = log
     grain = engine_grain(block)
-    return [log.prompt(start, n, block, grain) for start, n in zip(blocks.starts.tolist(), prompts.tolist(),
-                                                                     strict=True)]
+    return [log.prompt(row, n, block, grain) for row, n in zip(log.rows(blocks.starts).tolist(), prompts.tolist(),
+                                                                 strict=True)]
 
 
 def leading_tokens(prompt: ChainedPrompt, cached: Mapping[int, int]) -> tuple[int, int]:
