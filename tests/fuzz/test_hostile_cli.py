@@ -496,8 +496,11 @@ def _plan_in_workers(out: Path, workers: int = 4) -> subprocess.Popen:
     copies = routes[routes["name"] == "code-completion"]
     routes = pd.concat([routes, *(copies.assign(name=f"code-completion-{k}") for k in range(8))], ignore_index=True)
     routes.to_csv(out.parent / "routes.csv", index=False)
+    # A terminal's job gets Ctrl-C's default action whatever this test process inherited: an earlier test of the
+    # run may leave SIGINT ignored here, and an ignored SIGINT stays ignored across exec (Python then keeps it so).
     plan = subprocess.Popen([sys.executable, "-m", "planner", "plan", "--routes", str(out.parent / "routes.csv"),
                              "--out", str(out), "--workers", str(workers)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 180
     while not _children(plan.pid):
