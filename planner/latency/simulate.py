@@ -785,20 +785,21 @@ def _make_advance(run: _Run) -> Callable[[_Replica, float], None]:
             if qhead < nq and arr[queue[qhead]] <= seen:
                 qhead, kv, running, rejected = admit(queue, qhead, seen, kv, running, prefill, cache, loading)
                 finished += rejected
-            back = _loads_back(loading, prefill, clock)  # when the next host-tier hit is back (inf: none)
-            nxt = min(arr[queue[qhead]] if qhead < nq else inf, back)  # the next arrival here or load back
+            back = _loads_back(loading, prefill, clock) if loading else inf  # next host-tier hit back (inf: none)
             if prefill:
                 started = clock
                 dt, head_done, steps, b, ctx, freed, ended = iterate(prefill, head_done, b, ctx, steps, clock, heap, cache)
                 kv, running, finished = kv - freed, running - ended, finished + ended
             elif b:
-                n, dt, started = decode(b, ctx, heap[0][0] - steps, clock, started, nxt, limit)
+                arrival = arr[queue[qhead]] if qhead < nq else inf
+                arrival = back if back < arrival else arrival  # a load back cuts the stretch as an arrival does
+                n, dt, started = decode(b, ctx, heap[0][0] - steps, clock, started, arrival, limit)
                 if not n:
                     wake = min(clock + dt, back)  # lazily stay here: the next completion is after `limit`
                     break
                 steps += n
                 ctx += b * n
-            elif nxt <= limit:
+            elif (nxt := min(arr[queue[qhead]] if qhead < nq else inf, back)) <= limit:
                 clock, dt = max(clock, nxt), 0.0  # idle until the next routed arrival or load back
             else:
                 wake = back
