@@ -121,9 +121,9 @@ def _write_replica_requests(sims: list, route: str | None, out: str, window: str
         path = out.replace("{replica}", str(k))
         replica_requests(sim, window, replica=k).to_csv(path, index=False)
     bounds = fleet_window(sim, window)
-    where = ("" if bounds is None else f"; the {window} window pooled over the fleet is {bounds[0]:g}-{bounds[1]:g} s: "
-             f"replay it in each with `measure verify --assigned FILE --window at:{bounds[0]:g}:"
-             f"{bounds[1] - bounds[0]:g}`")
+    where = ("" if bounds is None else f"; the {window} window pooled over the fleet is {bounds[0]:.3f}-{bounds[1]:.3f} "
+             f"s: replay it in each with `measure verify --assigned FILE --window at:{bounds[0]:.3f}:"
+             f"{bounds[1] - bounds[0]:.3f}`")
     print(terminal_safe(f"the requests of each of route {sim.route!r}'s {sim.result.replicas} replicas written to "
                         f"{out}{where}"), file=sys.stderr)
 

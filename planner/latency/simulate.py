@@ -587,7 +587,6 @@ def _make_admission(run: _Run) -> AdmitFn:
     max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
 
     load_s = run.load_s
-
     def admit(queue: list[int], qhead: int, seen: float, kv: int, running: int,
               prefill: deque[int], cache: _BlockCache | None, loading: list[tuple[float, int]]
               ) -> tuple[int, int, int, int]:

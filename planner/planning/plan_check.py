@@ -166,17 +166,12 @@ def replica_requests(sim: RouteSimulation, window: str = "busiest", replica: int
     r = sim.result
     if r is None:
         raise InputError(f"route {sim.route!r} is a batch route: no requests to assign")
-    if window not in REPLICA_WINDOWS:
-        raise InputError(f"replica window: expected one of {', '.join(REPLICA_WINDOWS)}, got {window!r}")
-    if sim.check is not None and sim.check.windows:
-        w = sim.check.worst_window if window == "worst" else sim.check.busiest_window
-        inside = (r.arrival_s >= sim.check.start_s[w]) & (r.arrival_s <= sim.check.end_s[w])
-    else:
-        inside = np.ones(r.n, dtype=bool)
+    bounds = fleet_window(sim, window)
+    inside = np.ones(r.n, dtype=bool) if bounds is None else (r.arrival_s >= bounds[0]) & (r.arrival_s <= bounds[1])
     if replica is not None:
         if not 0 <= replica < r.replicas:
             raise InputError(f"replica {replica}: the route's fleet has replicas 0 to {r.replicas - 1}")
-    elif window == "worst" and sim.check is not None and sim.check.windows:
+    elif window == "worst" and bounds is not None and sim.check is not None:
         pct = sim.check.targets.percentile
         scores = [float(np.nanpercentile(r.ttft_s[inside & (r.replica == k)], pct))
                   if np.isfinite(r.ttft_s[inside & (r.replica == k)]).any() else -np.inf for k in range(r.replicas)]

@@ -23,7 +23,7 @@ vLLM v1 (`v1/core/kv_cache_utils.py`, `v1/core/kv_cache_manager.py`):
 `hit_tokens` gives per request the tokens served by an unbounded cache and by an LRU cache of a capacity;
 `prefix_reuse` the share of prompt tokens seen before and the reuse distances.  `BlockIds` is the prefix structure
 a simulation carries beside its requests (planner.latency.simulate keeps one such cache per replica), and
-`chained_keys` its requests' chained block keys.
+`segmented_prompts` its requests' chained blocks in segments, as that cache keeps them.
 """
 
 from __future__ import annotations
@@ -282,16 +282,6 @@ def _walk(requests: PromptBlocks, block_size: int) -> Iterator[tuple[int, Chaine
         yield int(i), ChainedPrompt(keys, n % block_size, cap, block_size)
 
 
-def chained_keys(blocks: BlockIds, prompt_tokens: np.ndarray) -> list[ChainedPrompt]:
-    """Per request (in the given order) its ChainedPrompt.  Raises InputError as `hit_tokens`."""
-    n = len(prompt_tokens)
-    requests = PromptBlocks(np.arange(n, dtype=float), np.asarray(prompt_tokens), blocks.hash_ids)
-    out: list[ChainedPrompt] = [ChainedPrompt([], 0, 0, blocks.block_size)] * n
-    for i, prompt in _walk(requests, blocks.block_size):
-        out[i] = prompt
-    return out
-
-
 class SegmentedPrompt:
     """One prompt as the simulator's prefix cache keeps it: its chained hash blocks in segments.  A segment is a run
     of blocks that every prompt of its log holding the run's first block holds whole (a system prompt, the text a
@@ -438,12 +428,12 @@ def leading_tokens(prompt: ChainedPrompt, cached: Mapping[int, int]) -> tuple[in
     return hit, -(-hit // prompt.block)  # whole blocks, then at most one in part
 
 
-def remember(cache: OrderedDict[int, int], prompt: ChainedPrompt, keys: int | None = None) -> None:
-    """The prompt's first `keys` blocks (all by default) referenced tail first, each holding the most of its
-    tokens seen so far (a partial block grows when a longer prompt fills it)."""
+def remember(cache: OrderedDict[int, int], prompt: ChainedPrompt) -> None:
+    """The prompt's blocks referenced tail first, each holding the most of its tokens seen so far (a partial block
+    grows when a longer prompt fills it)."""
     chain, block = prompt.keys, prompt.block
     last = len(chain) - 1
-    for j in reversed(range(len(chain) if keys is None else keys)):
+    for j in reversed(range(len(chain))):
         own = block if j < last else prompt.own(j)  # own() only for the last block (the hot path)
         if own:  # a partial block shorter than an engine block is not cached
             key = chain[j]

@@ -18,6 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from fleetfacts.errors import InputError  # noqa: E402
 from measure.verify import parse_window, plan_row, pooled_window  # noqa: E402
 
 
@@ -28,6 +29,14 @@ def main() -> int:
     ap.add_argument("--route", required=True)
     ap.add_argument("--percentile", type=float, default=95.0)
     args = ap.parse_args()
+    try:
+        return _compare(args)
+    except (InputError, OSError, ValueError, KeyError, TypeError) as err:
+        print(f"error: {args.records}: {err}", file=sys.stderr)
+        return 2
+
+
+def _compare(args: argparse.Namespace) -> int:
     records = [json.loads(line) for line in args.records.read_text().splitlines() if line.strip()]
     windows = {parse_window(r["argv"]["window"]) for r in records}
     if len(windows) != 1 or None in windows:
