@@ -6,7 +6,7 @@ reads Hugging Face config.json files: the bundled ones under fleetfacts/models/<
 (popular families, sources in fleetfacts/models/README.md), a checkpoint dir, or a
 config-only dir under profiles/models.  `model_spec_from_config` derives total and
 active parameters (dense, Mixtral / Qwen3-MoE / gpt-oss experts), tied embeddings, KV
-geometry (GQA; MLA latent KV where present; sliding-window layers hold no growing KV)
+geometry (GQA; MLA latent KV where present; layers that attend within a sliding window and what they hold)
 and the context window.
 The planner's curve fitter and the measure side's roofline and estimates both read
 them here: `weight_bytes` (all weights resident, MoE experts included),
@@ -111,7 +111,8 @@ class ModelSpec:
     tied_embeddings: bool = False
     num_experts: int = 0              # routed experts per MoE layer (0: dense)
     experts_per_token: int = 0
-    kv_layers: int | None = None      # layers whose KV grows with context (None: all of them)
+    kv_layers: int | None = None      # layers with full attention, whose KV grows with context (None: all of them)
+    sliding_window: int = 0           # the other layers' attention window, tokens (0: no windowed layers)
     mla_kv_dim: int = 0               # MLA: latent KV values per token per layer (kv_lora_rank + rope dim)
     native_quant: str = ""            # quantization_config.quant_method of the published checkpoint (mxfp4, fp8)
     expert_intermediate_size: int = 0  # a routed expert's MLP width (moe_intermediate_size); 0: dense or unknown
@@ -122,6 +123,13 @@ class ModelSpec:
     def moe_layers(self) -> int:
         """Layers that route tokens to experts (0 for a dense model)."""
         return max(self.num_layers - self.dense_layers, 0) if self.is_moe else 0
+
+    @property
+    def windowed_share(self) -> float:
+        """Share of the layers that attend within `sliding_window` (0 for a model without windowed layers)."""
+        if not self.sliding_window or self.kv_layers is None:
+            return 0.0
+        return (self.num_layers - self.kv_layers) / self.num_layers
 
     @property
     def context_window(self) -> int | None:
@@ -194,13 +202,30 @@ def weight_bytes_read_per_step(model: ModelSpec, precision: str, default_bytes: 
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_precision: str) -> float:
-    """KV-cache bytes per token of context: 2 (K and V) x layers x KV heads x head_dim x bytes per value;
-    MLA: layers x latent dim x bytes.  Sliding-window layers (kv_layers < num_layers) are left out: their
-    cache stops growing at the window."""
-    layers = model.num_layers if model.kv_layers is None else model.kv_layers
+    """KV-cache bytes per token of context held in every layer: 2 (K and V) x layers x KV heads x head_dim x bytes per
+    value; MLA: layers x latent dim x bytes.  The unit KV capacity is counted in: a model with windowed layers holds
+    fewer tokens in those (windowed_tokens)."""
     if model.mla_kv_dim:
-        return float(layers * model.mla_kv_dim) * bytes_per_value(kv_precision)
-    return 2.0 * layers * model.num_kv_heads * model.head_dim * bytes_per_value(kv_precision)
+        return float(model.num_layers * model.mla_kv_dim) * bytes_per_value(kv_precision)
+    return 2.0 * model.num_layers * model.num_kv_heads * model.head_dim * bytes_per_value(kv_precision)
+
+
+def windowed_tokens(tokens: float, window: int, share: float) -> float:
+    """A context of `tokens` counted over all layers when a `share` of them attend within `window` tokens: those
+    hold and read at most the window (vLLM frees a windowed layer's blocks behind it), the others all of it.  The
+    KV a request holds, and the KV a decode step reads, in kv_bytes_per_token's unit."""
+    if not share or tokens <= window:
+        return tokens
+    return tokens - share * (tokens - window)
+
+
+def windowed_attention_len(prompt_len: float, window: int, share: float) -> float:
+    """The prompt length whose full causal attention costs what a prompt of `prompt_len` costs when a `share` of
+    the layers attend within `window` tokens (FlashAttention skips the key tiles before it): a windowed layer
+    attends I*W - W^2/2 query-key pairs where a full one attends I^2/2, so it counts as 2W - W^2/I."""
+    if not share or prompt_len <= window:
+        return prompt_len
+    return prompt_len - share * (prompt_len - (2.0 * window - window * window / prompt_len))
 
 
 def _load(path: Path, columns: dict[str, str], key: str) -> list[dict]:
@@ -337,7 +362,7 @@ def model_spec_from_config(model: str, config: dict[str, Any], source: str = "co
                      is_moe=experts > 0, active_params_b=active / 1e9, source=source,
                      max_position=config.get("max_position_embeddings"),
                      intermediate_size=int(config.get("intermediate_size") or 0), tied_embeddings=tied,
-                     num_experts=experts, experts_per_token=per_token, kv_layers=_kv_layers(config, layers),
+                     num_experts=experts, experts_per_token=per_token, **_window_layers(config, layers),
                      mla_kv_dim=mla_dim, native_quant=_native_quant(config),
                      expert_intermediate_size=_expert_width(config) if experts else 0,
                      dense_layers=_dense_layers(config, layers) if experts else 0,
@@ -429,12 +454,28 @@ def _native_quant(config: dict[str, Any]) -> str:
     return slug(str(quant.get("quant_method", ""))) if isinstance(quant, dict) else ""
 
 
-def _kv_layers(config: dict[str, Any], layers: int) -> int | None:
-    """Layers with full attention when the config names per-layer types (gpt-oss), else None (all)."""
+def _window_layers(config: dict[str, Any], layers: int) -> dict[str, Any]:
+    """kv_layers (full-attention layers) and sliding_window of a config, as vLLM decides which layers attend within
+    a window: a config's `layer_types` (gpt-oss, Gemma-2/3 as transformers writes them); else Gemma-2's every other
+    layer and Gemma-3's `sliding_window_pattern`; else a `sliding_window` on every layer unless `use_sliding_window`
+    is false (Mistral-7B-v0.1: vLLM sets the cache config's window for a model without per-layer types; Qwen2's
+    configs carry a window they do not use).  A window as long as the context window is none."""
+    window = int(config.get("sliding_window") or 0)
+    context = int(config.get("max_position_embeddings") or 0)
+    if window <= 0 or config.get("use_sliding_window") is False or (context and window >= context):
+        return {"kv_layers": None, "sliding_window": 0}
     types = config.get("layer_types")
-    if not types:
-        return None
-    return sum(1 for kind in types if "sliding" not in str(kind))
+    if types:
+        windowed = sum(1 for kind in types if "sliding" in str(kind))
+    elif config.get("model_type") == "gemma2":
+        windowed = sum(1 for i in range(layers) if (i + 1) % 2)
+    elif config.get("sliding_window_pattern"):
+        pattern = int(config["sliding_window_pattern"])
+        windowed = sum(1 for i in range(layers) if (i + 1) % pattern)
+    else:
+        windowed = layers
+    return {"kv_layers": layers - windowed, "sliding_window": window} if windowed else {"kv_layers": None,
+                                                                                         "sliding_window": 0}
 
 
 @lru_cache(maxsize=1)

@@ -63,6 +63,8 @@ from fleetfacts.specs import (
     load_gpu_specs,
     load_model_specs,
     weight_bytes,
+    windowed_attention_len,
+    windowed_tokens,
 )
 from planner.engine.fitcache import memo, memo_frame
 from planner.engine.frontend import FrontEnd
@@ -232,10 +234,29 @@ class Caps:
     host_kv_gib: float = 0.0
     host_kv_tokens: int = 0
     host_load_s_per_token: float = 0.0
+    # A model whose layers (this share of them) attend within a sliding window of `window` tokens (window_caps).
+    window: int = 0
+    window_share: float = 0.0
+
+    def kv_len(self, tokens: float) -> float:
+        """KV-cache tokens a context of `tokens` holds (fewer in windowed layers: fleetfacts.specs.windowed_tokens)."""
+        return windowed_tokens(tokens, self.window, self.window_share)
+
+    def kv_tokens_at(self, tokens: float) -> float:
+        """The KV cache in tokens of contexts `tokens` long (kv_cache_tokens unless layers are windowed)."""
+        held = self.kv_len(tokens)
+        return self.kv_cache_tokens * tokens / held if held > 0 else float(self.kv_cache_tokens)
 
     def max_batch(self, input_len: float, output_len: float) -> int:
-        by_kv = int(self.kv_cache_tokens // max(input_len + KV_ADMISSION_OUTPUT_SHARE * output_len, 1.0))
+        by_kv = int(self.kv_cache_tokens // max(self.kv_len(input_len + KV_ADMISSION_OUTPUT_SHARE * output_len), 1.0))
         return max(1, min(self.max_num_seqs, by_kv))
+
+
+def window_caps(model: ModelSpec | None) -> dict[str, Any]:
+    """Caps' window fields for a model (none for an unknown one or one without windowed layers)."""
+    if model is None or not model.windowed_share:
+        return {}
+    return {"window": model.sliding_window, "window_share": model.windowed_share}
 
 
 def expert_cover(expert_share: float, tokens: float) -> float:
@@ -262,14 +283,21 @@ def expert_weight_bytes(model: ModelSpec, precision: str) -> float:
 
 def _step_features(caps: Caps, batch: float, context: float, prefill_tokens: float,
                    prefill_context: float) -> np.ndarray:
-    return np.array([1.0, batch, batch * context, prefill_tokens, prefill_tokens * prefill_context, 0.0,
+    """One iteration: `batch` sequences decoding at mean context `context`, `prefill_tokens` of prompts
+    `prefill_context` long (windowed layers read their window only: Caps.kv_len, _attention_len)."""
+    return np.array([1.0, batch, batch * caps.kv_len(context), prefill_tokens,
+                     prefill_tokens * _attention_len(caps, prefill_context), 0.0,
                      max(0.0, batch - caps.cuda_graph_max_batch),
                      expert_cover(caps.expert_share, batch + prefill_tokens)])
 
 
+def _attention_len(caps: Caps, prompt_len: float) -> float:
+    return windowed_attention_len(prompt_len, caps.window, caps.window_share)
+
+
 def _prefill_step_features(caps: Caps, steps: float, chunk: float, input_len: float) -> np.ndarray:
     """`steps` prefill-only iterations of `chunk` prompt tokens each, of prompts `input_len` long."""
-    return steps * np.array([1.0, 0.0, 0.0, chunk, chunk * input_len, 0.0, 0.0,
+    return steps * np.array([1.0, 0.0, 0.0, chunk, chunk * _attention_len(caps, input_len), 0.0, 0.0,
                              expert_cover(caps.expert_share, chunk)])
 
 
@@ -293,7 +321,7 @@ def admitted_batch(caps: Caps, input_len: float, output_len: float) -> int:
     max_num_seqs allows and whose prompts fit the KV cache; otherwise as many as fit at full length."""
     if not caps.preempts:
         return caps.max_batch(input_len, output_len)
-    return max(1, min(caps.max_num_seqs, int(caps.kv_cache_tokens // max(input_len, 1.0))))
+    return max(1, min(caps.max_num_seqs, int(caps.kv_cache_tokens // max(caps.kv_len(input_len), 1.0))))
 
 
 def _admitted_wave_features(caps: Caps, w: int, input_len: float, output_len: float) -> np.ndarray:
@@ -305,7 +333,7 @@ def _admitted_wave_features(caps: Caps, w: int, input_len: float, output_len: fl
     decode_steps = output_len - 1
     if w <= fits or decode_steps < 1:
         return _wave_features(caps, w, input_len, output_len)
-    kv = float(caps.kv_cache_tokens)
+    kv = caps.kv_tokens_at(input_len + output_len)  # in tokens of these contexts (windowed layers hold fewer)
     s_star = min(max(0.0, (kv - w * input_len) / w), decode_steps)
     tail = decode_steps - s_star
     prefill = _prefill_features(caps, w * input_len, input_len)
@@ -418,7 +446,7 @@ def _caps_for(group: pd.DataFrame, key: GroupKey) -> Caps:
     graphs = _first_number(group, "cuda_graph_max_batch") or DEFAULT_CUDA_GRAPH_MAX_BATCH.get(key.engine, 10**9)
     model = _model_spec(key.model)
     return Caps(int(seqs), int(kv), int(budget), int(graphs), model_expert_share(model) if model else 0.0,
-                key.engine in PREEMPTING_ENGINES)
+                key.engine in PREEMPTING_ENGINES, **window_caps(model))
 
 
 def _model_spec(model: str) -> ModelSpec | None:
@@ -779,7 +807,10 @@ class Curve:
                     prefill_context: float = 0.0) -> float:
         """Seconds of one engine iteration (the simulator's clock)."""
         t0, a, k, q, r, _, g, _ = self._theta_tuple
-        over = batch - self.caps.cuda_graph_max_batch
+        caps = self.caps
+        over = batch - caps.cuda_graph_max_batch
+        if caps.window_share:
+            context, prefill_context = caps.kv_len(context), _attention_len(caps, prefill_context)
         return (t0 + a * batch + k * batch * context + q * prefill_tokens + r * prefill_tokens * prefill_context
                 + (g * over if over > 0 else 0.0) + self.expert_read_s(batch + prefill_tokens))
 

@@ -25,6 +25,7 @@ from planner.engine.curves import (
     NoCurveError,
     expert_weight_bytes,
     model_expert_share,
+    window_caps,
 )
 
 COEF_NAMES = ("weights", "step", "tp_latency", "decode_flops", "seq", "tp_bytes", "kv", "prefill_flops",
@@ -191,7 +192,6 @@ def physics_matrix(t: Target) -> np.ndarray:
     bf16_flops = t.gpu.bf16_dense_tflops * 1e12 * t.tp  # attention runs in 16 bits
     m = t.model
     body, head = _body_parts(t), weight_parts(t)[1]
-    kv_layers = m.num_layers if m.kv_layers is None else m.kv_layers
     p = np.zeros((N_PARAMS, N_COEF))
     experts = routed_expert_bytes(t)
     p[0, COEF_INDEX["weights"]] = (read_weight_bytes(t) - experts) / (t.tp * bw)
@@ -203,7 +203,8 @@ def physics_matrix(t: Target) -> np.ndarray:
     p[1, COEF_INDEX["tp_bytes"]] = p[3, COEF_INDEX["tp_bytes"]] = _allreduce_s_per_token(t)
     p[2, COEF_INDEX["kv"]] = kv_bytes_per_token(m, kv_precision(t.engine, t.precision)) / (t.tp * bw)
     p[3, COEF_INDEX["prefill_flops"]] = _gemm_s(body, t)
-    p[4, COEF_INDEX["attn_flops"]] = 2.0 * kv_layers * m.num_attention_heads * m.head_dim / bf16_flops
+    # Every layer's attention, windowed layers' counted at their window by the prefill features (Caps.window)
+    p[4, COEF_INDEX["attn_flops"]] = 2.0 * m.num_layers * m.num_attention_heads * m.head_dim / bf16_flops
     p[5, COEF_INDEX["request"]] = 1.0
     p[5, COEF_INDEX["prefill_flops"]] = _gemm_s([head], t)  # one LM-head row per prompt
     p[6, COEF_INDEX["graph"]] = 1.0  # host-side work per sequence run outside the graphs, not per layer
@@ -266,7 +267,7 @@ def trtllm_bench_caps(t: Target, input_len: float, output_len: float) -> Caps:
     tokens = kv_cache_tokens(memory, resident_weight_bytes(t), kv_bytes_per_token(
         t.model, kv_precision(t.engine, t.precision)), free_fraction=KV_FREE_MEMORY_FRACTION)
     return Caps(_bench_round_batch(raw_bs), max(1, int(tokens)), _bench_round_tokens(raw_tokens),
-                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(t.engine, 10**9), model_expert_share(t.model))
+                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(t.engine, 10**9), model_expert_share(t.model), **window_caps(t.model))
 
 
 def _bench_round_batch(raw: float) -> int:

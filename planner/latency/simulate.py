@@ -83,6 +83,7 @@ from heapq import heappop, heappush
 import numpy as np
 
 from fleetfacts.errors import InputError
+from fleetfacts.specs import windowed_tokens
 from planner.engine.curves import CurveLike
 from planner.engine.frontend import FrontEnd, stream_load
 from planner.traffic.prefixes import BlockIds, SegmentedPrompt, segmented_prompts
@@ -152,6 +153,7 @@ class StepModel:
     prefill_budget: int
     affine: bool
     async_scheduling: bool = False
+    window: tuple[int, float] = (0, 0.0)  # (tokens, share of layers) of a model's windowed layers (Caps.window)
 
 
 @lru_cache(maxsize=64)
@@ -165,15 +167,19 @@ def step_model(curve: CurveLike) -> StepModel:
     overhead = float(getattr(curve, "request_overhead_s", 0.0) or 0.0)
     caps = (int(curve.max_num_seqs), int(curve.kv_cache_tokens), budget)
     lag = bool(getattr(curve, "async_scheduling", False))
+    caps_of = getattr(curve, "caps", None)
+    window = (int(getattr(caps_of, "window", 0)), float(getattr(caps_of, "window_share", 0.0)))
     experts = _expert_read(curve)
     f = _served_step_time(curve, experts)
-    affine = _affine_parts(f)
+    # Windowed layers read at most their window: not affine in the context, whatever the probes find
+    affine = None if window[1] else _affine_parts(f)
     if affine is None:
         log.info("step time of %s is not affine in context: simulating with direct calls (slower)",
                  getattr(curve, "key", curve))
         return StepModel(*_direct_closures(_with_experts(f, experts)), overhead, *caps, affine=False,
-                         async_scheduling=lag)
-    return StepModel(*_affine_closures(*affine, experts), overhead, *caps, affine=True, async_scheduling=lag)
+                         async_scheduling=lag, window=window)
+    return StepModel(*_affine_closures(*affine, experts), overhead, *caps, affine=True, async_scheduling=lag,
+                     window=window)
 
 
 def _expert_read(curve: CurveLike) -> ExpertFn | None:
@@ -415,6 +421,7 @@ class _BlockCache:
             elif start < reached:
                 blocks.append((key, size))
                 private -= min(size, entry[1], (reached - start) * block)
+        private = max(private, 0)  # a model's windowed layers may hold less than its prompt (_Run.held)
         return private + new, blocks, private
 
     def reserve(self, i: int, blocks: list[tuple[int, int]], private: int) -> None:
@@ -528,6 +535,9 @@ class _Run:
     prompts: list[SegmentedPrompt] = field(init=False)  # each prompt's segments of chained blocks (with `blocks`)
     host: HostTier | None = None
     load_s: list[float] = field(init=False)  # seconds to bring a request's host-tier hit back (with `host`)
+    # KV tokens each request holds where the model's windowed layers hold less than its context (else None: the
+    # prompt + output)
+    held: list[int] | None = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.arr)
@@ -538,6 +548,9 @@ class _Run:
         self.cached = [0] * n
         self.prompts = [] if self.blocks is None else _chained(self.blocks, self.inp)
         self.load_s = [0.0] * n if self.host is not None else []
+        window, share = self.model.window
+        self.held = None if not share else [math.ceil(windowed_tokens(i + o, window, share))
+                                            for i, o in zip(self.inp, self.out, strict=True)]
 
 
 # Each load's segmented prompts, kept while its block ids live: a plan simulates one load at many fleet sizes and
@@ -585,6 +598,7 @@ def _make_admission(run: _Run) -> AdmitFn:
     """
     arr, inp, out = run.arr, run.inp, run.out
     max_seqs, kv_cap = run.model.max_num_seqs, run.model.kv_cache_tokens
+    held = run.held
 
     load_s = run.load_s
     def admit(queue: list[int], qhead: int, seen: float, kv: int, running: int,
@@ -596,7 +610,7 @@ def _make_admission(run: _Run) -> AdmitFn:
             i = queue[qhead]
             if arr[i] > seen:
                 break
-            need = whole = inp[i] + out[i]
+            need = whole = inp[i] + out[i] if held is None else held[i]
             if cache is not None and running < max_seqs:  # no slot: it waits whatever its prefix
                 match = cache.match_both(run.prompts[i])
                 need, blocks, private = cache.kv_need(run.prompts[i], match[2], whole)
@@ -649,7 +663,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
     blocks enter `cache` (when given) as its prefill completes.
     """
     arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
-    todo, prompts = run.todo, run.prompts
+    todo, prompts, held = run.todo, run.prompts, run.held
     step, overhead, budget_cap = run.model.step, run.model.overhead_s, run.model.prefill_budget
 
     def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
@@ -683,7 +697,10 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
             if out[i] == 1:
                 e2e[i] = ttft[i]
                 done[i] += 1
-                freed += inp[i] + 1 if cache is None else cache.release(i)
+                if cache is not None:
+                    freed += cache.release(i)
+                else:
+                    freed += inp[i] + 1 if held is None else held[i]
                 ended += 1
             else:
                 heappush(heap, (steps + out[i] - 1, i))
@@ -727,8 +744,9 @@ def _make_decode_jump(run: _Run) -> DecodeFn:
 def _make_retirement(run: _Run) -> RetireFn:
     """retire(heap, steps, clock, cache) -> (ended, their context tokens, KV tokens freed): finish the sequences
     whose last token the iteration ending at `clock` produced (heap entries due by decode iteration `steps`).
-    Without a prefix `cache` the KV freed is their contexts; with one, what they alone held."""
-    arr, inp, out, e2e, done = run.arr, run.inp, run.out, run.e2e, run.done
+    Without a prefix `cache` the KV freed is their contexts (what windowed layers held of them: run.held); with
+    one, what they alone held."""
+    arr, inp, out, e2e, done, held = run.arr, run.inp, run.out, run.e2e, run.done, run.held
 
     def retire(heap: list[tuple[int, int]], steps: int, clock: float,
                cache: _BlockCache | None) -> tuple[int, int, int]:
@@ -740,8 +758,10 @@ def _make_retirement(run: _Run) -> RetireFn:
             freed += inp[i] + out[i]
             if cache is not None:
                 kv_freed += cache.release(i)
+            elif held is not None:
+                kv_freed += held[i]
             ended += 1
-        return ended, freed, freed if cache is None else kv_freed
+        return ended, freed, freed if cache is None and held is None else kv_freed
 
     return retire
 
