@@ -82,8 +82,10 @@ def test_derived_facts_tied_embeddings_moe_sliding_window_and_mla():
     assert small.context_window == 131072 and models["qwen3-8b"].context_window == 40960
     oss = models["gpt-oss-120b"]
     assert oss.is_moe and (oss.num_experts, oss.experts_per_token) == (128, 4)
-    assert oss.kv_layers == 18  # alternate sliding-window layers hold no growing cache
-    assert specs.kv_bytes_per_token(oss, "bf16") == 2 * 18 * 8 * 64 * 2
+    assert (oss.kv_layers, oss.sliding_window, oss.windowed_share) == (18, 128, 0.5)  # every other layer windowed
+    assert specs.kv_bytes_per_token(oss, "bf16") == 2 * 36 * 8 * 64 * 2  # the unit: a token held in every layer
+    # A 24k context holds its 24k tokens in the 18 full layers and 128 in the windowed ones
+    assert specs.windowed_tokens(24_000, oss.sliding_window, oss.windowed_share) == (18 * 24_000 + 18 * 128) / 36
     mla = {"hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128, "vocab_size": 129280,
            "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
            "num_experts_per_tok": 8, "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536,
@@ -91,6 +93,38 @@ def test_derived_facts_tied_embeddings_moe_sliding_window_and_mla():
     deepseek = specs.model_spec_from_config("deepseek-v3-like", mla)
     assert specs.kv_bytes_per_token(deepseek, "fp8") == 61 * (512 + 64)
     assert deepseek.params_b == pytest.approx(671, rel=0.02) and deepseek.active_params_b == pytest.approx(37, rel=0.1)
+
+
+LLAMA_LIKE = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "vocab_size": 32000, "intermediate_size": 14336, "max_position_embeddings": 32768}
+
+
+@pytest.mark.parametrize(("extra", "full_layers", "window"), [
+    ({"sliding_window": 4096}, 0, 4096),  # Mistral-7B-v0.1: vLLM windows every layer of a config without layer types
+    ({"sliding_window": 4096, "use_sliding_window": False}, None, 0),  # Qwen2's unused window
+    ({"sliding_window": None}, None, 0),
+    ({"sliding_window": 32768}, None, 0),  # as long as the context: no window
+    ({"sliding_window": 4096, "model_type": "gemma2"}, 16, 4096),  # every other layer
+    ({"sliding_window": 1024, "sliding_window_pattern": 6}, 5, 1024),  # Gemma-3: every sixth layer full
+    ({"sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 16}, 16, 128),
+])
+def test_windowed_layers_follow_how_vllm_reads_the_config(extra, full_layers, window):
+    model = specs.model_spec_from_config("m", {**LLAMA_LIKE, **extra})
+    assert (model.kv_layers, model.sliding_window) == (full_layers, window)
+    assert model.windowed_share == (0.0 if full_layers is None else (32 - full_layers) / 32)
+
+
+def test_windowed_attention_counts_the_pairs_a_window_leaves():
+    # One windowed layer of window W over a prompt of I tokens attends I*W - W^2/2 query-key pairs; the full-attention
+    # prompt length with the same pairs (I'^2 / 2) is the equivalent the prefill features use.
+    prompt, window = 32_000, 4096
+    pairs = prompt * window - window**2 / 2
+    equivalent = specs.windowed_attention_len(prompt, window, 1.0)
+    assert prompt * equivalent / 2 == pytest.approx(pairs)
+    assert specs.windowed_attention_len(3000, window, 1.0) == 3000  # inside the window: full attention
+    assert specs.windowed_attention_len(prompt, window, 0.0) == prompt
+    half = specs.windowed_attention_len(prompt, window, 0.5)
+    assert half == pytest.approx((prompt + equivalent) / 2)
 
 
 def test_spec_loader_rejects_a_bad_file(tmp_path):

@@ -532,3 +532,46 @@ def test_a_transferred_interval_spans_the_error_measured_for_its_architecture(bu
     wide = transfer.curve("vllm", moe, GPUS["h200"], "bf16", 8).predict_offline(1024, 256, 64)
     narrow = transfer.curve("vllm", dense, GPUS["h200"], "bf16", 1).predict_offline(1024, 256, 64)
     assert wide.high / wide.low > narrow.high / narrow.low
+
+
+# ---------------------------------------------------------------- sliding windows
+
+def _mistral_with_and_without_its_window(bundled):
+    profiles, data = bundled
+    transfer = T.build_transfer(profiles, {"vllm": 0.2}, data)
+    windowed = MODELS["mistral-7b"]  # Mistral-7B-v0.1: every layer attends within 4,096 tokens
+    full = dataclasses.replace(windowed, kv_layers=None, sliding_window=0)
+    return (transfer.curve("vllm", windowed, GPUS["h100"], "bf16", 1),
+            transfer.curve("vllm", full, GPUS["h100"], "bf16", 1))
+
+
+def test_windowed_layers_read_and_attend_within_their_window(bundled):
+    windowed, full = _mistral_with_and_without_its_window(bundled)
+    assert (windowed.caps.window, windowed.caps.window_share) == (4096, 1.0)
+    # Inside the window nothing changes
+    assert windowed.step_time_s(8, 3000, 2048, 3000) == pytest.approx(full.step_time_s(8, 3000, 2048, 3000))
+    assert windowed.predict_offline(3000, 64, 1).ttft_ms == pytest.approx(full.predict_offline(3000, 64, 1).ttft_ms)
+    # Past it a decode step reads the window, not the context
+    assert windowed.step_time_s(8, 24_000) == pytest.approx(full.step_time_s(8, 4096))
+    # and a long prefill attends I*W - W^2/2 pairs per layer instead of I^2/2
+    long_w, long_f = windowed.predict_offline(24_000, 64, 1), full.predict_offline(24_000, 64, 1)
+    assert long_w.ttft_ms < long_f.ttft_ms
+    chunk = windowed.step_time_s(0, 0, 8192, 24_000) - windowed.step_time_s(0, 0, 8192, 0)
+    assert chunk == pytest.approx((full.step_time_s(0, 0, 8192, 24_000) - full.step_time_s(0, 0, 8192, 0))
+                                  * (2 * 4096 - 4096**2 / 24_000) / 24_000)
+
+
+def test_windowed_layers_hold_only_their_window_of_kv(bundled):
+    windowed, full = _mistral_with_and_without_its_window(bundled)
+    assert windowed.kv_cache_tokens == full.kv_cache_tokens  # the same memory, counted in tokens of every layer
+    assert windowed.max_batch(24_000, 256) > 5 * full.max_batch(24_000, 256)
+
+
+def test_the_simulator_serves_a_prompt_longer_than_the_kv_cache_where_the_window_holds_it(bundled):
+    from planner.latency.simulate import simulate
+    windowed, full = _mistral_with_and_without_its_window(bundled)
+    prompt = full.kv_cache_tokens + 1000  # more than every layer could hold
+    runs = {name: simulate(curve, [0.0, 1.0], [prompt, 2000], [16, 16])
+            for name, curve in (("windowed", windowed), ("full", full))}
+    assert np.isnan(runs["full"].ttft_s[0]) and np.isfinite(runs["full"].ttft_s[1])  # refused: it never fits
+    assert np.isfinite(runs["windowed"].ttft_s).all()
