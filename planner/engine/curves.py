@@ -252,6 +252,23 @@ class Caps:
         return max(1, min(self.max_num_seqs, by_kv))
 
 
+# Where every layer is windowed any context fits the KV cache: the longest one probed (idle TTFT limits), tokens.
+LONGEST_WINDOWED_CONTEXT = 2**21
+
+
+def longest_held_context(curve: CurveLike) -> int:
+    """The longest context (prompt + output tokens) one replica's KV cache holds: kv_cache_tokens, more where
+    windowed layers hold only their window (Caps.kv_len)."""
+    kv = int(curve.kv_cache_tokens)
+    caps = getattr(curve, "caps", None)
+    share, window = (caps.window_share, caps.window) if caps is not None else (0.0, 0)
+    if not share or kv <= window:
+        return kv
+    if share >= 1.0:
+        return LONGEST_WINDOWED_CONTEXT
+    return int((kv - share * window) / (1.0 - share))  # (1 - s) T + s W <= kv
+
+
 def window_caps(model: ModelSpec | None) -> dict[str, Any]:
     """Caps' window fields for a model (none for an unknown one or one without windowed layers)."""
     if model is None or not model.windowed_share:

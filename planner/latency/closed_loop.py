@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fleetfacts.specs import windowed_tokens
 from planner.engine.curves import CurveLike
 from planner.latency.analytic import AnalyticAnswer, Rounds, analytic
 from planner.latency.simulate import step_model
@@ -63,7 +64,7 @@ class _Loop:
         self.model = step_model(curve)
         self.lag = 2 if self.model.async_scheduling else 1
         self.input_len, self.output_len, self.requests = int(input_len), int(output_len), int(requests)
-        self.per_request = self.input_len + self.output_len
+        self.per_request = math.ceil(windowed_tokens(self.input_len + self.output_len, *self.model.window))
         clients = max(1, min(int(concurrency), self.requests))
         self.waiting: deque[_Request] = deque(_Request(0.0, 0, self.input_len) for _ in range(clients))
         self.prefilling: deque[_Request] = deque()

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from planner.engine.curves import CurveLike
+from planner.engine.curves import CurveLike, longest_held_context
 from planner.latency.simulate import simulate
 
 # Lone TTFTs and prompt limits memoised: one per prompt the bisection tries and per (curve, target).
@@ -36,7 +36,7 @@ def lone_ttft_s(curve: CurveLike, input_len: int) -> float:
 def idle_prompt_limit(curve: CurveLike, ttft_ms: float) -> int | None:
     """The longest prompt (tokens) whose idle TTFT on `curve` is within `ttft_ms`; None when every prompt the
     replica's KV cache holds is (0 when not even a one-token prompt is)."""
-    top = int(curve.kv_cache_tokens) - 1  # the longest prompt admitted with its one output token
+    top = longest_held_context(curve) - 1  # the longest prompt admitted with its one output token
 
     def within(tokens: int) -> bool:
         return lone_ttft_s(curve, tokens) * 1000.0 <= ttft_ms

@@ -20,7 +20,7 @@ import numpy as np
 from fleetfacts.schema import DEFAULT_CONFIG
 from fleetfacts.slo import SloCheck
 from fleetfacts.specs import context_window
-from planner.engine.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config
+from planner.engine.curves import Curve, CurveLike, GroupKey, NoCurveError, is_custom_config, longest_held_context
 from planner.latency import TIER_ANALYTIC, latency_basis
 from planner.sizing import costs, sizing
 from planner.sizing.assumptions import Assumptions
@@ -263,7 +263,7 @@ def max_model_len(route: Route, log: sizing.LogRequests | None = None) -> int:
 def kv_reason(route: Route, curve: CurveLike, log: sizing.LogRequests | None = None) -> str:
     """Why one replica cannot serve the route's longest request ('' when its KV cache holds it): vLLM refuses to
     start when max_model_len exceeds the KV cache, and a request longer than the cache is never admitted."""
-    needed, held = max_model_len(route, log), int(curve.kv_cache_tokens)
+    needed, held = max_model_len(route, log), longest_held_context(curve)
     if needed <= held:
         return ""
     return (f"the route's longest request ({needed:,} tokens: max_model_len) does not fit one replica's KV cache "
