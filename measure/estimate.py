@@ -22,6 +22,7 @@ from fleetfacts.specs import (
     kv_bytes_per_token,
     weight_bytes,
     weight_bytes_read_per_step,
+    windowed_tokens,
 )
 from measure.points import Point
 
@@ -69,14 +70,18 @@ class Estimator:
                                memory_fraction=DEFAULT_GPU_MEMORY_UTILIZATION)
 
     def cap(self, input_len: int, output_len: int) -> int:
-        return max(1, min(self.max_num_seqs, int(self.kv_tokens() // (input_len + output_len))))
+        return max(1, min(self.max_num_seqs, int(self.kv_tokens() // self._held(input_len + output_len))))
+
+    def _held(self, context: float) -> float:
+        """KV tokens a context holds (windowed layers hold their window: fleetfacts.specs.windowed_tokens)."""
+        return windowed_tokens(context, self.model.sliding_window, self.model.windowed_share)
 
     def step_s(self, batch: float, context: float) -> float:
         """One decode step of `batch` sequences at mean `context`, s: the roofline at the assumed efficiency."""
         weights = weight_bytes_read_per_step(self.model, self.precision, UNKNOWN_PRECISION_BYTES)
         kv = kv_bytes_per_token(self.model, self.kv_precision)
         bandwidth = self.gpu.mem_bandwidth_tb_s * 1e12 * BANDWIDTH_EFFICIENCY
-        return STEP_OVERHEAD_S + min_step_time_s(weights, kv, batch, context, bandwidth, self.tp)
+        return STEP_OVERHEAD_S + min_step_time_s(weights, kv, batch, self._held(context), bandwidth, self.tp)
 
     def prefill_s(self, tokens: float, input_len: int) -> float:
         flops_per_token = 2 * self.model.params + 2 * self.model.num_layers * self.model.hidden_size * input_len
