@@ -8,7 +8,8 @@
 # The Python code used is the copy this script sits in (run it as `bash .gpurun/scripts/gpu/campaign.sh`
 # from a `git archive` of a commit, so edits in the working tree during the call cannot change a run);
 # data paths (profiles/, .tok/) are relative to the current directory, the repo root.
-# The job list is 2026-12-07, eighteenth session (issue 48: long prompts); earlier lists are in git history.
+# The job list is 2026-12-08, nineteenth session (issue 48: sliding windows, long prompts); earlier lists are in git
+# history.
 # Wheels in .gpuwheels/ (scripts/gpu/requirements-server.txt, downloaded on the CPU machine and carried)
 # are installed into /tmp/site next to the staged vLLM.
 set -uo pipefail
@@ -115,12 +116,12 @@ fi
 python3 -c "import transformers; print('transformers', transformers.__version__)" >> "$log" 2>&1
 echo "card: $gpu" >> "$log"
 long=(--engine-arg max_model_len=131072)
+# Sliding windows first (any card; the model's own max_model_len, 32768), then on an H200 its long bf16 rows.
+profile mistral-window 120 mistral-7b bf16 "$code/scripts/gpu/shapes-mistral-window.csv"
 if [ "$gpu" = h200 ]; then
   { cat "$code/scripts/gpu/shapes-long-bf16.csv"; grep -v -e '^#' -e '^mode,' "$code/scripts/gpu/shapes-long-beyond-h200.csv"; } \
     > /tmp/shapes-long-bf16-h200.csv
   profile long-bf16 150 llama-3.1-8b bf16 /tmp/shapes-long-bf16-h200.csv --tag long "${long[@]}"
-else
-  profile fp8-mid 130 llama-3.1-8b fp8 "$code/scripts/gpu/shapes-fp8-mid.csv" --tag long-mid "${long[@]}"
 fi
 
 kill $smi 2>/dev/null
