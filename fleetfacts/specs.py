@@ -113,6 +113,7 @@ class ModelSpec:
     experts_per_token: int = 0
     kv_layers: int | None = None      # layers with full attention, whose KV grows with context (None: all of them)
     sliding_window: int = 0           # the other layers' attention window, tokens (0: no windowed layers)
+    window_by_layer: bool = False     # the config names which layers are windowed (else one window for all layers)
     mla_kv_dim: int = 0               # MLA: latent KV values per token per layer (kv_lora_rank + rope dim)
     native_quant: str = ""            # quantization_config.quant_method of the published checkpoint (mxfp4, fp8)
     expert_intermediate_size: int = 0  # a routed expert's MLP width (moe_intermediate_size); 0: dense or unknown
@@ -464,7 +465,7 @@ def _window_layers(config: dict[str, Any], layers: int) -> dict[str, Any]:
     context = int(config.get("max_position_embeddings") or 0)
     if window <= 0 or config.get("use_sliding_window") is False or (context and window >= context):
         return {"kv_layers": None, "sliding_window": 0}
-    types = config.get("layer_types")
+    types, by_layer = config.get("layer_types"), True
     if types:
         windowed = sum(1 for kind in types if "sliding" in str(kind))
     elif config.get("model_type") == "gemma2":
@@ -473,9 +474,10 @@ def _window_layers(config: dict[str, Any], layers: int) -> dict[str, Any]:
         pattern = int(config["sliding_window_pattern"])
         windowed = sum(1 for i in range(layers) if (i + 1) % pattern)
     else:
-        windowed = layers
-    return {"kv_layers": layers - windowed, "sliding_window": window} if windowed else {"kv_layers": None,
-                                                                                         "sliding_window": 0}
+        windowed, by_layer = layers, False
+    if not windowed:
+        return {"kv_layers": None, "sliding_window": 0}
+    return {"kv_layers": layers - windowed, "sliding_window": window, "window_by_layer": by_layer}
 
 
 @lru_cache(maxsize=1)

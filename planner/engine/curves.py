@@ -269,9 +269,18 @@ def longest_held_context(curve: CurveLike) -> int:
     return int((kv - share * window) / (1.0 - share))  # (1 - s) T + s W <= kv
 
 
-def window_caps(model: ModelSpec | None) -> dict[str, Any]:
-    """Caps' window fields for a model (none for an unknown one or one without windowed layers)."""
-    if model is None or not model.windowed_share:
+# Engines that window every layer of a config with one `sliding_window` and no per-layer types (Mistral-7B-v0.1):
+# vLLM does (its cache config takes the model's window: vllm/engine/arg_utils.py, 0.12 and 0.26).  TensorRT-LLM
+# windows attention only when told (max_attention_window_size): its published Mistral-7B rows (0.17) are predicted
+# within 19% as full attention and off by 119% as windowed (`validate --transfer`), so there it is full attention.
+# Layers a config names as windowed (gpt-oss, Gemma) are windowed by every engine.
+SINGLE_WINDOW_ENGINES = frozenset({"vllm"})
+
+
+def window_caps(model: ModelSpec | None, engine: str) -> dict[str, Any]:
+    """Caps' window fields for a model on an engine (none for an unknown model, one without windowed layers, or
+    one whose single window the engine does not apply: SINGLE_WINDOW_ENGINES)."""
+    if model is None or not model.windowed_share or not (model.window_by_layer or engine in SINGLE_WINDOW_ENGINES):
         return {}
     return {"window": model.sliding_window, "window_share": model.windowed_share}
 
@@ -463,7 +472,7 @@ def _caps_for(group: pd.DataFrame, key: GroupKey) -> Caps:
     graphs = _first_number(group, "cuda_graph_max_batch") or DEFAULT_CUDA_GRAPH_MAX_BATCH.get(key.engine, 10**9)
     model = _model_spec(key.model)
     return Caps(int(seqs), int(kv), int(budget), int(graphs), model_expert_share(model) if model else 0.0,
-                key.engine in PREEMPTING_ENGINES, **window_caps(model))
+                key.engine in PREEMPTING_ENGINES, **window_caps(model, key.engine))
 
 
 def _model_spec(model: str) -> ModelSpec | None:

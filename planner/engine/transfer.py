@@ -628,7 +628,7 @@ def transfer_caps(calibration: Calibration, target: Target) -> Caps:
                            f"({weights / GIB:.0f} GiB of weights, {target.gpu.memory_gib:g} GiB per GPU)")
     return Caps(DEFAULT_MAX_NUM_SEQS.get(engine, 1024), int(tokens), DEFAULT_MAX_BATCHED_TOKENS.get(engine, 8192),
                 DEFAULT_CUDA_GRAPH_MAX_BATCH.get(engine, 10**9), model_expert_share(target.model),
-                engine in PREEMPTING_ENGINES, **window_caps(target.model))
+                engine in PREEMPTING_ENGINES, **window_caps(target.model, engine))
 
 
 def _default_moe_config_note(target: Target) -> str:

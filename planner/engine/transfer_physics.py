@@ -267,7 +267,8 @@ def trtllm_bench_caps(t: Target, input_len: float, output_len: float) -> Caps:
     tokens = kv_cache_tokens(memory, resident_weight_bytes(t), kv_bytes_per_token(
         t.model, kv_precision(t.engine, t.precision)), free_fraction=KV_FREE_MEMORY_FRACTION)
     return Caps(_bench_round_batch(raw_bs), max(1, int(tokens)), _bench_round_tokens(raw_tokens),
-                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(t.engine, 10**9), model_expert_share(t.model), **window_caps(t.model))
+                DEFAULT_CUDA_GRAPH_MAX_BATCH.get(t.engine, 10**9), model_expert_share(t.model),
+                **window_caps(t.model, t.engine))
 
 
 def _bench_round_batch(raw: float) -> int:

@@ -575,3 +575,14 @@ def test_the_simulator_serves_a_prompt_longer_than_the_kv_cache_where_the_window
             for name, curve in (("windowed", windowed), ("full", full))}
     assert np.isnan(runs["full"].ttft_s[0]) and np.isfinite(runs["full"].ttft_s[1])  # refused: it never fits
     assert np.isfinite(runs["windowed"].ttft_s).all()
+
+
+def test_a_single_window_is_vllms_and_layer_windows_are_every_engines():
+    """vLLM windows every layer of a config with one sliding_window (Mistral-7B-v0.1); TensorRT-LLM does not unless
+    told to (its published Mistral-7B rows are full attention); layers a config names windowed are windowed by both."""
+    from planner.engine.curves import window_caps
+    mistral, oss = MODELS["mistral-7b"], MODELS["gpt-oss-20b"]
+    assert window_caps(mistral, "vllm") == {"window": 4096, "window_share": 1.0}
+    assert window_caps(mistral, "trtllm") == {}
+    assert window_caps(oss, "vllm") == window_caps(oss, "trtllm") == {"window": 128, "window_share": 0.5}
+    assert window_caps(MODELS["llama-3.1-8b"], "vllm") == {}
