@@ -537,6 +537,8 @@ def models_table(specs: dict[str, ModelSpec]) -> pd.DataFrame:
              "layers": m.num_layers, "kv_heads": m.num_kv_heads, "vocab": m.vocab_size,
              "tied": m.tied_embeddings, "context": m.context_window or "",
              "bf16_gib": round(weight_bytes(m, "bf16") / 2**30, 1), "fp8_gib": round(weight_bytes(m, "fp8") / 2**30, 1),
-             "kv_kib_per_token_bf16": round(kv_bytes_per_token(m, "bf16") / 1024, 1), "source": m.source}
+             "kv_kib_per_token_bf16": round(kv_bytes_per_token(m, "bf16") / 1024, 1),
+             "window": f"{m.sliding_window} x{m.num_layers - (m.kv_layers or 0)}" if m.windowed_share else "",
+             "source": m.source}
             for m in specs.values()]
     return pd.DataFrame(rows)

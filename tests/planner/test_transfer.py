@@ -419,6 +419,8 @@ def test_models_lists_the_bundled_configs(capsys):
     assert proc.returncode == 0, proc.stderr
     for name in ("llama-3.2-1b", "llama-3.1-405b", "qwen2.5-72b", "qwen3-30b-a3b", "mixtral-8x22b", "gpt-oss-120b"):
         assert name in proc.stdout
+    windows = {line.split()[0]: line.split()[-1] for line in proc.stdout.splitlines() if " x" in line}
+    assert windows == {"gpt-oss-120b": "x18", "gpt-oss-20b": "x12", "mistral-7b": "x32"}  # windowed layers
 
 
 def test_validate_transfer_prints_every_experiment(capsys):
