@@ -122,6 +122,8 @@ if [ "$gpu" = h200 ]; then
   { cat "$code/scripts/gpu/shapes-long-bf16.csv"; grep -v -e '^#' -e '^mode,' "$code/scripts/gpu/shapes-long-beyond-h200.csv"; } \
     > /tmp/shapes-long-bf16-h200.csv
   profile long-bf16 150 llama-3.1-8b bf16 /tmp/shapes-long-bf16-h200.csv --tag long "${long[@]}"
+else  # the H100 bf16 long group has no prompts under 8k: its short-prompt predictions span 10x (the FP8 group's 1k-8k rows)
+  profile bf16-mid 130 llama-3.1-8b bf16 "$code/scripts/gpu/shapes-fp8-mid.csv" --tag long-mid "${long[@]}"
 fi
 
 kill $smi 2>/dev/null
