@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fleetfacts.specs import windowed_tokens
+from fleetfacts.specs import windowed_attention_len, windowed_tokens
 from planner.engine.curves import CurveLike
 from planner.latency.analytic import AnalyticAnswer, Rounds, analytic
 from planner.latency.simulate import step_model
@@ -65,6 +65,7 @@ class _Loop:
         self.lag = 2 if self.model.async_scheduling else 1
         self.input_len, self.output_len, self.requests = int(input_len), int(output_len), int(requests)
         self.per_request = math.ceil(windowed_tokens(self.input_len + self.output_len, *self.model.window))
+        self.attention_len = windowed_attention_len(self.input_len, *self.model.window)  # what a prompt token attends
         clients = max(1, min(int(concurrency), self.requests))
         self.waiting: deque[_Request] = deque(_Request(0.0, 0, self.input_len) for _ in range(clients))
         self.prefilling: deque[_Request] = deque()
@@ -83,7 +84,7 @@ class _Loop:
         if chunks or self.decoding:
             p = sum(take for _, take in chunks)
             ctx = sum(self.input_len + r.made for r in self.decoding)
-            self.clock += self.model.step(len(self.decoding), float(ctx), float(p), float(p * self.input_len))
+            self.clock += self.model.step(len(self.decoding), float(ctx), float(p), float(p * self.attention_len))
         self.step += 1
         for r in [r for r in self.decoding if r.made + 1 >= self.output_len]:
             self.decoding.remove(r)

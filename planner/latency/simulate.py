@@ -76,14 +76,14 @@ import weakref
 from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass, replace
 from functools import lru_cache
 from heapq import heappop, heappush
 
 import numpy as np
 
 from fleetfacts.errors import InputError
-from fleetfacts.specs import windowed_tokens
+from fleetfacts.specs import windowed_attention_len, windowed_tokens
 from planner.engine.curves import CurveLike
 from planner.engine.frontend import FrontEnd, stream_load
 from planner.traffic.prefixes import BlockIds, SegmentedPrompt, segmented_prompts
@@ -167,19 +167,35 @@ def step_model(curve: CurveLike) -> StepModel:
     overhead = float(getattr(curve, "request_overhead_s", 0.0) or 0.0)
     caps = (int(curve.max_num_seqs), int(curve.kv_cache_tokens), budget)
     lag = bool(getattr(curve, "async_scheduling", False))
-    caps_of = getattr(curve, "caps", None)
-    window = (int(getattr(caps_of, "window", 0)), float(getattr(caps_of, "window_share", 0.0)))
+    full, window = _without_window(curve)
     experts = _expert_read(curve)
-    f = _served_step_time(curve, experts)
-    # Windowed layers read at most their window: not affine in the context, whatever the probes find
-    affine = None if window[1] else _affine_parts(f)
+    f = _served_step_time(full, experts)
+    affine = _affine_parts(f)
     if affine is None:
         log.info("step time of %s is not affine in context: simulating with direct calls (slower)",
                  getattr(curve, "key", curve))
-        return StepModel(*_direct_closures(_with_experts(f, experts)), overhead, *caps, affine=False,
+        return StepModel(*_direct_closures(_with_experts(f, experts), window), overhead, *caps, affine=False,
                          async_scheduling=lag, window=window)
-    return StepModel(*_affine_closures(*affine, experts), overhead, *caps, affine=True, async_scheduling=lag,
-                     window=window)
+    closures = _windowed_affine_closures(*affine, experts, window) if window[1] else _affine_closures(*affine, experts)
+    return StepModel(*closures, overhead, *caps, affine=True, async_scheduling=lag, window=window)
+
+
+def _without_window(curve: CurveLike) -> tuple[CurveLike, tuple[int, float]]:
+    """(the curve with its layers counted as full attention, its window (tokens, share of layers)): the simulator
+    applies the window itself, the KV read to the batch's summed context (_windowed) and attention to each prompt
+    (_Run.attn), so the step stays affine in what it is given."""
+    caps = getattr(curve, "caps", None)
+    share = float(getattr(caps, "window_share", 0.0) or 0.0)
+    if not share or not is_dataclass(curve):
+        return curve, (0, 0.0)
+    return replace(curve, caps=replace(caps, window=0, window_share=0.0)), (int(caps.window), share)
+
+
+def _windowed(b: int, ctx: float, window: int, share: float) -> float:
+    """The KV tokens b sequences of contexts summing to ctx read when a `share` of the layers read at most `window`
+    tokens (fleetfacts.specs.windowed_tokens of their mean context, times b)."""
+    over = ctx - b * window
+    return ctx - share * over if over > 0 else ctx
 
 
 def _expert_read(curve: CurveLike) -> ExpertFn | None:
@@ -264,13 +280,51 @@ def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float, ex
     return step, jump, steps_to
 
 
-def _direct_closures(f: StepTimeFn) -> tuple[StepFn, JumpFn, StepsToFn]:
+def _windowed_affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float, experts: ExpertFn | None,
+                              window: tuple[int, float]) -> tuple[StepFn, JumpFn, StepsToFn]:
+    """_affine_closures where a share of the layers reads at most a window: the KV-read term is piecewise linear in
+    the context (its slope drops by the share once the batch's contexts pass b x window), so a stretch of decode
+    steps is summed on each side of that point; `pw` arrives with each prompt's attention already windowed."""
+    size, share = window
+    step0, _, _ = _affine_closures(base, per_ctx, q, r, experts)
+    decode_base = _PerBatch(lambda b: base[b] + (experts(b) if experts is not None else 0.0))
 
     def step(b: int, ctx: float, p: float, pw: float) -> float:
+        return step0(b, _windowed(b, ctx, size, share), p, pw)
+
+    def jump(b: int, ctx: float, n: int) -> float:
+        k = per_ctx[b]
+        edge = b * size  # summed context where every sequence's passes the window
+        inside = n if ctx + b * (n - 1) <= edge else max(0, min(n, math.floor((edge - ctx) / b) + 1))
+        total = inside * ctx + b * inside * (inside - 1) / 2  # contexts of the steps before the edge
+        rest = n - inside
+        if rest:
+            start = ctx + b * inside
+            total += (1.0 - share) * (rest * start + b * rest * (rest - 1) / 2) + rest * share * edge
+        return n * decode_base[b] + k * total
+
+    def steps_to(b: int, ctx: float, dt: float) -> int:
+        low, high = 0, 1  # jump(low) < dt <= jump(high)
+        while jump(b, ctx, high) < dt:
+            low, high = high, high * 2
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if jump(b, ctx, mid) < dt else (low, mid)
+        return high
+
+    return step, jump, steps_to
+
+
+def _direct_closures(f: StepTimeFn, window: tuple[int, float] = (0, 0.0)) -> tuple[StepFn, JumpFn, StepsToFn]:
+    size, share = window
+
+    def step(b: int, ctx: float, p: float, pw: float) -> float:
+        ctx = _windowed(b, ctx, size, share) if share else ctx
         return float(f(b, ctx / b if b else 0.0, p, pw / p if p else 0.0))
 
     def jump(b: int, ctx: float, n: int) -> float:
-        return n * float(f(b, ctx / b + 0.5 * (n - 1), 0.0, 0.0))
+        mid = ctx + 0.5 * b * (n - 1)  # the stretch's mean summed context
+        return n * float(f(b, (_windowed(b, mid, size, share) if share else mid) / b, 0.0, 0.0))
 
     def steps_to(b: int, ctx: float, dt: float) -> int:
         low, high = 0, 1  # jump(low) < dt <= jump(high)
@@ -538,6 +592,7 @@ class _Run:
     # KV tokens each request holds where the model's windowed layers hold less than its context (else None: the
     # prompt + output)
     held: list[int] | None = field(init=False)
+    attn: list[float] | list[int] = field(init=False)  # each prompt's attention length (windowed_attention_len)
 
     def __post_init__(self) -> None:
         n = len(self.arr)
@@ -551,6 +606,7 @@ class _Run:
         window, share = self.model.window
         self.held = None if not share else [math.ceil(windowed_tokens(i + o, window, share))
                                             for i, o in zip(self.inp, self.out, strict=True)]
+        self.attn = self.inp if not share else [windowed_attention_len(i, window, share) for i in self.inp]
 
 
 # Each load's segmented prompts, kept while its block ids live: a plan simulates one load at many fleet sizes and
@@ -663,7 +719,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
     blocks enter `cache` (when given) as its prefill completes.
     """
     arr, inp, out, ttft, e2e, done = run.arr, run.inp, run.out, run.ttft, run.e2e, run.done
-    todo, prompts, held = run.todo, run.prompts, run.held
+    todo, prompts, held, attn = run.todo, run.prompts, run.held, run.attn
     step, overhead, budget_cap = run.model.step, run.model.overhead_s, run.model.prefill_budget
 
     def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
@@ -682,7 +738,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
                 left = budget
                 head_done += left
             p += left
-            pw += left * inp[i]
+            pw += left * attn[i]
             budget -= left
         dt = step(b, ctx, p, pw) + overhead * len(first)
         clock += dt

@@ -588,3 +588,24 @@ def test_a_single_window_is_vllms_and_layer_windows_are_every_engines():
     assert window_caps(mistral, "trtllm") == {}
     assert window_caps(oss, "vllm") == window_caps(oss, "trtllm") == {"window": 128, "window_share": 0.5}
     assert window_caps(MODELS["llama-3.1-8b"], "vllm") == {}
+
+
+def test_the_simulator_steps_a_windowed_curve_in_closed_form(bundled):
+    """The simulator keeps a windowed curve's steps affine (the window applied to the batch's summed context and to
+    each prompt's attention): each step is the curve's own, a decode stretch is the sum of its steps across the
+    point where the contexts pass the window, and steps_to inverts it."""
+    from fleetfacts.specs import windowed_attention_len
+    from planner.latency.simulate import step_model
+    windowed, _ = _mistral_with_and_without_its_window(bundled)
+    model = step_model(windowed)
+    assert model.affine and model.window == (4096, 1.0)
+    for b, ctx in ((1, 3000.0), (8, 8 * 3000.0), (8, 8 * 20_000.0), (64, 64 * 9000.0)):
+        assert model.step(b, ctx, 0, 0) == pytest.approx(windowed.step_time_s(b, ctx / b))
+    attention = windowed_attention_len(24_000, 4096, 1.0)
+    assert model.step(4, 4 * 10_000.0, 8192, 8192 * attention) == pytest.approx(
+        windowed.step_time_s(4, 10_000, 8192, 24_000))
+    for b, ctx, n in ((8, 8 * 3500.0, 300), (16, 16 * 5000.0, 40), (3, 3 * 100.0, 5000)):
+        steps = sum(model.step(b, ctx + b * j, 0, 0) for j in range(n))
+        assert model.jump(b, ctx, n) == pytest.approx(steps, rel=1e-9)
+        dt = model.jump(b, ctx, n)
+        assert model.steps_to(b, ctx, dt) == n and model.jump(b, ctx, n - 1) < dt
