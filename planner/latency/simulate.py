@@ -725,7 +725,7 @@ def _make_mixed_iteration(run: _Run) -> IterateFn:
     def iterate(prefill: deque[int], head_done: int, b: int, ctx: int, steps: int, clock: float,
                 heap: list[tuple[int, int]], cache: _BlockCache | None) -> tuple[float, int, int, int, int, int, int]:
         budget = budget_cap - b
-        p = pw = 0
+        p, pw = 0, 0.0
         first: list[int] = []
         while prefill and budget > 0:
             i = prefill[0]
