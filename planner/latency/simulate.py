@@ -280,6 +280,17 @@ def _affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float, ex
     return step, jump, steps_to
 
 
+def _fewest_steps(jump: JumpFn, b: int, ctx: float, dt: float) -> int:
+    """The fewest decode iterations jump(b, ctx, n) puts at >= dt seconds (doubling, then bisection)."""
+    low, high = 0, 1  # jump(low) < dt <= jump(high)
+    while jump(b, ctx, high) < dt:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if jump(b, ctx, mid) < dt else (low, mid)
+    return high
+
+
 def _windowed_affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: float, experts: ExpertFn | None,
                               window: tuple[int, float]) -> tuple[StepFn, JumpFn, StepsToFn]:
     """_affine_closures where a share of the layers reads at most a window: the KV-read term is piecewise linear in
@@ -304,13 +315,7 @@ def _windowed_affine_closures(base: _PerBatch, per_ctx: _PerBatch, q: float, r: 
         return n * decode_base[b] + k * total
 
     def steps_to(b: int, ctx: float, dt: float) -> int:
-        low, high = 0, 1  # jump(low) < dt <= jump(high)
-        while jump(b, ctx, high) < dt:
-            low, high = high, high * 2
-        while high - low > 1:
-            mid = (low + high) // 2
-            low, high = (mid, high) if jump(b, ctx, mid) < dt else (low, mid)
-        return high
+        return _fewest_steps(jump, b, ctx, dt)
 
     return step, jump, steps_to
 
@@ -327,13 +332,7 @@ def _direct_closures(f: StepTimeFn, window: tuple[int, float] = (0, 0.0)) -> tup
         return n * float(f(b, (_windowed(b, mid, size, share) if share else mid) / b, 0.0, 0.0))
 
     def steps_to(b: int, ctx: float, dt: float) -> int:
-        low, high = 0, 1  # jump(low) < dt <= jump(high)
-        while jump(b, ctx, high) < dt:
-            low, high = high, high * 2
-        while high - low > 1:
-            mid = (low + high) // 2
-            low, high = (mid, high) if jump(b, ctx, mid) < dt else (low, mid)
-        return high
+        return _fewest_steps(jump, b, ctx, dt)
 
     return step, jump, steps_to
 
