@@ -609,3 +609,14 @@ def test_the_simulator_steps_a_windowed_curve_in_closed_form(bundled):
         assert model.jump(b, ctx, n) == pytest.approx(steps, rel=1e-9)
         dt = model.jump(b, ctx, n)
         assert model.steps_to(b, ctx, dt) == n and model.jump(b, ctx, n - 1) < dt
+
+
+def test_the_longest_context_a_replica_holds_counts_the_window(bundled):
+    from planner.engine.curves import LONGEST_WINDOWED_CONTEXT, longest_held_context
+    windowed, full = _mistral_with_and_without_its_window(bundled)
+    assert longest_held_context(full) == full.kv_cache_tokens
+    assert longest_held_context(windowed) == LONGEST_WINDOWED_CONTEXT  # every layer windowed: any context fits
+    half = dataclasses.replace(windowed, caps=dataclasses.replace(windowed.caps, window_share=0.5))
+    longest = longest_held_context(half)
+    assert half.caps.kv_len(longest) <= half.kv_cache_tokens < half.caps.kv_len(longest + 2)
+    assert longest > 1.9 * half.kv_cache_tokens
