@@ -211,6 +211,22 @@ def kv_bytes_per_token(model: ModelSpec, kv_precision: str) -> float:
     return 2.0 * model.num_layers * model.num_kv_heads * model.head_dim * bytes_per_value(kv_precision)
 
 
+# Engines that window every layer of a config with one `sliding_window` and no per-layer types (Mistral-7B-v0.1):
+# vLLM does (its cache config takes the model's window: vllm/engine/arg_utils.py, 0.12 and 0.26).  TensorRT-LLM
+# windows attention only when told (max_attention_window_size): its published Mistral-7B rows (0.17) are predicted
+# within 19% as full attention and off by 119% as windowed (`validate --transfer`), so there it is full attention.
+# Layers a config names as windowed (gpt-oss, Gemma) are windowed by every engine.
+SINGLE_WINDOW_ENGINES = frozenset({"vllm"})
+
+
+def model_window(model: ModelSpec | None, engine: str) -> tuple[int, float]:
+    """(window tokens, share of the layers windowed) of a model on an engine; (0, 0.0) for an unknown model, one
+    without windowed layers, or one whose single window the engine does not apply (SINGLE_WINDOW_ENGINES)."""
+    if model is None or not model.windowed_share or not (model.window_by_layer or engine in SINGLE_WINDOW_ENGINES):
+        return 0, 0.0
+    return model.sliding_window, model.windowed_share
+
+
 def windowed_tokens(tokens: float, window: int, share: float) -> float:
     """A context of `tokens` counted over all layers when a `share` of them attend within `window` tokens: those
     hold and read at most the window (vLLM frees a windowed layer's blocks behind it), the others all of it.  The

@@ -20,6 +20,7 @@ from fleetfacts.specs import (
     GpuSpec,
     ModelSpec,
     kv_bytes_per_token,
+    model_window,
     weight_bytes,
     weight_bytes_read_per_step,
     windowed_tokens,
@@ -59,6 +60,7 @@ class Estimator:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     kv_cache_tokens: int | None = None
     kv_precision: str = "bf16"
+    engine: str = "vllm"
 
     def kv_tokens(self) -> float:
         """KV-cache tokens of the replica: as reported, else what the memory share leaves after the weights."""
@@ -74,7 +76,7 @@ class Estimator:
 
     def _held(self, context: float) -> float:
         """KV tokens a context holds (windowed layers hold their window: fleetfacts.specs.windowed_tokens)."""
-        return windowed_tokens(context, self.model.sliding_window, self.model.windowed_share)
+        return windowed_tokens(context, *model_window(self.model, self.engine))
 
     def step_s(self, batch: float, context: float) -> float:
         """One decode step of `batch` sequences at mean `context`, s: the roofline at the assumed efficiency."""
@@ -103,7 +105,8 @@ class Estimator:
 
 
 def make_estimator(gpu: GpuSpec | None, model: ModelSpec | None, precision: str, tp: int,
-                   kv_precision: str = "bf16", max_num_seqs: int | None = None) -> tuple[Estimator, list[str]]:
+                   kv_precision: str = "bf16", max_num_seqs: int | None = None,
+                   engine: str = "vllm") -> tuple[Estimator, list[str]]:
     """An Estimator plus the list of fallbacks it had to assume (for the dry-run report)."""
     notes = []
     if gpu is None:
@@ -111,5 +114,5 @@ def make_estimator(gpu: GpuSpec | None, model: ModelSpec | None, precision: str,
     if model is None:
         notes.append(FALLBACK_MODEL.source)
     est = Estimator(gpu=gpu or FALLBACK_GPU, model=model or FALLBACK_MODEL, precision=precision, tp=tp,
-                    max_num_seqs=max_num_seqs or DEFAULT_MAX_NUM_SEQS, kv_precision=kv_precision)
+                    max_num_seqs=max_num_seqs or DEFAULT_MAX_NUM_SEQS, kv_precision=kv_precision, engine=engine)
     return est, notes

@@ -206,7 +206,7 @@ def make_point_estimator(req: ProfileRequest) -> tuple[Estimator, list[str]]:
     cfg = req.config
     return make_estimator(gpu_spec(req.identity["gpu"]), _model_facts(cfg), cfg.precision,
                           cfg.tp, kv_precision=kv_cache_precision(cfg.engine_args),
-                          max_num_seqs=cfg.engine_args.get("max_num_seqs"))
+                          max_num_seqs=cfg.engine_args.get("max_num_seqs"), engine=cfg.engine)
 
 
 def row_identity(req: ProfileRequest, argv: list[str]) -> Identity:

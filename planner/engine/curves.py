@@ -62,6 +62,7 @@ from fleetfacts.specs import (
     kv_bytes_per_token,
     load_gpu_specs,
     load_model_specs,
+    model_window,
     weight_bytes,
     windowed_attention_len,
     windowed_tokens,
@@ -269,20 +270,10 @@ def longest_held_context(curve: CurveLike) -> int:
     return int((kv - share * window) / (1.0 - share))  # (1 - s) T + s W <= kv
 
 
-# Engines that window every layer of a config with one `sliding_window` and no per-layer types (Mistral-7B-v0.1):
-# vLLM does (its cache config takes the model's window: vllm/engine/arg_utils.py, 0.12 and 0.26).  TensorRT-LLM
-# windows attention only when told (max_attention_window_size): its published Mistral-7B rows (0.17) are predicted
-# within 19% as full attention and off by 119% as windowed (`validate --transfer`), so there it is full attention.
-# Layers a config names as windowed (gpt-oss, Gemma) are windowed by every engine.
-SINGLE_WINDOW_ENGINES = frozenset({"vllm"})
-
-
 def window_caps(model: ModelSpec | None, engine: str) -> dict[str, Any]:
-    """Caps' window fields for a model on an engine (none for an unknown model, one without windowed layers, or
-    one whose single window the engine does not apply: SINGLE_WINDOW_ENGINES)."""
-    if model is None or not model.windowed_share or not (model.window_by_layer or engine in SINGLE_WINDOW_ENGINES):
-        return {}
-    return {"window": model.sliding_window, "window_share": model.windowed_share}
+    """Caps' window fields for a model on an engine (fleetfacts.specs.model_window; none without a window)."""
+    window, share = model_window(model, engine)
+    return {"window": window, "window_share": share} if share else {}
 
 
 def expert_cover(expert_share: float, tokens: float) -> float:
