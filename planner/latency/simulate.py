@@ -193,9 +193,8 @@ def _without_window(curve: CurveLike) -> tuple[CurveLike, tuple[int, float]]:
 
 def _windowed(b: int, ctx: float, window: int, share: float) -> float:
     """The KV tokens b sequences of contexts summing to ctx read when a `share` of the layers read at most `window`
-    tokens (fleetfacts.specs.windowed_tokens of their mean context, times b)."""
-    over = ctx - b * window
-    return ctx - share * over if over > 0 else ctx
+    tokens: windowed_tokens of their mean context, times b."""
+    return b * windowed_tokens(ctx / b, window, share) if b else ctx
 
 
 def _expert_read(curve: CurveLike) -> ExpertFn | None:
